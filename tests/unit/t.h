@@ -1,0 +1,34 @@
+/* t.h: the unit-test harness: each check prints "PASS <name>" or "FAIL <name>: <why>";
+ * tests/run.sh counts those lines. A test binary exits 1 if any check failed. */
+#ifndef COLI_T_H
+#define COLI_T_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static int t_failed;
+
+/* One named check; the message after the condition says what went wrong. */
+#define T_CHECK(name, cond, ...)                                                  \
+	do {                                                                      \
+		if (cond) {                                                       \
+			printf("PASS %s\n", name);                                \
+		} else {                                                          \
+			printf("FAIL %s: ", name);                                \
+			printf(__VA_ARGS__);                                      \
+			printf(" (%s:%d)\n", __FILE__, __LINE__);                 \
+			t_failed = 1;                                             \
+		}                                                                 \
+		fflush(stdout);                                                   \
+	} while (0)
+
+#define T_EXIT() return t_failed ? 1 : 0
+
+/* Directory of the reference fixtures copied into the tree (tests/fixtures/hf). */
+static inline const char *t_fixtures(void)
+{
+	const char *d = getenv("COLI_FIXTURES");
+	return d ? d : "tests/fixtures/hf";
+}
+
+#endif
