@@ -22,8 +22,10 @@ void coli_err_prefix(coli_err *e, const char *prefix)
 	if (!e)
 		return;
 	char tmp[sizeof(e->msg)];
-	snprintf(tmp, sizeof(tmp), "%s: %s", prefix, e->msg);
-	memcpy(e->msg, tmp, sizeof(e->msg));
+	memcpy(tmp, e->msg, sizeof(tmp));
+	int n = snprintf(e->msg, sizeof(e->msg), "%s: ", prefix);
+	if (n >= 0 && (size_t)n < sizeof(e->msg))
+		snprintf(e->msg + n, sizeof(e->msg) - (size_t)n, "%.*s", (int)(sizeof(e->msg) - (size_t)n - 1), tmp);
 }
 
 int coli_err_exit_status(const coli_err *e)

@@ -1,0 +1,181 @@
+/* convert.c: one conversion from start (or resume) to a finished container and its summary. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "convert.h"
+#include "fileio.h"
+#include "sha256.h"
+
+static double mono(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* The config as stored in the manifest and hashed into the identity: sorted keys, compact. */
+static int canonical_config(conv *cv, coli_err *e)
+{
+	char *path = coli_path_join(cv->o->src, "config.json"), *text = NULL;
+	json_error_t je;
+	int rc = path ? coli_read_file(path, &text, NULL, e) : coli_errf(e, COLI_ENOMEM, "out of memory");
+	json_t *j = rc == 0 ? json_loads(text, 0, &je) : NULL;
+	if (rc == 0 && !j)
+		rc = coli_errf(e, COLI_EDATA, "%s: %s at line %d column %d", path, je.text, je.line, je.column);
+	if (rc == 0 && !(cv->ct.config_json = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS)))
+		rc = coli_errf(e, COLI_ENOMEM, "out of memory");
+	if (rc == 0 && coli_model_parse(&cv->ct.model, text, path, e) < 0)
+		rc = -1;
+	json_decref(j);
+	free(text);
+	free(path);
+	return rc;
+}
+
+static int plan(conv *cv, coli_err *e)
+{
+	if (coli_ckpt_open(&cv->src, cv->o->src, e) < 0 || canonical_config(cv, e) < 0 ||
+	    coli_model_check_ckpt(&cv->ct.model, cv->src, e) < 0)
+		return -1;
+	memcpy(cv->ct.bits, cv->o->bits, sizeof(cv->ct.bits));
+	if (coli_layout_plan(&cv->ct.layout, &cv->ct.model, cv->src, cv->o->bits[0], cv->o->bits[1],
+			     cv->o->bits[2], e) < 0)
+		return -1;
+	coli_container_identity(&cv->ct.layout, cv->ct.config_json, cv->ct.model.n_mtp_layers, cv->ct.bits,
+				cv->ct.identity);
+	coli_hex32(cv->ct.identity, cv->ct.identity_hex);
+	return jobs_build(cv, e);
+}
+
+/* Opens the section files at their final size (space reserved up front, so a full disk is
+ * found before hours of work) with their headers written. */
+static int open_sections(conv *cv, int fresh, coli_err *e)
+{
+	for (int s = 0; s < COLI_SEC_COUNT; s++) {
+		char *path = coli_path_join(cv->o->out, coli_section_file((coli_section)s));
+		uint8_t h[COLI_SECTION_HEADER];
+		uint64_t size = cv->ct.layout.section_size[s];
+		int rc = 0;
+		cv->fd[s] = path ? open(path, O_RDWR | O_CREAT | O_CLOEXEC | (fresh ? O_TRUNC : 0), 0644) : -1;
+		if (cv->fd[s] < 0 || ftruncate(cv->fd[s], (off_t)size) < 0)
+			rc = coli_errf(e, COLI_EIO, "%s: %s", path ? path : "?", strerror(errno));
+		else if (fallocate(cv->fd[s], 0, 0, (off_t)size) < 0 && errno == ENOSPC)
+			rc = coli_errf(e, COLI_EIO, "%s: disk full: the container needs %.2f GiB here", path,
+				       (double)size / (1 << 30));
+		coli_section_header(h, (coli_section)s, cv->ct.identity);
+		if (rc == 0)
+			rc = coli_pwrite_full(cv->fd[s], h, sizeof(h), 0, path, e);
+		if (rc < 0 && fresh)
+			unlink(path);
+		free(path);
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static char *provenance(const conv *cv)
+{
+	json_t *shards = json_array();
+	for (int i = 0; i < cv->src->n_files; i++)
+		json_array_append_new(shards, json_pack("{s:s, s:I}", "name", cv->src->files[i].name, "size",
+							(json_int_t)cv->src->files[i].size));
+	json_t *p = json_pack("{s:s, s:{s:i, s:i, s:i, s:b}, s:{s:s, s:b, s:o}}", "converter",
+			      COLI_CONVERT_VERSION, "options", "expert_bits", cv->o->bits[0], "dense_bits",
+			      cv->o->bits[1], "mtp_bits", cv->o->bits[2], "allow_nonfinite", cv->o->allow_nonfinite,
+			      "source", "dtype", cv->ct.model.dtype, "fp8", cv->ct.model.fp8, "shards", shards);
+	char *s = p ? json_dumps(p, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	json_decref(p);
+	return s;
+}
+
+static int finish(conv *cv, coli_err *e)
+{
+	for (int s = 0; s < COLI_SEC_COUNT; s++)
+		if (fsync(cv->fd[s]) < 0)
+			return coli_errf(e, COLI_EIO, "%s/%s: fsync: %s", cv->o->out,
+					 coli_section_file((coli_section)s), strerror(errno));
+	cv->ct.dir = (char *)cv->o->out;
+	cv->ct.provenance_json = provenance(cv);
+	if (!cv->ct.provenance_json)
+		return coli_errf(e, COLI_ENOMEM, "out of memory");
+	int rc = coli_manifest_write(&cv->ct, e);
+	cv->ct.dir = NULL;
+	char *jp = coli_path_join(cv->o->out, JOURNAL_FILE);
+	if (rc == 0 && jp)
+		unlink(jp);
+	free(jp);
+	return rc;
+}
+
+static void summary(const conv *cv, double secs, int resumed_at)
+{
+	const coli_layout *L = &cv->ct.layout;
+	uint64_t params = 0, out = 0;
+	int records = 0;
+	for (int i = 0; i < L->n_tensors; i++)
+		params += (uint64_t)L->tensors[i].blob.rows * (uint64_t)L->tensors[i].blob.cols;
+	for (int i = 0; i < L->n_elayers; i++) {
+		records += L->elayers[i].n_experts;
+		for (int p = 0; p < 3; p++)
+			params += (uint64_t)L->elayers[i].n_experts * (uint64_t)L->elayers[i].part[p].rows *
+				  (uint64_t)L->elayers[i].part[p].cols;
+	}
+	for (int s = 0; s < COLI_SEC_COUNT; s++)
+		out += L->section_size[s];
+	double gib = 1024.0 * 1024 * 1024;
+	printf("%s: %d tensors, %d expert records, %.3f GiB in, %.3f GiB out, %.2f bits/weight, %.1f s, %.2f GiB/s%s\n",
+	       cv->o->out, L->n_tensors, records, (double)cv->total_in / gib, (double)out / gib,
+	       (double)out * 8 / (double)params, secs, (double)cv->total_in / gib / (secs > 1e-6 ? secs : 1e-6),
+	       resumed_at > 0 ? " (resumed)" : "");
+}
+
+static void conv_release(conv *cv)
+{
+	for (int s = 0; s < COLI_SEC_COUNT; s++)
+		if (cv->fd[s] >= 0)
+			close(cv->fd[s]);
+	coli_layout_release(&cv->ct.layout);
+	for (int i = 0; i < cv->ct.n_carried; i++)
+		free(cv->ct.carried[i].file);
+	free(cv->ct.carried);
+	free(cv->ct.config_json);
+	free(cv->ct.provenance_json);
+	free(cv->jobs);
+	free(cv->specs);
+	free(cv->xspec);
+	coli_ckpt_close(cv->src);
+}
+
+int convert_run(const convert_opts *o, coli_err *e)
+{
+	conv cv = {.o = o, .fd = {-1, -1, -1}};
+	journal jr = {0, 0, 0};
+	double t0 = mono();
+	int rc = plan(&cv, e), resumed = 0;
+	if (rc == 0)
+		rc = outdir_prepare(o, e);
+	if (rc == 0 && (resumed = journal_load(&cv, &jr, e)) < 0)
+		rc = -1;
+	if (rc == 0)
+		rc = open_sections(&cv, !resumed, e);
+	if (rc == 0)
+		rc = outdir_carry(&cv, e);
+	if (rc == 0 && !resumed)
+		rc = journal_save(&cv, &jr, e);
+	int start = jr.next_job;
+	if (rc == 0)
+		rc = pipeline_run(&cv, &jr, e);
+	if (rc == 0)
+		rc = finish(&cv, e);
+	if (rc == 0 && !o->quiet)
+		summary(&cv, mono() - t0, start);
+	conv_release(&cv);
+	return rc;
+}

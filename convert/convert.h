@@ -1,0 +1,87 @@
+/* convert.h: coli-convert's parts: output folder, job list, encoding, pipeline, journal. */
+#ifndef COLI_CONVERT_H
+#define COLI_CONVERT_H
+
+#include <stdint.h>
+
+#include "container.h"
+#include "error.h"
+#include "safetensors.h"
+
+#define COLI_CONVERT_VERSION "coli-convert 0.1.0"
+#define JOURNAL_FILE "convert.journal"
+
+typedef struct convert_opts {
+	const char *src, *out;
+	int bits[3];          /* expert, dense, mtp */
+	int threads;
+	int force;
+	int allow_nonfinite;
+	int quiet;
+} convert_opts;
+
+/* A unit of work: rows [row0, row0+nrows) of a dense/MTP tensor, or one expert record. */
+typedef struct job {
+	int tensor;           /* index into layout.tensors, or -1 for a record */
+	int64_t row0, nrows;
+	int elayer, expert;   /* for records */
+	int rec;              /* record ordinal (index into conv.xspec / 3), else -1 */
+	uint64_t in_bytes;    /* source bytes it reads */
+	uint64_t out_bytes;   /* bytes it produces */
+} job;
+
+/* Everything a conversion shares between threads (read-only once the pipeline runs). */
+typedef struct conv {
+	const convert_opts *o;
+	coli_ckpt *src;
+	coli_container ct;    /* the container being written: model, layout, identity, carried */
+	int fd[COLI_SEC_COUNT];
+	job *jobs;
+	int n_jobs;
+	coli_tensor_spec *specs; /* expected tensor set, from coli_model_tensors */
+	int n_specs;
+	int *xspec;           /* per record: spec indices of its gate, up, down */
+	uint64_t total_in, total_out;
+} conv;
+
+/* A job's result: codes bytes and scales bytes with their CRCs (records: codes only). */
+typedef struct job_out {
+	uint8_t *buf;         /* codes, then scales */
+	uint64_t codes_len, scales_len;
+	uint32_t codes_crc, scales_crc;
+} job_out;
+
+/* Runs a conversion (fresh or resumed) to a finished container. */
+int convert_run(const convert_opts *o, coli_err *e);
+
+/* jobs.c: the ordered job list for the planned layout. */
+int jobs_build(conv *cv, coli_err *e);
+
+/* encode.c: performs job j into out (buf sized for the largest job); scratch holds floats. */
+int encode_job(const conv *cv, const job *j, job_out *out, float *scratch, coli_err *e);
+uint64_t encode_scratch_floats(const conv *cv);
+
+/* outdir.c: prepares the output folder; *resume is set when a matching journal was found. */
+int outdir_prepare(const convert_opts *o, coli_err *e);
+int outdir_carry(conv *cv, coli_err *e);
+
+/* journal.c: resume state, rewritten atomically at checkpoints. */
+typedef struct journal {
+	int next_job;
+	uint32_t codes_crc, scales_crc; /* running CRCs of the tensor in progress */
+} journal;
+int journal_save(const conv *cv, const journal *j, coli_err *e);
+/* Loads the journal if present (returns 1), 0 if absent; errors if it belongs to another plan. */
+int journal_load(conv *cv, journal *j, coli_err *e);
+
+/* pipeline.c: runs jobs from j->next_job to the end with worker threads and one writer. */
+int pipeline_run(conv *cv, journal *j, coli_err *e);
+
+/* info.c: --info and --verify. */
+int info_print(const char *path, coli_err *e);
+int verify_run(const char *path, int quiet, coli_err *e);
+
+/* progress.c: a rate-limited progress bar on a TTY. */
+void progress_update(uint64_t done, uint64_t total, int final);
+
+#endif

@@ -1,0 +1,92 @@
+/* info.c: `coli-convert --info` and `--verify`: what a container holds, and a full check. */
+#include <stdio.h>
+#include <unistd.h>
+
+#include "convert.h"
+
+static double gib(uint64_t b) { return (double)b / (1024.0 * 1024 * 1024); }
+
+static uint64_t class_bytes(const coli_layout *L, coli_section s, coli_tclass cls)
+{
+	uint64_t n = 0;
+	for (int i = 0; i < L->n_tensors; i++)
+		if (L->tensors[i].section == s && L->tensors[i].cls == cls)
+			n += L->tensors[i].blob.nbytes;
+	return n;
+}
+
+static void print_records(const coli_container *c)
+{
+	uint64_t main_bytes = 0, mtp_bytes = 0;
+	int main_layers = 0;
+	for (int i = 0; i < c->layout.n_elayers; i++) {
+		const coli_lexperts *x = &c->layout.elayers[i];
+		uint64_t b = x->record_size * (uint64_t)x->n_experts;
+		*(x->mtp ? &mtp_bytes : &main_bytes) += b;
+		main_layers += !x->mtp;
+	}
+	const coli_lexperts *x = c->layout.n_elayers ? &c->layout.elayers[0] : NULL;
+	if (x)
+		printf("record      %llu bytes (gate %s [%lld, %lld], up %s, down %s [%lld, %lld]), 4096-aligned\n",
+		       (unsigned long long)x->record_size, coli_enc_name(x->part[0].enc), (long long)x->part[0].rows,
+		       (long long)x->part[0].cols, coli_enc_name(x->part[1].enc), coli_enc_name(x->part[2].enc),
+		       (long long)x->part[2].rows, (long long)x->part[2].cols);
+	printf("experts     %.3f GiB in %d MoE layers x %d records", gib(main_bytes), main_layers, x ? x->n_experts : 0);
+	if (mtp_bytes)
+		printf(" + %.3f GiB MTP records", gib(mtp_bytes));
+	printf("\n");
+}
+
+int info_print(const char *path, coli_err *e)
+{
+	coli_container *c;
+	if (coli_container_open(&c, path, e) < 0)
+		return -1;
+	const coli_model *m = &c->model;
+	const coli_layout *L = &c->layout;
+	int moe = 0;
+	for (int l = 0; l < m->n_layers; l++)
+		moe += m->is_moe[l];
+	printf("container   %s (format %u)\n", path, COLI_CONTAINER_VERSION);
+	printf("identity    %s\n", c->identity_hex);
+	printf("family      %s\n", coli_family_name(m->family));
+	printf("layers      %d (%d dense, %d MoE) + %d MTP\n", m->n_layers, m->n_layers - moe, moe, m->n_mtp_layers);
+	printf("experts     %d per MoE layer, top-%d, %d shared\n", m->n_experts, m->top_k, m->n_shared_experts);
+	printf("bits        expert %d, dense %d, mtp %d (small tensors f32)\n", c->bits[0], c->bits[1], c->bits[2]);
+	printf("dense       %.3f GiB (matrices %.3f, small f32 %.3f)\n", gib(L->section_size[COLI_SEC_DENSE]),
+	       gib(class_bytes(L, COLI_SEC_DENSE, COLI_TC_MATRIX)), gib(class_bytes(L, COLI_SEC_DENSE, COLI_TC_SMALL)));
+	printf("mtp         %.3f GiB\n", gib(L->section_size[COLI_SEC_MTP]));
+	print_records(c);
+	printf("total       %.3f GiB (dense+mtp %.3f, experts %.3f)\n",
+	       gib(L->section_size[0] + L->section_size[1] + L->section_size[2]),
+	       gib(L->section_size[0] + L->section_size[1]), gib(L->section_size[COLI_SEC_EXPERTS]));
+	printf("provenance  %s\n", c->provenance_json);
+	coli_container_close(c);
+	return 0;
+}
+
+static void verify_progress(void *ctx, uint64_t done, uint64_t total)
+{
+	if (!*(int *)ctx)
+		progress_update(done, total, done == total);
+}
+
+int verify_run(const char *path, int quiet, coli_err *e)
+{
+	coli_container *c;
+	if (coli_container_open(&c, path, e) < 0)
+		return -1;
+	int rc = coli_container_verify(c, verify_progress, &quiet, e);
+	if (rc == 0 && !quiet) {
+		uint64_t total = 0;
+		int records = 0;
+		for (int s = 0; s < COLI_SEC_COUNT; s++)
+			total += c->layout.section_size[s];
+		for (int i = 0; i < c->layout.n_elayers; i++)
+			records += c->layout.elayers[i].n_experts;
+		printf("%s: ok: %d tensors, %d expert records, %d carried files, %.3f GiB verified\n", path,
+		       c->layout.n_tensors, records, c->n_carried, gib(total));
+	}
+	coli_container_close(c);
+	return rc;
+}

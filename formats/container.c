@@ -1,0 +1,239 @@
+/* container.c: opening a container: headers, identity, section files, carried files. */
+#include "container.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "fileio.h"
+#include "manifest.h"
+#include "sha256.h"
+
+const uint8_t coli_magic[8] = {0x89, 'C', 'O', 'L', 'I', '\r', '\n', 0x1a};
+
+#define INT_CANARY 0x0123456789abcdefull
+#define FLOAT_CANARY 370.5
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static uint32_t crc(const void *p, size_t n) { return (uint32_t)crc32(0, p, (uInt)n); }
+
+void coli_container_identity(const coli_layout *L, const char *config_canonical, int mtp_layers,
+			     const int bits[3], uint8_t out[32])
+{
+	coli_sha256 s;
+	char line[512];
+	coli_sha256_init(&s);
+	coli_sha256_update(&s, config_canonical, strlen(config_canonical));
+	int n = snprintf(line, sizeof(line), "\ncoli %u mtp %d bits %d %d %d\n", COLI_CONTAINER_VERSION,
+			 mtp_layers, bits[0], bits[1], bits[2]);
+	coli_sha256_update(&s, line, (size_t)n);
+	for (int i = 0; i < L->n_tensors; i++) {
+		const coli_ltensor *t = &L->tensors[i];
+		n = snprintf(line, sizeof(line), "%s %s %lld %lld\n", t->name, coli_enc_name(t->blob.enc),
+			     (long long)t->blob.rows, (long long)t->blob.cols);
+		coli_sha256_update(&s, line, (size_t)n);
+	}
+	for (int i = 0; i < L->n_elayers; i++) {
+		const coli_lexperts *x = &L->elayers[i];
+		n = snprintf(line, sizeof(line), "experts %d x%d", x->layer, x->n_experts);
+		coli_sha256_update(&s, line, (size_t)n);
+		for (int p = 0; p < 3; p++) {
+			n = snprintf(line, sizeof(line), " %s %lld %lld", coli_enc_name(x->part[p].enc),
+				     (long long)x->part[p].rows, (long long)x->part[p].cols);
+			coli_sha256_update(&s, line, (size_t)n);
+		}
+		coli_sha256_update(&s, "\n", 1);
+	}
+	coli_sha256_final(&s, out);
+}
+
+/* Section header: magic, version, kind, identity; zero to byte 4092; CRC of bytes 0..4091. */
+void coli_section_header(uint8_t out[COLI_SECTION_HEADER], coli_section s, const uint8_t identity[32])
+{
+	memset(out, 0, COLI_SECTION_HEADER);
+	memcpy(out, coli_magic, 8);
+	put32(out + 8, COLI_CONTAINER_VERSION);
+	put32(out + 12, (uint32_t)s + 1);
+	memcpy(out + 16, identity, 32);
+	put32(out + COLI_SECTION_HEADER - 4, crc(out, COLI_SECTION_HEADER - 4));
+}
+
+int coli_section_header_check(const uint8_t h[COLI_SECTION_HEADER], coli_section s,
+			      const uint8_t identity[32], const char *what, coli_err *e)
+{
+	if (memcmp(h, coli_magic, 8) != 0)
+		return coli_errf(e, COLI_EDATA, "%s: bad binary format (magic)", what);
+	if (get32(h + COLI_SECTION_HEADER - 4) != crc(h, COLI_SECTION_HEADER - 4))
+		return coli_errf(e, COLI_EDATA, "%s: section header crc32 0x%08x, stored 0x%08x", what,
+				 crc(h, COLI_SECTION_HEADER - 4), get32(h + COLI_SECTION_HEADER - 4));
+	if (get32(h + 8) != COLI_CONTAINER_VERSION)
+		return coli_errf(e, COLI_EDATA, "%s: version %u unsupported (this reader knows %u)", what,
+				 get32(h + 8), COLI_CONTAINER_VERSION);
+	if (get32(h + 12) != (uint32_t)s + 1)
+		return coli_errf(e, COLI_EDATA, "%s: section kind %u, expected %u", what, get32(h + 12),
+				 (unsigned)s + 1);
+	if (memcmp(h + 16, identity, 32) != 0)
+		return coli_errf(e, COLI_EDATA, "%s: identity differs from the manifest's (a file of another container)",
+				 what);
+	return 0;
+}
+
+/* Manifest file header: see container.md, "Manifest header". */
+void coli_manifest_header(uint8_t out[COLI_MANIFEST_HEADER], const char *json, size_t len)
+{
+	memset(out, 0, COLI_MANIFEST_HEADER);
+	memcpy(out, coli_magic, 8);
+	put32(out + 8, COLI_CONTAINER_VERSION);
+	put32(out + 12, COLI_MANIFEST_HEADER);
+	put64(out + 16, INT_CANARY);
+	double f = FLOAT_CANARY;
+	memcpy(out + 24, &f, 8);
+	put64(out + 32, len);
+	put32(out + 40, crc(json, len));
+	put32(out + 60, crc(out, 60));
+}
+
+/* Checks the manifest header against the file size; fills *json_len. */
+int coli_manifest_header_check(const uint8_t h[COLI_MANIFEST_HEADER], uint64_t file_size,
+			       const char *what, uint64_t *json_len, coli_err *e)
+{
+	double f;
+	memcpy(&f, h + 24, 8);
+	if (memcmp(h, coli_magic, 8) != 0)
+		return coli_errf(e, COLI_EDATA, "%s: bad binary format (magic; text-mode newline damage?)", what);
+	if (get32(h + 60) != crc(h, 60))
+		return coli_errf(e, COLI_EDATA, "%s: header crc32 0x%08x, stored 0x%08x", what, crc(h, 60), get32(h + 60));
+	if (get32(h + 8) != COLI_CONTAINER_VERSION)
+		return coli_errf(e, COLI_EDATA, "%s: version %u unsupported (this reader knows %u)", what,
+				 get32(h + 8), COLI_CONTAINER_VERSION);
+	if (get32(h + 12) != COLI_MANIFEST_HEADER || get64(h + 16) != INT_CANARY || f != FLOAT_CANARY)
+		return coli_errf(e, COLI_EDATA, "%s: bad binary format (header size or canaries)", what);
+	*json_len = get64(h + 32);
+	if (*json_len > COLI_MAX_MANIFEST || *json_len + COLI_MANIFEST_HEADER != file_size)
+		return coli_errf(e, COLI_EDATA, "%s: manifest length %llu does not match file size %llu", what,
+				 (unsigned long long)*json_len, (unsigned long long)file_size);
+	return 0;
+}
+
+uint32_t coli_manifest_header_crc(const uint8_t h[COLI_MANIFEST_HEADER]) { return get32(h + 40); }
+
+static int open_section(coli_container *c, coli_section s, coli_err *e)
+{
+	char *path = coli_path_join(c->dir, coli_section_file(s));
+	if (!path)
+		return coli_errf(e, COLI_ENOMEM, "out of memory");
+	int rc = 0;
+	struct stat st;
+	uint8_t h[COLI_SECTION_HEADER];
+	c->fd[s] = open(path, O_RDONLY | O_CLOEXEC);
+	if (c->fd[s] < 0 || fstat(c->fd[s], &st) < 0)
+		rc = coli_errf(e, COLI_EIO, "%s: %s", path, strerror(errno));
+	else if ((uint64_t)st.st_size != c->layout.section_size[s])
+		rc = coli_errf(e, COLI_EDATA, "%s: size %llu, manifest says %llu", path,
+			       (unsigned long long)st.st_size, (unsigned long long)c->layout.section_size[s]);
+	else if (coli_pread_full(c->fd[s], h, sizeof(h), 0, path, e) < 0)
+		rc = -1;
+	else
+		rc = coli_section_header_check(h, s, c->identity, path, e);
+	free(path);
+	return rc;
+}
+
+static int check_carried(const coli_container *c, coli_err *e)
+{
+	for (int i = 0; i < c->n_carried; i++) {
+		char *path = coli_path_join(c->dir, c->carried[i].file);
+		struct stat st;
+		int rc = !path ? coli_errf(e, COLI_ENOMEM, "out of memory")
+		       : stat(path, &st) < 0 ? coli_errf(e, COLI_EIO, "%s: %s", path, strerror(errno))
+		       : (uint64_t)st.st_size != c->carried[i].size
+			       ? coli_errf(e, COLI_EDATA, "%s: size %llu, manifest says %llu", path,
+					   (unsigned long long)st.st_size, (unsigned long long)c->carried[i].size)
+			       : 0;
+		free(path);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int coli_container_open(coli_container **out, const char *dir, coli_err *e)
+{
+	*out = NULL;
+	coli_container *c = coli_calloc(1, sizeof(*c), e);
+	if (!c)
+		return -1;
+	for (int s = 0; s < COLI_SEC_COUNT; s++)
+		c->fd[s] = -1;
+	c->dir = strdup(dir);
+	int rc = c->dir ? coli_manifest_read(c, e) : coli_errf(e, COLI_ENOMEM, "out of memory");
+	for (int s = 0; rc == 0 && s < COLI_SEC_COUNT; s++)
+		rc = open_section(c, (coli_section)s, e);
+	if (rc == 0)
+		rc = check_carried(c, e);
+	if (rc < 0) {
+		coli_container_close(c);
+		return -1;
+	}
+	*out = c;
+	return 0;
+}
+
+void coli_container_close(coli_container *c)
+{
+	if (!c)
+		return;
+	for (int s = 0; s < COLI_SEC_COUNT; s++)
+		if (c->fd[s] >= 0)
+			close(c->fd[s]);
+	coli_layout_release(&c->layout);
+	for (int i = 0; i < c->n_carried; i++)
+		free(c->carried[i].file);
+	free(c->carried);
+	free(c->config_json);
+	free(c->provenance_json);
+	free(c->dir);
+	free(c);
+}
+
+const coli_ltensor *coli_container_tensor(const coli_container *c, const char *name)
+{
+	for (int i = 0; i < c->layout.n_tensors; i++)
+		if (strcmp(c->layout.tensors[i].name, name) == 0)
+			return &c->layout.tensors[i];
+	return NULL;
+}
+
+const coli_lexperts *coli_container_experts(const coli_container *c, int layer)
+{
+	for (int i = 0; i < c->layout.n_elayers; i++)
+		if (c->layout.elayers[i].layer == layer)
+			return &c->layout.elayers[i];
+	return NULL;
+}

@@ -1,0 +1,137 @@
+/* fileio.c: full reads/writes with precise errors, atomic replacement, path helpers. */
+#include "fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int coli_pwrite_full(int fd, const void *buf, size_t n, uint64_t off, const char *what, coli_err *e)
+{
+	const char *p = buf;
+	while (n > 0) {
+		ssize_t w = pwrite(fd, p, n, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == ENOSPC)
+			return coli_errf(e, COLI_EIO, "%s: disk full writing %zu bytes at offset %llu",
+					 what, n, (unsigned long long)off);
+		if (w <= 0)
+			return coli_errf(e, COLI_EIO, "%s: write at offset %llu: %s", what,
+					 (unsigned long long)off, w < 0 ? strerror(errno) : "wrote nothing");
+		p += w;
+		n -= (size_t)w;
+		off += (uint64_t)w;
+	}
+	return 0;
+}
+
+int coli_pread_full(int fd, void *buf, size_t n, uint64_t off, const char *what, coli_err *e)
+{
+	char *p = buf;
+	while (n > 0) {
+		ssize_t r = pread(fd, p, n, (off_t)off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return coli_errf(e, COLI_EIO, "%s: read at offset %llu: %s", what,
+					 (unsigned long long)off, strerror(errno));
+		if (r == 0)
+			return coli_errf(e, COLI_EIO, "%s: short read: end of file at offset %llu, %zu bytes missing",
+					 what, (unsigned long long)off, n);
+		p += r;
+		n -= (size_t)r;
+		off += (uint64_t)r;
+	}
+	return 0;
+}
+
+int coli_read_file(const char *path, char **out, size_t *len, coli_err *e)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return coli_errf(e, COLI_EIO, "%s: %s", path, strerror(errno));
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		close(fd);
+		return coli_errf(e, COLI_EIO, "%s: %s", path, strerror(errno));
+	}
+	char *buf = coli_malloc((size_t)st.st_size + 1, e);
+	if (!buf || coli_pread_full(fd, buf, (size_t)st.st_size, 0, path, e) < 0) {
+		free(buf);
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	buf[st.st_size] = 0;
+	*out = buf;
+	if (len)
+		*len = (size_t)st.st_size;
+	return 0;
+}
+
+int coli_fsync_dir_of(const char *path, coli_err *e)
+{
+	char *dir = strdup(path);
+	if (!dir)
+		return coli_errf(e, COLI_ENOMEM, "out of memory");
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*(slash == dir ? slash + 1 : slash) = 0;
+	else
+		strcpy(dir, ".");
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int rc = fd < 0 || fsync(fd) < 0 ? coli_errf(e, COLI_EIO, "%s: fsync: %s", dir, strerror(errno)) : 0;
+	if (fd >= 0)
+		close(fd);
+	free(dir);
+	return rc;
+}
+
+int coli_write_atomic(const char *path, const void *data, size_t n, coli_err *e)
+{
+	char tmp[4096];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return coli_errf(e, COLI_EIO, "%s: %s", tmp, strerror(errno));
+	int rc = coli_pwrite_full(fd, data, n, 0, tmp, e);
+	if (rc == 0 && fsync(fd) < 0)
+		rc = coli_errf(e, COLI_EIO, "%s: fsync: %s", tmp, strerror(errno));
+	close(fd);
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = coli_errf(e, COLI_EIO, "%s: rename: %s", path, strerror(errno));
+	if (rc < 0) {
+		unlink(tmp);
+		return rc;
+	}
+	return coli_fsync_dir_of(path, e);
+}
+
+char *coli_path_join(const char *dir, const char *name)
+{
+	size_t n = strlen(dir) + strlen(name) + 2;
+	char *p = malloc(n);
+	if (p)
+		snprintf(p, n, "%s/%s", dir, name);
+	return p;
+}
+
+void *coli_malloc(size_t n, coli_err *e)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		coli_errf(e, COLI_ENOMEM, "out of memory allocating %zu bytes", n);
+	return p;
+}
+
+void *coli_calloc(size_t n, size_t size, coli_err *e)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+	if (!p)
+		coli_errf(e, COLI_ENOMEM, "out of memory allocating %zu x %zu bytes", n, size);
+	return p;
+}

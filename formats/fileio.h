@@ -1,0 +1,34 @@
+/* fileio.h: whole-buffer reads and writes that report short I/O, and atomic file replacement. */
+#ifndef COLI_FILEIO_H
+#define COLI_FILEIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "error.h"
+
+/* pwrite/pread the whole buffer, retrying on EINTR and short counts. `what` names the file in
+ * errors ("model.coli/experts.bin"); ENOSPC is reported as "disk full". A read past the end is
+ * reported as a short read with the offset. */
+int coli_pwrite_full(int fd, const void *buf, size_t n, uint64_t off, const char *what, coli_err *e);
+int coli_pread_full(int fd, void *buf, size_t n, uint64_t off, const char *what, coli_err *e);
+
+/* Reads a whole (small) file into a NUL-terminated malloc'd buffer; *len excludes the NUL. */
+int coli_read_file(const char *path, char **out, size_t *len, coli_err *e);
+
+/* Writes data to path via "<path>.tmp", fsync, rename, fsync of the folder: readers see the old
+ * file or the new one, never a torn one. */
+int coli_write_atomic(const char *path, const void *data, size_t n, coli_err *e);
+
+/* fsync of the folder holding path (makes a rename durable). */
+int coli_fsync_dir_of(const char *path, coli_err *e);
+
+/* "<dir>/<name>" into a malloc'd string (NULL on allocation failure). */
+char *coli_path_join(const char *dir, const char *name);
+
+/* malloc/calloc that fill e with the size on failure. */
+void *coli_malloc(size_t n, coli_err *e);
+void *coli_calloc(size_t n, size_t size, coli_err *e);
+
+#endif

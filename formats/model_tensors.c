@@ -1,0 +1,369 @@
+/* model_tensors.c: the HF tensor names and shapes a model implies, and the checkpoint check. */
+#include "model.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fileio.h"
+
+/* Builds the tensor list; with v NULL it only counts. */
+typedef struct tb {
+	const coli_model *m;
+	coli_tensor_spec *v;
+	int n;
+	int layer, mtp;
+	char prefix[48]; /* "model.layers.3." or "" */
+} tb;
+
+static void add(tb *b, coli_tclass cls, const char *name, int64_t d0, int64_t d1, int ex,
+		int proj)
+{
+	if (b->v) {
+		coli_tensor_spec *s = &b->v[b->n];
+		snprintf(s->name, sizeof(s->name), "%s%s", b->prefix, name);
+		s->ndim = d1 ? 2 : 1;
+		s->shape[0] = d0;
+		s->shape[1] = d1;
+		s->cls = cls;
+		s->layer = b->layer;
+		s->expert = ex;
+		s->proj = proj;
+		s->mtp = b->mtp;
+	}
+	b->n++;
+}
+
+/* A 1-D norm or bias. */
+static void small(tb *b, const char *name, int64_t d0)
+{
+	add(b, COLI_TC_SMALL, name, d0, 0, -1, -1);
+}
+
+/* "<base>.weight" [out, in] as a matrix. */
+static void linear(tb *b, const char *base, int64_t out, int64_t in)
+{
+	char name[112];
+	snprintf(name, sizeof(name), "%s.weight", base);
+	add(b, COLI_TC_MATRIX, name, out, in, -1, -1);
+}
+
+static void globals(tb *b)
+{
+	const coli_model *m = b->m;
+	b->layer = -1;
+	b->mtp = 0;
+	b->prefix[0] = 0;
+	linear(b, "model.embed_tokens", m->vocab_size, m->hidden_size);
+	small(b, "model.norm.weight", m->hidden_size);
+	if (!m->tie_word_embeddings)
+		linear(b, "lm_head", m->vocab_size, m->hidden_size);
+}
+
+/* q/k/v/o with optional biases and q/k norms (qwen3_moe, glm4_moe, olmoe, mixtral). */
+static void gqa(tb *b)
+{
+	const coli_model *m = b->m;
+	int64_t q = (int64_t)m->n_heads * m->head_dim, kv = (int64_t)m->n_kv_heads * m->head_dim;
+	linear(b, "self_attn.q_proj", q, m->hidden_size);
+	linear(b, "self_attn.k_proj", kv, m->hidden_size);
+	linear(b, "self_attn.v_proj", kv, m->hidden_size);
+	linear(b, "self_attn.o_proj", m->hidden_size, q);
+	if (m->qkv_bias) {
+		small(b, "self_attn.q_proj.bias", q);
+		small(b, "self_attn.k_proj.bias", kv);
+		small(b, "self_attn.v_proj.bias", kv);
+	}
+	if (m->o_bias)
+		small(b, "self_attn.o_proj.bias", m->hidden_size);
+	if (m->qk_norm == COLI_QKNORM_HEAD) {
+		small(b, "self_attn.q_norm.weight", m->head_dim);
+		small(b, "self_attn.k_norm.weight", m->head_dim);
+	} else if (m->qk_norm == COLI_QKNORM_WHOLE) {
+		small(b, "self_attn.q_norm.weight", q);
+		small(b, "self_attn.k_norm.weight", kv);
+	}
+}
+
+/* DeepSeek MLA; attention_bias puts biases on q_a_proj, kv_a_proj_with_mqa and o_proj. */
+static void mla(tb *b)
+{
+	const coli_model *m = b->m;
+	int64_t q = (int64_t)m->n_heads * (m->qk_nope_head_dim + m->qk_rope_head_dim);
+	int64_t kva = (int64_t)m->kv_lora_rank + m->qk_rope_head_dim;
+	if (m->q_lora_rank) {
+		linear(b, "self_attn.q_a_proj", m->q_lora_rank, m->hidden_size);
+		small(b, "self_attn.q_a_layernorm.weight", m->q_lora_rank);
+		linear(b, "self_attn.q_b_proj", q, m->q_lora_rank);
+		if (m->qkv_bias)
+			small(b, "self_attn.q_a_proj.bias", m->q_lora_rank);
+	} else {
+		linear(b, "self_attn.q_proj", q, m->hidden_size);
+	}
+	linear(b, "self_attn.kv_a_proj_with_mqa", kva, m->hidden_size);
+	small(b, "self_attn.kv_a_layernorm.weight", m->kv_lora_rank);
+	linear(b, "self_attn.kv_b_proj",
+	       (int64_t)m->n_heads * (m->qk_nope_head_dim + m->v_head_dim), m->kv_lora_rank);
+	linear(b, "self_attn.o_proj", m->hidden_size, (int64_t)m->n_heads * m->v_head_dim);
+	if (m->qkv_bias)
+		small(b, "self_attn.kv_a_proj_with_mqa.bias", kva);
+	if (m->o_bias)
+		small(b, "self_attn.o_proj.bias", m->hidden_size);
+}
+
+/* A SwiGLU MLP "<base>.gate_proj/up_proj/down_proj" (dense layers, shared experts). */
+static void swiglu(tb *b, const char *base, int64_t inter)
+{
+	char name[96];
+	snprintf(name, sizeof(name), "%s.gate_proj", base);
+	linear(b, name, inter, b->m->hidden_size);
+	snprintf(name, sizeof(name), "%s.up_proj", base);
+	linear(b, name, inter, b->m->hidden_size);
+	snprintf(name, sizeof(name), "%s.down_proj", base);
+	linear(b, name, b->m->hidden_size, inter);
+}
+
+/* Routed expert e: gate/up/down (mixtral w1/w3/w2). */
+static void expert(tb *b, const char *base, int e)
+{
+	static const char *const hf[3] = {"gate_proj", "up_proj", "down_proj"};
+	static const char *const mx[3] = {"w1", "w3", "w2"};
+	const coli_model *m = b->m;
+	int64_t h = m->hidden_size, f = m->moe_intermediate_size;
+	for (int p = 0; p < 3; p++) {
+		char name[128];
+		snprintf(name, sizeof(name), "%s.experts.%d.%s.weight", base, e,
+			 m->family == COLI_FAM_MIXTRAL ? mx[p] : hf[p]);
+		add(b, COLI_TC_EXPERT, name, p == COLI_PROJ_DOWN ? h : f,
+		    p == COLI_PROJ_DOWN ? f : h, e, p);
+	}
+}
+
+static void moe(tb *b)
+{
+	const coli_model *m = b->m;
+	const char *base = m->family == COLI_FAM_MIXTRAL ? "block_sparse_moe" : "mlp";
+	char name[96];
+	snprintf(name, sizeof(name), "%s.gate.weight", base);
+	add(b, COLI_TC_SMALL, name, m->n_experts, m->hidden_size, -1, -1);
+	if (m->has_correction_bias) {
+		snprintf(name, sizeof(name), "%s.gate.e_score_correction_bias", base);
+		small(b, name, m->n_experts);
+	}
+	if (m->n_shared_experts) {
+		snprintf(name, sizeof(name), "%s.shared_experts", base);
+		swiglu(b, name, (int64_t)m->moe_intermediate_size * m->n_shared_experts);
+	}
+	for (int e = 0; e < m->n_experts; e++)
+		expert(b, base, e);
+}
+
+/* The MTP extras, DeepSeek-V3 naming: the next-token embedding and the projections into the
+ * MTP layer, and its own head. */
+static void mtp_extras(tb *b)
+{
+	const coli_model *m = b->m;
+	small(b, "enorm.weight", m->hidden_size);
+	small(b, "hnorm.weight", m->hidden_size);
+	linear(b, "eh_proj", m->hidden_size, 2 * (int64_t)m->hidden_size);
+	linear(b, "embed_tokens", m->vocab_size, m->hidden_size);
+	small(b, "shared_head.norm.weight", m->hidden_size);
+	linear(b, "shared_head.head", m->vocab_size, m->hidden_size);
+}
+
+static void layer(tb *b, int l)
+{
+	const coli_model *m = b->m;
+	b->layer = l;
+	b->mtp = l >= m->n_layers;
+	snprintf(b->prefix, sizeof(b->prefix), "model.layers.%d.", l);
+	if (b->mtp)
+		mtp_extras(b);
+	small(b, "input_layernorm.weight", m->hidden_size);
+	if (m->attn == COLI_ATTN_MLA)
+		mla(b);
+	else
+		gqa(b);
+	small(b, "post_attention_layernorm.weight", m->hidden_size);
+	if (m->is_moe[l])
+		moe(b);
+	else
+		swiglu(b, "mlp", m->intermediate_size);
+}
+
+static void build(tb *b)
+{
+	globals(b);
+	for (int l = 0; l < b->m->n_layers + b->m->n_mtp_layers; l++)
+		layer(b, l);
+}
+
+int coli_model_tensors(const coli_model *m, coli_tensor_spec **out, int *n, coli_err *e)
+{
+	tb b = {.m = m};
+	*out = NULL;
+	*n = 0;
+	build(&b);
+	b.v = coli_calloc((size_t)b.n, sizeof(*b.v), e);
+	if (!b.v)
+		return -1;
+	b.n = 0;
+	build(&b);
+	*out = b.v;
+	*n = b.n;
+	return 0;
+}
+
+/* ---- checkpoint check -------------------------------------------------------------------- */
+
+/* State of one check: the first problem found and how many there are. */
+typedef struct chk {
+	const coli_model *m;
+	const coli_ckpt *c;
+	uint8_t *used; /* per checkpoint tensor: claimed by an expected tensor */
+	int problems;
+	char first[sizeof(((coli_err *)0)->msg)];
+} chk;
+
+static void problem(chk *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void problem(chk *k, const char *fmt, ...)
+{
+	if (k->problems++)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(k->first, sizeof(k->first), fmt, ap);
+	va_end(ap);
+}
+
+static const coli_st_tensor *claim(chk *k, const char *name)
+{
+	const coli_st_tensor *t = coli_ckpt_find(k->c, name);
+	if (t)
+		k->used[t - k->c->tensors] = 1;
+	return t;
+}
+
+static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape)
+{
+	size_t len = (size_t)snprintf(buf, cap, "[");
+	for (int i = 0; i < ndim && len < cap; i++)
+		len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "",
+					(long long)shape[i]);
+	if (len < cap)
+		snprintf(buf + len, cap - len, "]");
+}
+
+/* 1 when t has the shape; else reports "<name>: shape [got] expected [want]". */
+static int shape_ok(chk *k, const coli_st_tensor *t, int ndim, const int64_t *shape)
+{
+	int ok = t->ndim == ndim;
+	for (int i = 0; ok && i < ndim; i++)
+		ok = t->shape[i] == shape[i];
+	if (!ok) {
+		char got[128], want[64];
+		shape_str(got, sizeof(got), t->ndim, t->shape);
+		shape_str(want, sizeof(want), ndim, shape);
+		problem(k, "%s: shape %s expected %s", t->name, got, want);
+	}
+	return ok;
+}
+
+/* Float weights anywhere; F8_E4M3 only for matrices of an fp8 checkpoint. */
+static int dtype_ok(chk *k, const coli_tensor_spec *s, const coli_st_tensor *t)
+{
+	int f8 = k->m->fp8 && s->cls != COLI_TC_SMALL;
+	if (t->dtype == COLI_DT_BF16 || t->dtype == COLI_DT_F16 || t->dtype == COLI_DT_F32 ||
+	    (f8 && t->dtype == COLI_DT_F8_E4M3))
+		return 1;
+	problem(k, "%s: dtype %s not allowed (expected BF16, F16%s)", s->name,
+		coli_dtype_name(t->dtype), f8 ? ", F32 or F8_E4M3" : " or F32");
+	return 0;
+}
+
+/* An F8_E4M3 weight [out, in] needs "<name>_scale_inv" F32 [ceil(out/b0), ceil(in/b1)]. */
+static void check_scale(chk *k, const coli_tensor_spec *s)
+{
+	char name[sizeof(s->name) + 16];
+	snprintf(name, sizeof(name), "%s_scale_inv", s->name);
+	const coli_st_tensor *t = claim(k, name);
+	if (!t) {
+		problem(k, "%s: missing (F8_E4M3 weight %s needs it)", name, s->name);
+		return;
+	}
+	const int *b = k->m->fp8_block;
+	int64_t want[2] = {(s->shape[0] + b[0] - 1) / b[0], (s->shape[1] + b[1] - 1) / b[1]};
+	if (shape_ok(k, t, 2, want) && t->dtype != COLI_DT_F32)
+		problem(k, "%s: dtype %s expected F32", name, coli_dtype_name(t->dtype));
+}
+
+static void check_one(chk *k, const coli_tensor_spec *s, const char *why_missing)
+{
+	const coli_st_tensor *t = claim(k, s->name);
+	if (!t) {
+		problem(k, "%s: missing%s", s->name, why_missing);
+		return;
+	}
+	if (!shape_ok(k, t, s->ndim, s->shape) || !dtype_ok(k, s, t))
+		return;
+	if (t->dtype == COLI_DT_F8_E4M3)
+		check_scale(k, s);
+}
+
+static void check_leftovers(chk *k)
+{
+	for (int i = 0; i < k->c->n_tensors; i++) {
+		const char *name = k->c->tensors[i].name;
+		size_t len = strlen(name);
+		if (k->used[i])
+			continue;
+		if (len > 10 && !strcmp(name + len - 10, "_scale_inv"))
+			problem(k, "%s: unexpected tensor (no F8_E4M3 weight of that name)", name);
+		else
+			problem(k, "%s: unexpected tensor", name);
+	}
+}
+
+/* MTP all or nothing: none present drops the MTP layers from the model. */
+static void check_all(chk *k, coli_model *m, const coli_tensor_spec *v, int n)
+{
+	int mtp = 0, mtp_found = 0;
+	char why[96] = "";
+	for (int i = 0; i < n; i++)
+		if (v[i].mtp && (mtp++, coli_ckpt_find(k->c, v[i].name)))
+			mtp_found++;
+	if (mtp && !mtp_found)
+		m->n_mtp_layers = 0;
+	else if (mtp_found < mtp)
+		snprintf(why, sizeof(why), " (MTP layers are all or nothing: %d of %d MTP "
+			 "tensors present)", mtp_found, mtp);
+	for (int i = 0; i < n; i++)
+		if (!v[i].mtp || m->n_mtp_layers)
+			check_one(k, &v[i], v[i].mtp ? why : "");
+	check_leftovers(k);
+}
+
+int coli_model_check_ckpt(coli_model *m, const coli_ckpt *c, coli_err *e)
+{
+	coli_tensor_spec *v;
+	int n;
+	chk k = {.m = m, .c = c};
+	if (coli_model_tensors(m, &v, &n, e))
+		return -1;
+	k.used = coli_calloc((size_t)c->n_tensors + 1, 1, e);
+	if (!k.used) {
+		free(v);
+		return -1;
+	}
+	check_all(&k, m, v, n);
+	free(v);
+	free(k.used);
+	if (!k.problems)
+		return 0;
+	char more[32] = "";
+	if (k.problems > 1)
+		snprintf(more, sizeof(more), " (and %d more)", k.problems - 1);
+	return coli_errf(e, COLI_EDATA, "%s: %s%s", c->dir ? c->dir : "checkpoint", k.first, more);
+}
