@@ -1,6 +1,7 @@
 /* pipeline.c: worker threads encode jobs into a ring of slots; the calling thread writes the
  * slots in job order (sequential output), keeps the CRCs and checkpoints the journal. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -12,6 +13,15 @@
 
 #define CHECKPOINT_BYTES (1ull << 30)
 #define CHECKPOINT_SECONDS 5.0
+
+/* Test hooks (tests/cli/t0110-convert-resume.sh): COLI_TEST_CHECKPOINT_JOBS=N checkpoints
+ * after every N jobs; COLI_TEST_KILL_AT_JOB=K sends SIGKILL to the process right after job K
+ * is written (before the checkpoint that would follow it). */
+static int env_int(const char *name)
+{
+	const char *v = getenv(name);
+	return v && *v ? atoi(v) : -1;
+}
 
 enum { SLOT_FREE, SLOT_BUSY, SLOT_DONE, SLOT_FAILED };
 
@@ -165,6 +175,7 @@ static int write_all(pipe_state *p, journal *jr, coli_err *e)
 	conv *cv = p->cv;
 	uint64_t done = 0, since = 0;
 	double last = now();
+	int every = env_int("COLI_TEST_CHECKPOINT_JOBS"), kill_at = env_int("COLI_TEST_KILL_AT_JOB");
 	for (int k = 0; k < jr->next_job; k++)
 		done += cv->jobs[k].in_bytes;
 	for (int k = jr->next_job; k < cv->n_jobs; k++) {
@@ -176,7 +187,10 @@ static int write_all(pipe_state *p, journal *jr, coli_err *e)
 		since += cv->jobs[k].out_bytes;
 		if (!cv->o->quiet)
 			progress_update(done, cv->total_in, 0);
-		if (since >= CHECKPOINT_BYTES || now() - last >= CHECKPOINT_SECONDS) {
+		if (k == kill_at)
+			raise(SIGKILL);
+		if (since >= CHECKPOINT_BYTES || now() - last >= CHECKPOINT_SECONDS ||
+		    (every > 0 && (k + 1) % every == 0)) {
 			if (checkpoint(cv, jr, k + 1, e) < 0)
 				return -1;
 			since = 0;
