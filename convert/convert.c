@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,9 +39,29 @@ static int canonical_config(conv *cv, coli_err *e)
 	return rc;
 }
 
+/* Fingerprint of the source files: a resumed conversion must read the same bytes. */
+static int source_fingerprint(conv *cv, coli_err *e)
+{
+	coli_sha256 h;
+	uint8_t d[32];
+	coli_sha256_init(&h);
+	for (int i = 0; i < cv->src->n_files; i++) {
+		struct stat st;
+		char line[512];
+		if (fstat(cv->src->files[i].fd, &st) < 0)
+			return coli_errf(e, COLI_EIO, "%s: %s", cv->src->files[i].path, strerror(errno));
+		int n = snprintf(line, sizeof(line), "%s %lld %lld.%09ld\n", cv->src->files[i].name,
+				 (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+		coli_sha256_update(&h, line, (size_t)n);
+	}
+	coli_sha256_final(&h, d);
+	coli_hex32(d, cv->source_hex);
+	return 0;
+}
+
 static int plan(conv *cv, coli_err *e)
 {
-	if (coli_ckpt_open(&cv->src, cv->o->src, e) < 0 || canonical_config(cv, e) < 0 ||
+	if (coli_ckpt_open(&cv->src, cv->o->src, e) < 0 || source_fingerprint(cv, e) < 0 || canonical_config(cv, e) < 0 ||
 	    coli_model_check_ckpt(&cv->ct.model, cv->src, e) < 0)
 		return -1;
 	memcpy(cv->ct.bits, cv->o->bits, sizeof(cv->ct.bits));
@@ -51,6 +72,14 @@ static int plan(conv *cv, coli_err *e)
 				cv->ct.identity);
 	coli_hex32(cv->ct.identity, cv->ct.identity_hex);
 	return jobs_build(cv, e);
+}
+
+static uint64_t container_bytes(const conv *cv)
+{
+	uint64_t n = 0;
+	for (int s = 0; s < COLI_SEC_COUNT; s++)
+		n += cv->ct.layout.section_size[s];
+	return n;
 }
 
 /* Opens the section files at their final size (space reserved up front, so a full disk is
@@ -65,9 +94,10 @@ static int open_sections(conv *cv, int fresh, coli_err *e)
 		cv->fd[s] = path ? open(path, O_RDWR | O_CREAT | O_CLOEXEC | (fresh ? O_TRUNC : 0), 0644) : -1;
 		if (cv->fd[s] < 0 || ftruncate(cv->fd[s], (off_t)size) < 0)
 			rc = coli_errf(e, COLI_EIO, "%s: %s", path ? path : "?", strerror(errno));
-		else if (fallocate(cv->fd[s], 0, 0, (off_t)size) < 0 && errno == ENOSPC)
-			rc = coli_errf(e, COLI_EIO, "%s: disk full: the container needs %.2f GiB here", path,
-				       (double)size / (1 << 30));
+		else if (fallocate(cv->fd[s], 0, 0, (off_t)size) < 0 && errno != EOPNOTSUPP)
+			rc = coli_errf(e, COLI_EIO, "%s: %s reserving %.3f GiB (the container needs %.3f GiB)", path,
+				       errno == ENOSPC ? "disk full" : strerror(errno), (double)size / (1 << 30),
+				       (double)container_bytes(cv) / (1 << 30));
 		coli_section_header(h, (coli_section)s, cv->ct.identity);
 		if (rc == 0)
 			rc = coli_pwrite_full(cv->fd[s], h, sizeof(h), 0, path, e);

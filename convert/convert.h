@@ -35,6 +35,7 @@ typedef struct conv {
 	const convert_opts *o;
 	coli_ckpt *src;
 	coli_container ct;    /* the container being written: model, layout, identity, carried */
+	char source_hex[65];  /* sha256 of the shards' names, sizes and mtimes: a resume must see the same */
 	int fd[COLI_SEC_COUNT];
 	job *jobs;
 	int n_jobs;

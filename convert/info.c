@@ -4,7 +4,18 @@
 
 #include "convert.h"
 
-static double gib(uint64_t b) { return (double)b / (1024.0 * 1024 * 1024); }
+
+/* "123.4 MiB": a size in the largest binary unit that keeps it >= 1. */
+static const char *human(uint64_t b, char buf[32])
+{
+	static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double v = (double)b;
+	int u = 0;
+	while (v >= 1024 && u < 4)
+		v /= 1024, u++;
+	snprintf(buf, 32, u ? "%.2f %s" : "%.0f %s", v, unit[u]);
+	return buf;
+}
 
 static uint64_t class_bytes(const coli_layout *L, coli_section s, coli_tclass cls)
 {
@@ -31,9 +42,10 @@ static void print_records(const coli_container *c)
 		       (unsigned long long)x->record_size, coli_enc_name(x->part[0].enc), (long long)x->part[0].rows,
 		       (long long)x->part[0].cols, coli_enc_name(x->part[1].enc), coli_enc_name(x->part[2].enc),
 		       (long long)x->part[2].rows, (long long)x->part[2].cols);
-	printf("experts     %.3f GiB in %d MoE layers x %d records", gib(main_bytes), main_layers, x ? x->n_experts : 0);
+	char b1[32], b2[32];
+	printf("experts     %s in %d MoE layers x %d records", human(main_bytes, b1), main_layers, x ? x->n_experts : 0);
 	if (mtp_bytes)
-		printf(" + %.3f GiB MTP records", gib(mtp_bytes));
+		printf(" + %s MTP records", human(mtp_bytes, b2));
 	printf("\n");
 }
 
@@ -53,13 +65,14 @@ int info_print(const char *path, coli_err *e)
 	printf("layers      %d (%d dense, %d MoE) + %d MTP\n", m->n_layers, m->n_layers - moe, moe, m->n_mtp_layers);
 	printf("experts     %d per MoE layer, top-%d, %d shared\n", m->n_experts, m->top_k, m->n_shared_experts);
 	printf("bits        expert %d, dense %d, mtp %d (small tensors f32)\n", c->bits[0], c->bits[1], c->bits[2]);
-	printf("dense       %.3f GiB (matrices %.3f, small f32 %.3f)\n", gib(L->section_size[COLI_SEC_DENSE]),
-	       gib(class_bytes(L, COLI_SEC_DENSE, COLI_TC_MATRIX)), gib(class_bytes(L, COLI_SEC_DENSE, COLI_TC_SMALL)));
-	printf("mtp         %.3f GiB\n", gib(L->section_size[COLI_SEC_MTP]));
+	char b1[32], b2[32], b3[32];
+	printf("dense       %s (matrices %s, small f32 %s)\n", human(L->section_size[COLI_SEC_DENSE], b1),
+	       human(class_bytes(L, COLI_SEC_DENSE, COLI_TC_MATRIX), b2), human(class_bytes(L, COLI_SEC_DENSE, COLI_TC_SMALL), b3));
+	printf("mtp         %s\n", human(L->section_size[COLI_SEC_MTP], b1));
 	print_records(c);
-	printf("total       %.3f GiB (dense+mtp %.3f, experts %.3f)\n",
-	       gib(L->section_size[0] + L->section_size[1] + L->section_size[2]),
-	       gib(L->section_size[0] + L->section_size[1]), gib(L->section_size[COLI_SEC_EXPERTS]));
+	printf("total       %s (dense+mtp %s, experts %s)\n",
+	       human(L->section_size[0] + L->section_size[1] + L->section_size[2], b1),
+	       human(L->section_size[0] + L->section_size[1], b2), human(L->section_size[COLI_SEC_EXPERTS], b3));
 	printf("provenance  %s\n", c->provenance_json);
 	coli_container_close(c);
 	return 0;
@@ -84,8 +97,9 @@ int verify_run(const char *path, int quiet, coli_err *e)
 			total += c->layout.section_size[s];
 		for (int i = 0; i < c->layout.n_elayers; i++)
 			records += c->layout.elayers[i].n_experts;
-		printf("%s: ok: %d tensors, %d expert records, %d carried files, %.3f GiB verified\n", path,
-		       c->layout.n_tensors, records, c->n_carried, gib(total));
+		char b1[32];
+		printf("%s: ok: %d tensors, %d expert records, %d carried files, %s verified\n", path,
+		       c->layout.n_tensors, records, c->n_carried, human(total, b1));
 	}
 	coli_container_close(c);
 	return rc;

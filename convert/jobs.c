@@ -1,4 +1,5 @@
 /* jobs.c: the ordered job list: dense and MTP tensors in row chunks, then expert records. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,12 +41,18 @@ static uint64_t scale_bytes_for(const coli_blob *b, int64_t row0, int64_t nrows)
 	return 0;
 }
 
-static uint64_t record_in_bytes(const conv *cv, const coli_lexperts *x)
+/* Source bytes of a record: its three weights and their fp8 scales, if any. */
+static uint64_t record_in_bytes(const conv *cv, int rec)
 {
 	uint64_t n = 0;
-	for (int p = 0; p < 3; p++)
-		n += (uint64_t)x->part[p].rows * (uint64_t)x->part[p].cols *
-		     (cv->ct.model.fp8 ? 1 : 2); /* estimate for progress only */
+	char name[256];
+	for (int p = 0; p < 3; p++) {
+		const char *w = cv->specs[cv->xspec[3 * rec + p]].name;
+		const coli_st_tensor *t = coli_ckpt_find(cv->src, w);
+		snprintf(name, sizeof(name), "%s_scale_inv", w);
+		const coli_st_tensor *s = coli_ckpt_find(cv->src, name);
+		n += (t ? t->nbytes : 0) + (s ? s->nbytes : 0);
+	}
 	return n;
 }
 
@@ -95,8 +102,8 @@ int jobs_build(conv *cv, coli_err *e)
 	int rec = 0;
 	for (int i = 0; i < L->n_elayers; i++)
 		for (int x = 0; x < L->elayers[i].n_experts; x++, k++)
-			cv->jobs[k] = (job){-1, 0, 0, i, x, rec++, record_in_bytes(cv, &L->elayers[i]),
-					    L->elayers[i].record_size};
+			cv->jobs[k] = (job){-1, 0, 0, i, x, rec, record_in_bytes(cv, rec),
+					    L->elayers[i].record_size}, rec++;
 	cv->n_jobs = k;
 	for (int i = 0; i < k; i++) {
 		cv->total_in += cv->jobs[i].in_bytes;

@@ -1,6 +1,7 @@
 /* pipeline.c: worker threads encode jobs into a ring of slots; the calling thread writes the
  * slots in job order (sequential output), keeps the CRCs and checkpoints the journal. */
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,9 +222,18 @@ static int slots_init(pipe_state *p, int threads, coli_err *e)
 	return 0;
 }
 
+/* Cores this process may run on (affinity mask, as set by taskset or a cpuset cgroup). */
+static int usable_cores(void)
+{
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+		return CPU_COUNT(&set);
+	return (int)sysconf(_SC_NPROCESSORS_ONLN);
+}
+
 int pipeline_run(conv *cv, journal *jr, coli_err *e)
 {
-	int threads = cv->o->threads > 0 ? cv->o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+	int threads = cv->o->threads > 0 ? cv->o->threads : usable_cores();
 	pipe_state p = {.cv = cv, .next_claim = jr->next_job, .written = jr->next_job,
 			.scratch_floats = encode_scratch_floats(cv)};
 	pthread_t *tid = coli_calloc((size_t)threads, sizeof(*tid), e);

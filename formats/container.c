@@ -41,6 +41,14 @@ static uint64_t get64(const uint8_t *p)
 	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
 }
 
+static int all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return 0;
+	return 1;
+}
+
 static uint32_t crc(const void *p, size_t n) { return (uint32_t)crc32(0, p, (uInt)n); }
 
 void coli_container_identity(const coli_layout *L, const char *config_canonical, int mtp_layers,
@@ -55,8 +63,9 @@ void coli_container_identity(const coli_layout *L, const char *config_canonical,
 	coli_sha256_update(&s, line, (size_t)n);
 	for (int i = 0; i < L->n_tensors; i++) {
 		const coli_ltensor *t = &L->tensors[i];
-		n = snprintf(line, sizeof(line), "%s %s %lld %lld\n", t->name, coli_enc_name(t->blob.enc),
-			     (long long)t->blob.rows, (long long)t->blob.cols);
+		n = snprintf(line, sizeof(line), "%s %s %lld %lld %lld %lld\n", t->name, coli_enc_name(t->blob.enc),
+			     (long long)t->blob.rows, (long long)t->blob.cols, (long long)t->blob.block[0],
+			     (long long)t->blob.block[1]);
 		coli_sha256_update(&s, line, (size_t)n);
 	}
 	for (int i = 0; i < L->n_elayers; i++) {
@@ -64,8 +73,9 @@ void coli_container_identity(const coli_layout *L, const char *config_canonical,
 		n = snprintf(line, sizeof(line), "experts %d x%d", x->layer, x->n_experts);
 		coli_sha256_update(&s, line, (size_t)n);
 		for (int p = 0; p < 3; p++) {
-			n = snprintf(line, sizeof(line), " %s %lld %lld", coli_enc_name(x->part[p].enc),
-				     (long long)x->part[p].rows, (long long)x->part[p].cols);
+			n = snprintf(line, sizeof(line), " %s %lld %lld %lld %lld", coli_enc_name(x->part[p].enc),
+				     (long long)x->part[p].rows, (long long)x->part[p].cols,
+				     (long long)x->part[p].block[0], (long long)x->part[p].block[1]);
 			coli_sha256_update(&s, line, (size_t)n);
 		}
 		coli_sha256_update(&s, "\n", 1);
@@ -98,6 +108,8 @@ int coli_section_header_check(const uint8_t h[COLI_SECTION_HEADER], coli_section
 	if (get32(h + 12) != (uint32_t)s + 1)
 		return coli_errf(e, COLI_EDATA, "%s: section kind %u, expected %u", what, get32(h + 12),
 				 (unsigned)s + 1);
+	if (!all_zero(h + 48, COLI_SECTION_HEADER - 52))
+		return coli_errf(e, COLI_EDATA, "%s: reserved section header bytes 48..4091 are not zero", what);
 	if (memcmp(h + 16, identity, 32) != 0)
 		return coli_errf(e, COLI_EDATA, "%s: identity differs from the manifest's (a file of another container)",
 				 what);
@@ -113,7 +125,9 @@ void coli_manifest_header(uint8_t out[COLI_MANIFEST_HEADER], const char *json, s
 	put32(out + 12, COLI_MANIFEST_HEADER);
 	put64(out + 16, INT_CANARY);
 	double f = FLOAT_CANARY;
-	memcpy(out + 24, &f, 8);
+	uint64_t fbits;
+	memcpy(&fbits, &f, 8);
+	put64(out + 24, fbits);
 	put64(out + 32, len);
 	put32(out + 40, crc(json, len));
 	put32(out + 60, crc(out, 60));
@@ -124,7 +138,8 @@ int coli_manifest_header_check(const uint8_t h[COLI_MANIFEST_HEADER], uint64_t f
 			       const char *what, uint64_t *json_len, coli_err *e)
 {
 	double f;
-	memcpy(&f, h + 24, 8);
+	uint64_t fbits = get64(h + 24);
+	memcpy(&f, &fbits, 8);
 	if (memcmp(h, coli_magic, 8) != 0)
 		return coli_errf(e, COLI_EDATA, "%s: bad binary format (magic; text-mode newline damage?)", what);
 	if (get32(h + 60) != crc(h, 60))
@@ -134,6 +149,8 @@ int coli_manifest_header_check(const uint8_t h[COLI_MANIFEST_HEADER], uint64_t f
 				 get32(h + 8), COLI_CONTAINER_VERSION);
 	if (get32(h + 12) != COLI_MANIFEST_HEADER || get64(h + 16) != INT_CANARY || f != FLOAT_CANARY)
 		return coli_errf(e, COLI_EDATA, "%s: bad binary format (header size or canaries)", what);
+	if (!all_zero(h + 44, 16))
+		return coli_errf(e, COLI_EDATA, "%s: reserved header bytes 44..59 are not zero", what);
 	*json_len = get64(h + 32);
 	if (*json_len > COLI_MAX_MANIFEST || *json_len + COLI_MANIFEST_HEADER != file_size)
 		return coli_errf(e, COLI_EDATA, "%s: manifest length %llu does not match file size %llu", what,

@@ -117,8 +117,22 @@ static int add_tensor(coli_layout *L, const coli_tensor_spec *s, const coli_mode
 	return spec_blob(&t->blob, s, m, src, bits, e);
 }
 
-/* Expert 0's parts define the layer's record; all experts must share their shapes and dtypes,
- * which coli_model_check_ckpt and the per-expert check in the converter guarantee. */
+/* Expert 0's parts define the layer's record: every expert must have expert 0's dtype (shapes
+ * are checked by coli_model_check_ckpt). */
+static int same_dtype_as_expert0(const coli_layout *L, const coli_tensor_spec *s, const coli_ckpt *src,
+				 coli_err *e)
+{
+	const coli_st_tensor *t = coli_ckpt_find(src, s->name);
+	const coli_lexperts *x = &L->elayers[L->n_elayers - 1];
+	int want = x->part_dtype[s->proj];
+	if (!t)
+		return coli_errf(e, COLI_EDATA, "tensor '%s' missing from the checkpoint", s->name);
+	if ((int)t->dtype != want)
+		return coli_errf(e, COLI_EDATA, "tensor '%s': dtype %s, but expert 0 of layer %d is %s (a layer's experts must share one dtype)",
+				 s->name, coli_dtype_name(t->dtype), s->layer, coli_dtype_name((coli_dtype)want));
+	return 0;
+}
+
 static int add_expert_part(coli_layout *L, const coli_tensor_spec *s, const coli_model *m,
 			   const coli_ckpt *src, int bits, coli_err *e)
 {
@@ -132,7 +146,9 @@ static int add_expert_part(coli_layout *L, const coli_tensor_spec *s, const coli
 	if (s->expert + 1 > x->n_experts)
 		x->n_experts = s->expert + 1;
 	if (s->expert != 0)
-		return 0;
+		return same_dtype_as_expert0(L, s, src, e);
+	const coli_st_tensor *t = coli_ckpt_find(src, s->name);
+	x->part_dtype[s->proj] = t ? (int)t->dtype : -1;
 	return spec_blob(&x->part[s->proj], s, m, src, bits, e);
 }
 

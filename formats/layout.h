@@ -78,6 +78,7 @@ typedef struct coli_lexperts {
 	uint64_t record_size;    /* multiple of 4096 */
 	uint64_t offset;         /* absolute offset of expert 0's record in experts.bin */
 	uint32_t *crc;           /* [n_experts] crc32 of each whole record (padding included) */
+	int part_dtype[3];       /* source coli_dtype of the parts (planning only; not stored) */
 } coli_lexperts;
 
 typedef struct coli_layout {

@@ -166,8 +166,9 @@ static int parse_blob(rd *r, json_t *o, const char *where, coli_blob *b)
 		return bad(r, field, "not [rows, cols]");
 	rows = json_integer_value(json_array_get(shape, 0));
 	cols = json_integer_value(json_array_get(shape, 1));
+	snprintf(field, sizeof(field), "%sblock", where);
 	if (block && json_unpack(block, "[I,I]", &blk[0], &blk[1]) < 0)
-		return bad(r, field, "block is not [b0, b1]");
+		return bad(r, field, "not [b0, b1]");
 	int ienc = coli_enc_parse(enc);
 	snprintf(field, sizeof(field), "%senc", where);
 	if (ienc < 0)
@@ -241,9 +242,14 @@ static int parse_elayer(rd *r, json_t *o, int i, coli_lexperts *x)
 	for (int p = 0; p < 3; p++) {
 		char pw[320];
 		snprintf(pw, sizeof(pw), "%sparts[%d].", where, p);
+		const char *proj;
 		if (parse_blob(r, json_array_get(parts, (size_t)p), pw, &x->part[p]) < 0 ||
-		    get_int(r, json_array_get(parts, (size_t)p), "offset", pw, 0, 1ll << 40, &poff) < 0)
+		    get_int(r, json_array_get(parts, (size_t)p), "offset", pw, 0, 1ll << 40, &poff) < 0 ||
+		    get_str(r, json_array_get(parts, (size_t)p), "proj", pw, &proj) < 0)
 			return -1;
+		if (strcmp(proj, proj_names[p]) != 0)
+			return coli_errf(r->e, COLI_EDATA, "%s: %sproj: '%s', expected '%s'", r->file, pw, proj,
+					 proj_names[p]);
 		x->part_off[p] = (uint64_t)poff;
 	}
 	if (!json_is_array(crcs) || json_array_size(crcs) != (size_t)count)
@@ -300,33 +306,82 @@ static int check_placement(rd *r, coli_layout *L)
 	return rc;
 }
 
-/* The tensor set must be the one the config implies: same names, classes and shapes. */
+/* The encoding a tensor of class cls may have at `bits` (16: the source's own). */
+static int enc_allowed(const coli_model *m, coli_tclass cls, int bits, const coli_blob *b)
+{
+	if (cls == COLI_TC_SMALL)
+		return b->enc == COLI_ENC_F32;
+	if (bits != 16)
+		return b->enc == (bits == 4 ? COLI_ENC_Q4 : COLI_ENC_Q8);
+	if (b->enc == COLI_ENC_FP8)
+		return m->fp8 && b->block[0] == m->fp8_block[0] && b->block[1] == m->fp8_block[1];
+	return b->enc == COLI_ENC_BF16 || b->enc == COLI_ENC_F16 || b->enc == COLI_ENC_F32;
+}
+
+static int check_blob(rd *r, const coli_container *c, const coli_tensor_spec *s, const coli_blob *b,
+		      const char *what)
+{
+	int64_t rows = s->ndim == 2 ? s->shape[0] : 1, cols = s->ndim == 2 ? s->shape[1] : s->shape[0];
+	int bits = c->bits[s->mtp ? 2 : s->cls == COLI_TC_EXPERT ? 0 : 1];
+	if (b->rows != rows || b->cols != cols)
+		return coli_errf(r->e, COLI_EDATA, "%s: %s: shape [%lld, %lld], config implies [%lld, %lld]", r->file,
+				 what, (long long)b->rows, (long long)b->cols, (long long)rows, (long long)cols);
+	if (!enc_allowed(&c->model, s->cls, bits, b))
+		return coli_errf(r->e, COLI_EDATA, "%s: %s: enc '%s' does not fit its class at %d bits", r->file, what,
+				 coli_enc_name(b->enc), bits);
+	return 0;
+}
+
+/* Expert spec s (expert 0 of a layer opens a new expert layer) against the manifest's. */
+static int check_expert_spec(rd *r, const coli_container *c, const coli_tensor_spec *s, int *ei)
+{
+	char what[256];
+	if (s->expert == 0 && s->proj == 0)
+		(*ei)++;
+	const coli_lexperts *x = *ei <= c->layout.n_elayers ? &c->layout.elayers[*ei - 1] : NULL;
+	if (!x || x->layer != s->layer)
+		return coli_errf(r->e, COLI_EDATA, "%s: experts: no record layout for '%s'", r->file, s->name);
+	if (s->expert != 0)
+		return 0;
+	snprintf(what, sizeof(what), "experts[%d].parts[%d]", *ei - 1, s->proj);
+	if (x->mtp != s->mtp)
+		return coli_errf(r->e, COLI_EDATA, "%s: experts[%d].mtp: %s, config implies %s", r->file, *ei - 1,
+				 x->mtp ? "true" : "false", s->mtp ? "true" : "false");
+	if (x->n_experts != c->model.n_experts)
+		return coli_errf(r->e, COLI_EDATA, "%s: experts[%d].count: %d, config implies %d", r->file, *ei - 1,
+				 x->n_experts, c->model.n_experts);
+	return check_blob(r, c, s, &x->part[s->proj], what);
+}
+
+static int check_tensor_spec(rd *r, const coli_container *c, const coli_tensor_spec *s, int ti)
+{
+	const coli_ltensor *t = ti < c->layout.n_tensors ? &c->layout.tensors[ti] : NULL;
+	char what[256];
+	if (!t || strcmp(t->name, s->name) != 0)
+		return coli_errf(r->e, COLI_EDATA, "%s: tensors[%d]: '%s', config implies '%s'", r->file, ti,
+				 t ? t->name : "(end)", s->name);
+	snprintf(what, sizeof(what), "tensor '%s'", s->name);
+	if (t->ndim != s->ndim || t->cls != s->cls || t->layer != s->layer || (t->section == COLI_SEC_MTP) != s->mtp)
+		return coli_errf(r->e, COLI_EDATA, "%s: %s: ndim, class, layer or section differs from the config's",
+				 r->file, what);
+	return check_blob(r, c, s, &t->blob, what);
+}
+
+/* The tensor set must be the one the config implies: names, classes, shapes, and encodings
+ * that fit the stored bits. */
 static int check_tensor_set(rd *r, const coli_container *c)
 {
 	coli_tensor_spec *specs = NULL;
 	int n = 0, ti = 0, ei = 0, rc = 0;
+	for (int i = 0; i < 3; i++)
+		if (c->bits[i] != 4 && c->bits[i] != 8 && c->bits[i] != 16)
+			return coli_errf(r->e, COLI_EDATA, "%s: bits.%s: %d is not 4, 8 or 16", r->file,
+					 i == 0 ? "expert" : i == 1 ? "dense" : "mtp", c->bits[i]);
 	if (coli_model_tensors(&c->model, &specs, &n, r->e) < 0)
 		return -1;
-	for (int i = 0; rc == 0 && i < n; i++) {
-		const coli_tensor_spec *s = &specs[i];
-		if (s->cls == COLI_TC_EXPERT) {
-			if (s->expert == 0 && s->proj == 0)
-				ei++;
-			if (ei > c->layout.n_elayers || c->layout.elayers[ei - 1].layer != s->layer ||
-			    c->layout.elayers[ei - 1].n_experts <= s->expert)
-				rc = coli_errf(r->e, COLI_EDATA, "%s: experts: no record for '%s'", r->file, s->name);
-			continue;
-		}
-		const coli_ltensor *t = ti < c->layout.n_tensors ? &c->layout.tensors[ti++] : NULL;
-		int64_t rows = s->ndim == 2 ? s->shape[0] : 1, cols = s->ndim == 2 ? s->shape[1] : s->shape[0];
-		if (!t || strcmp(t->name, s->name) != 0)
-			rc = coli_errf(r->e, COLI_EDATA, "%s: tensors[%d]: '%s', expected '%s'", r->file, ti - 1,
-				       t ? t->name : "(end)", s->name);
-		else if (t->blob.rows != rows || t->blob.cols != cols || t->ndim != s->ndim ||
-			 t->cls != s->cls || t->layer != s->layer || (t->section == COLI_SEC_MTP) != s->mtp)
-			rc = coli_errf(r->e, COLI_EDATA, "%s: tensor '%s': shape, class or layer differs from the config's",
-				       r->file, s->name);
-	}
+	for (int i = 0; rc == 0 && i < n; i++)
+		rc = specs[i].cls == COLI_TC_EXPERT ? check_expert_spec(r, c, &specs[i], &ei)
+						    : check_tensor_spec(r, c, &specs[i], ti++);
 	if (rc == 0 && (ti != c->layout.n_tensors || ei != c->layout.n_elayers))
 		rc = coli_errf(r->e, COLI_EDATA, "%s: %d tensors and %d expert layers, config implies %d and %d",
 			       r->file, c->layout.n_tensors, c->layout.n_elayers, ti, ei);
@@ -431,8 +486,12 @@ static int parse_head(rd *r, json_t *m, coli_container *c)
 		return bad(r, "provenance", "missing or not JSON");
 	if (coli_model_parse(&c->model, c->config_json, "manifest config", r->e) < 0)
 		return -1;
-	if (get_int(r, m, "mtp_layers", "", 0, c->model.n_mtp_layers, &mtp) < 0)
+	const char *family;
+	if (get_str(r, m, "family", "", &family) < 0 || get_int(r, m, "mtp_layers", "", 0, c->model.n_mtp_layers, &mtp) < 0)
 		return -1;
+	if (strcmp(family, coli_family_name(c->model.family)) != 0)
+		return coli_errf(r->e, COLI_EDATA, "%s: family: '%s', but config.model_type is '%s'", r->file, family,
+				 coli_family_name(c->model.family));
 	c->model.n_mtp_layers = (int)mtp;
 	return 0;
 }
