@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -160,10 +161,12 @@ static void summary(const conv *cv, double secs, int resumed_at)
 	for (int s = 0; s < COLI_SEC_COUNT; s++)
 		out += L->section_size[s];
 	double gib = 1024.0 * 1024 * 1024;
-	printf("%s: %d tensors, %d expert records, %.3f GiB in, %.3f GiB out, %.2f bits/weight, %.1f s, %.2f GiB/s%s\n",
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	printf("%s: %d tensors, %d expert records, %.3f GiB in, %.3f GiB out, %.2f bits/weight, %.1f s, %.2f GiB/s, peak RSS %.0f MiB%s\n",
 	       cv->o->out, L->n_tensors, records, (double)cv->total_in / gib, (double)out / gib,
 	       (double)out * 8 / (double)params, secs, (double)cv->total_in / gib / (secs > 1e-6 ? secs : 1e-6),
-	       resumed_at > 0 ? " (resumed)" : "");
+	       (double)ru.ru_maxrss / 1024, resumed_at > 0 ? " (resumed)" : "");
 }
 
 static void conv_release(conv *cv)

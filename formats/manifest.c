@@ -194,7 +194,7 @@ static int parse_tensor(rd *r, json_t *o, int i, coli_ltensor *t)
 	long long layer, ndim, off, crc;
 	snprintf(where, sizeof(where), "tensors[%d].", i);
 	if (!json_is_object(o))
-		return bad(r, where, "not an object");
+		return coli_errf(r->e, COLI_EDATA, "%s: tensors[%d]: not an object", r->file, i);
 	if (get_str(r, o, "name", where, &name) < 0 || get_str(r, o, "section", where, &sec) < 0 ||
 	    get_str(r, o, "class", where, &cls) < 0)
 		return -1;
@@ -226,7 +226,7 @@ static int parse_elayer(rd *r, json_t *o, int i, coli_lexperts *x)
 	snprintf(where, sizeof(where), "experts[%d].", i);
 	json_t *parts = json_object_get(o, "parts"), *crcs = json_object_get(o, "crc32");
 	if (!json_is_object(o))
-		return bad(r, where, "not an object");
+		return coli_errf(r->e, COLI_EDATA, "%s: experts[%d]: not an object", r->file, i);
 	if (get_int(r, o, "layer", where, 0, COLI_MAX_LAYERS, &layer) < 0 ||
 	    get_int(r, o, "count", where, 1, 1 << 20, &count) < 0 ||
 	    get_int(r, o, "offset", where, 0, 1ll << 62, &off) < 0 ||
@@ -238,7 +238,7 @@ static int parse_elayer(rd *r, json_t *o, int i, coli_lexperts *x)
 	x->offset = (uint64_t)off;
 	x->record_size = (uint64_t)rs;
 	if (!json_is_array(parts) || json_array_size(parts) != 3)
-		return bad(r, where, "parts: not an array of 3 (gate, up, down)");
+		return coli_errf(r->e, COLI_EDATA, "%s: %sparts: not an array of 3 (gate, up, down)", r->file, where);
 	for (int p = 0; p < 3; p++) {
 		char pw[320];
 		snprintf(pw, sizeof(pw), "%sparts[%d].", where, p);
@@ -326,8 +326,11 @@ static int check_blob(rd *r, const coli_container *c, const coli_tensor_spec *s,
 	if (b->rows != rows || b->cols != cols)
 		return coli_errf(r->e, COLI_EDATA, "%s: %s: shape [%lld, %lld], config implies [%lld, %lld]", r->file,
 				 what, (long long)b->rows, (long long)b->cols, (long long)rows, (long long)cols);
+	if (!enc_allowed(&c->model, s->cls, bits, b) && s->cls == COLI_TC_SMALL)
+		return coli_errf(r->e, COLI_EDATA, "%s: %s: enc '%s', small tensors are 'f32'", r->file, what,
+				 coli_enc_name(b->enc));
 	if (!enc_allowed(&c->model, s->cls, bits, b))
-		return coli_errf(r->e, COLI_EDATA, "%s: %s: enc '%s' does not fit its class at %d bits", r->file, what,
+		return coli_errf(r->e, COLI_EDATA, "%s: %s: enc '%s' does not fit %d bits", r->file, what,
 				 coli_enc_name(b->enc), bits);
 	return 0;
 }
@@ -361,9 +364,16 @@ static int check_tensor_spec(rd *r, const coli_container *c, const coli_tensor_s
 		return coli_errf(r->e, COLI_EDATA, "%s: tensors[%d]: '%s', config implies '%s'", r->file, ti,
 				 t ? t->name : "(end)", s->name);
 	snprintf(what, sizeof(what), "tensor '%s'", s->name);
-	if (t->ndim != s->ndim || t->cls != s->cls || t->layer != s->layer || (t->section == COLI_SEC_MTP) != s->mtp)
-		return coli_errf(r->e, COLI_EDATA, "%s: %s: ndim, class, layer or section differs from the config's",
-				 r->file, what);
+	if (t->ndim != s->ndim)
+		return coli_errf(r->e, COLI_EDATA, "%s: %s: ndim %d, config implies %d", r->file, what, t->ndim, s->ndim);
+	if (t->cls != s->cls)
+		return coli_errf(r->e, COLI_EDATA, "%s: %s: class '%s', config implies '%s'", r->file, what,
+				 class_names[t->cls], class_names[s->cls]);
+	if (t->layer != s->layer)
+		return coli_errf(r->e, COLI_EDATA, "%s: %s: layer %d, config implies %d", r->file, what, t->layer, s->layer);
+	if ((t->section == COLI_SEC_MTP) != s->mtp)
+		return coli_errf(r->e, COLI_EDATA, "%s: %s: section '%s', config implies '%s'", r->file, what,
+				 coli_section_file(t->section), s->mtp ? "mtp.bin" : "dense.bin");
 	return check_blob(r, c, s, &t->blob, what);
 }
 
@@ -406,11 +416,12 @@ static int parse_layout(rd *r, json_t *m, coli_container *c)
 	L->elayers = coli_calloc(json_array_size(xs), sizeof(*L->elayers), r->e);
 	if (!L->tensors || !L->elayers)
 		return -1;
-	for (size_t i = 0; i < json_array_size(ts); i++, L->n_tensors++)
-		if (parse_tensor(r, json_array_get(ts, i), (int)i, &L->tensors[i]) < 0)
+	/* Counted before parsing, so that coli_layout_release frees a half-parsed entry too. */
+	for (size_t i = 0; i < json_array_size(ts); i++)
+		if ((L->n_tensors = (int)i + 1, parse_tensor(r, json_array_get(ts, i), (int)i, &L->tensors[i])) < 0)
 			return -1;
-	for (size_t i = 0; i < json_array_size(xs); i++, L->n_elayers++)
-		if (parse_elayer(r, json_array_get(xs, i), (int)i, &L->elayers[i]) < 0)
+	for (size_t i = 0; i < json_array_size(xs); i++)
+		if ((L->n_elayers = (int)i + 1, parse_elayer(r, json_array_get(xs, i), (int)i, &L->elayers[i])) < 0)
 			return -1;
 	if (json_array_size(secs) != COLI_SEC_COUNT)
 		return bad(r, "sections", "not an array of 3 (dense.bin, mtp.bin, experts.bin)");
