@@ -83,6 +83,20 @@ static uint64_t container_bytes(const conv *cv)
 	return n;
 }
 
+/* A fresh start that failed (e.g. no space for the reservation) leaves no allocated files. */
+static void remove_sections(conv *cv)
+{
+	for (int s = 0; s < COLI_SEC_COUNT; s++) {
+		char *path = coli_path_join(cv->o->out, coli_section_file((coli_section)s));
+		if (cv->fd[s] >= 0)
+			close(cv->fd[s]);
+		cv->fd[s] = -1;
+		if (path)
+			unlink(path);
+		free(path);
+	}
+}
+
 /* Opens the section files at their final size (space reserved up front, so a full disk is
  * found before hours of work) with their headers written. */
 static int open_sections(conv *cv, int fresh, coli_err *e)
@@ -102,11 +116,12 @@ static int open_sections(conv *cv, int fresh, coli_err *e)
 		coli_section_header(h, (coli_section)s, cv->ct.identity);
 		if (rc == 0)
 			rc = coli_pwrite_full(cv->fd[s], h, sizeof(h), 0, path, e);
-		if (rc < 0 && fresh)
-			unlink(path);
 		free(path);
-		if (rc < 0)
+		if (rc < 0) {
+			if (fresh)
+				remove_sections(cv);
 			return -1;
+		}
 	}
 	return 0;
 }
@@ -147,6 +162,9 @@ static int finish(conv *cv, coli_err *e)
 
 static void summary(const conv *cv, double secs, int resumed_at)
 {
+	uint64_t this_run = 0;
+	for (int k = resumed_at; k < cv->n_jobs; k++)
+		this_run += cv->jobs[k].in_bytes;
 	const coli_layout *L = &cv->ct.layout;
 	uint64_t params = 0, out = 0;
 	int records = 0;
@@ -165,7 +183,7 @@ static void summary(const conv *cv, double secs, int resumed_at)
 	getrusage(RUSAGE_SELF, &ru);
 	printf("%s: %d tensors, %d expert records, %.3f GiB in, %.3f GiB out, %.2f bits/weight, %.1f s, %.2f GiB/s, peak RSS %.0f MiB%s\n",
 	       cv->o->out, L->n_tensors, records, (double)cv->total_in / gib, (double)out / gib,
-	       (double)out * 8 / (double)params, secs, (double)cv->total_in / gib / (secs > 1e-6 ? secs : 1e-6),
+	       (double)out * 8 / (double)params, secs, (double)this_run / gib / (secs > 1e-6 ? secs : 1e-6),
 	       (double)ru.ru_maxrss / 1024, resumed_at > 0 ? " (resumed)" : "");
 }
 

@@ -26,7 +26,7 @@ static int nonfinite(const conv *cv, const rows_task *t, int64_t r, int64_t c, f
 		return 0;
 	return coli_errf(e, COLI_EDATA,
 			 "%s: tensor '%s': row %lld column %lld: value %g is not finite (--allow-nonfinite keeps it)",
-			 cv->src->files[t->s->file].name, t->s->name, (long long)r, (long long)c, (double)v);
+			 cv->src->files[t->s->file].path, t->s->name, (long long)r, (long long)c, (double)v);
 }
 
 static int check_row(const conv *cv, const rows_task *t, int64_t r, const float *w, coli_err *e)
@@ -79,7 +79,7 @@ static int copy_fp8_scales(const conv *cv, const rows_task *t, coli_err *e)
 	for (int64_t i = r0 * bcols; i < r1 * bcols; i++)
 		if (!isfinite(t->scale_inv[i]) && !cv->o->allow_nonfinite)
 			return coli_errf(e, COLI_EDATA, "%s: tensor '%s': element %lld: value %g is not finite",
-					 cv->src->files[t->ss->file].name, t->ss->name, (long long)i,
+					 cv->src->files[t->ss->file].path, t->ss->name, (long long)i,
 					 (double)t->scale_inv[i]);
 	memcpy(t->scales, t->scale_inv + r0 * bcols, (size_t)((r1 - r0) * bcols) * 4);
 	return 0;

@@ -27,8 +27,8 @@ int journal_save(const conv *cv, const journal *j, coli_err *e)
 {
 	json_t *records;
 	json_t *tensors = crc_arrays(&cv->ct.layout, &records);
-	json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:I, s:I, s:o, s:o}", "identity", cv->ct.identity_hex,
-			      "source", cv->source_hex, "jobs",
+	json_t *o = json_pack("{s:s, s:s, s:b, s:i, s:i, s:I, s:I, s:o, s:o}", "identity", cv->ct.identity_hex,
+			      "source", cv->source_hex, "allow_nonfinite", cv->o->allow_nonfinite, "jobs",
 			      cv->n_jobs, "next_job", j->next_job, "codes_crc", (json_int_t)j->codes_crc,
 			      "scales_crc", (json_int_t)j->scales_crc, "tensor_crc", tensors, "record_crc", records);
 	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -68,6 +68,7 @@ int journal_load(conv *cv, journal *j, coli_err *e)
 	const char *id = NULL, *source = NULL;
 	json_t *t = NULL, *r = NULL;
 	json_int_t jobs = 0, next = 0, cc = 0, sc = 0;
+	int nonfinite = 0;
 	json_error_t je;
 	int rc = 0;
 	if (!path)
@@ -77,14 +78,17 @@ int journal_load(conv *cv, journal *j, coli_err *e)
 		return 0;
 	}
 	json_t *o = coli_read_file(path, &text, NULL, e) < 0 ? NULL : json_loads(text, 0, &je);
-	if (!o || json_unpack(o, "{s:s, s:s, s:I, s:I, s:I, s:I, s:o, s:o}", "identity", &id, "source", &source,
-			      "jobs", &jobs, "next_job",
+	if (!o || json_unpack(o, "{s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:o, s:o}", "identity", &id, "source", &source,
+			      "allow_nonfinite", &nonfinite, "jobs", &jobs, "next_job",
 			      &next, "codes_crc", &cc, "scales_crc", &sc, "tensor_crc", &t, "record_crc", &r) < 0)
 		rc = text ? coli_errf(e, COLI_EDATA, "%s: unreadable journal (remove the folder or use --force)", path) : -1;
 	else if (strcmp(id, cv->ct.identity_hex) != 0 || jobs != cv->n_jobs || next < 0 || next > jobs)
 		rc = coli_errf(e, COLI_EUSAGE,
 			       "%s: an unfinished conversion of another model or other options (identity %.12s, now %.12s); use --force to start over",
 			       cv->o->out, id, cv->ct.identity_hex);
+	else if (nonfinite != cv->o->allow_nonfinite)
+		rc = coli_errf(e, COLI_EUSAGE, "%s: the interrupted conversion ran %s --allow-nonfinite; rerun it the same way or use --force to start over",
+			       cv->o->out, nonfinite ? "with" : "without");
 	else if (strcmp(source, cv->source_hex) != 0)
 		rc = coli_errf(e, COLI_EUSAGE,
 			       "%s: the source checkpoint changed (shard sizes or modification times) since the interrupted conversion; use --force to start over",

@@ -177,8 +177,9 @@ static int write_all(pipe_state *p, journal *jr, coli_err *e)
 	uint64_t done = 0, since = 0;
 	double last = now();
 	int every = env_int("COLI_TEST_CHECKPOINT_JOBS"), kill_at = env_int("COLI_TEST_KILL_AT_JOB");
-	for (int k = 0; k < jr->next_job; k++)
-		done += cv->jobs[k].in_bytes;
+	uint64_t todo = 0; /* progress counts this run's work: a resumed run's rate stays honest */
+	for (int k = jr->next_job; k < cv->n_jobs; k++)
+		todo += cv->jobs[k].in_bytes;
 	for (int k = jr->next_job; k < cv->n_jobs; k++) {
 		slot *s = wait_slot(p, k, e);
 		if (!s || write_job(cv, jr, k, &s->out, e) < 0)
@@ -187,7 +188,7 @@ static int write_all(pipe_state *p, journal *jr, coli_err *e)
 		done += cv->jobs[k].in_bytes;
 		since += cv->jobs[k].out_bytes;
 		if (!cv->o->quiet)
-			progress_update(done, cv->total_in, 0);
+			progress_update(done, todo, 0);
 		if (k == kill_at)
 			raise(SIGKILL);
 		if (since >= CHECKPOINT_BYTES || now() - last >= CHECKPOINT_SECONDS ||
@@ -199,7 +200,7 @@ static int write_all(pipe_state *p, journal *jr, coli_err *e)
 		}
 	}
 	if (!cv->o->quiet)
-		progress_update(done, cv->total_in, 1);
+		progress_update(done, todo, 1);
 	return checkpoint(cv, jr, cv->n_jobs, e);
 }
 
