@@ -1,0 +1,248 @@
+/* synth.h: internal interfaces of coli-synth, the synthetic HF checkpoint generator.
+ *
+ * Flow: main.c parses options -> config.c emits config.json text, parsed back with
+ * coli_model_parse so names and shapes come from libcoli -> routing.c calibrates the routing
+ * knobs into a per-layer plan -> weights.c defines every weight value as a pure function of
+ * (seed, tensor name, element index) -> writer.c streams the shards with a thread pool ->
+ * measure.c runs a float32 forward pass over sampled tokens and reports the routing it sees,
+ * reading weights through a source (regenerated values, or a checkpoint on disk, source.c).
+ */
+#ifndef COLI_SYNTH_H
+#define COLI_SYNTH_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "fileio.h"
+#include "model.h"
+
+#define SYNTH_TOOL "coli-synth"
+
+/* ---- options (main.c) -------------------------------------------------------------------- */
+
+/* Shape options are -1 until set; main.c fills family defaults after parsing. */
+typedef struct synth_opts {
+	const char *family, *out, *tokenizer, *measure_only, *preset;
+	int no_tokenizer, fp8, quiet, dry_run;
+	int layers, experts, top_k, hidden, expert_ffn, ffn, heads, kv_heads, head_dim;
+	int dense_layers, shared_experts, mtp;
+	int64_t vocab;
+	uint64_t shard_size, seed;
+	double zipf, predict;
+	int threads, measure_tokens;
+} synth_opts;
+
+void synth_opts_init(synth_opts *o);
+/* Parses argv; 0, or the exit status (2) after printing the problem. --help exits 0. */
+int synth_opts_parse(synth_opts *o, int argc, char **argv);
+/* Applies the preset and family defaults and checks every value; 0 or exit status 2. */
+int synth_opts_resolve(synth_opts *o);
+/* The same for --measure-only: defaults of --measure and --threads. */
+int synth_opts_resolve_measure(synth_opts *o);
+
+/* ---- tokenizer (tokenizer.c) ------------------------------------------------------------- */
+
+typedef struct synth_tok {
+	char *json_path, *config_path; /* tokenizer.json; tokenizer_config.json or NULL */
+	int64_t n_tokens;              /* highest token id + 1 */
+	int bos, eos, pad;             /* -1 when the tokenizer has none */
+} synth_tok;
+
+/* The default tokenizer.json for a family (inside tests/node_modules next to the binary);
+ * malloc'd. */
+char *synth_tok_default_path(const char *family);
+int synth_tok_load(synth_tok *t, const char *json_path, coli_err *e);
+void synth_tok_release(synth_tok *t);
+
+/* ---- config.json (config.c) -------------------------------------------------------------- */
+
+/* Derived shape shared by config emission and planning. */
+typedef struct synth_shape {
+	int n_group, topk_group;              /* deepseek_v3 group-limited routing */
+	int q_lora, kv_lora, rope_dim;        /* deepseek_v3 MLA */
+	int bos, eos, pad;
+} synth_shape;
+
+void synth_shape_derive(synth_shape *s, const synth_opts *o, const synth_tok *t);
+/* config.json and generation_config.json texts as save_pretrained writes them; malloc'd. */
+char *synth_config_json(const synth_opts *o, const synth_shape *s);
+char *synth_generation_json(const synth_opts *o, const synth_shape *s);
+
+/* ---- weights (weights.c) ----------------------------------------------------------------- */
+
+typedef enum synth_kind {
+	SK_EMBED, SK_NORM, SK_BIAS, SK_CORR, SK_ROUTER, SK_LINEAR, SK_OUT, SK_DOWN, SK_HEAD,
+	SK_SCALE, /* F32 "<w>_scale_inv" of an fp8 weight: filled from the weight's block amax */
+} synth_kind;
+
+struct synth_plan;
+
+/* One stored tensor. */
+typedef struct synth_tensor {
+	char name[208];
+	int ndim;
+	int64_t rows, cols;        /* 1-D tensors: rows 1, cols = length */
+	int dtype;                 /* coli_dtype: BF16, F32 or F8_E4M3 */
+	synth_kind kind;
+	int layer, expert;         /* -1 when none */
+	uint64_t key;              /* PRNG stream */
+	float std;                 /* N(0, std^2) part */
+	int scale_of;              /* SK_SCALE: index of its weight */
+	float *scales;             /* F8 weights: [ceil(rows/128) x ceil(cols/128)] scale_inv */
+	float *sj;                 /* SK_DOWN in an aligned layer: [cols] aligned coefficients */
+	int shard;
+	uint64_t offset;           /* inside the shard's data section */
+	uint64_t nbytes;
+} synth_tensor;
+
+#define SYNTH_FP8_BLOCK 128
+
+uint64_t synth_key(uint64_t seed, const char *name);
+/* Uniform 64-bit value number i of stream key. */
+uint64_t synth_rand64(uint64_t key, uint64_t i);
+/* Standard-normal-like value number i of stream key (Irwin-Hall of four 16-bit uniforms:
+ * mean 0, variance 1, bounded by +-3.46). */
+float synth_gauss(uint64_t key, uint64_t i);
+/* Fills out[0..n) with synth_gauss(key, i0 + j). */
+void synth_gauss_fill(uint64_t key, uint64_t i0, float *out, int64_t n);
+
+/* Bytes of one stored row; F8 weights are generated in blocks of 128 rows. */
+uint64_t synth_row_bytes(const synth_tensor *t);
+int synth_row_align(const synth_tensor *t);
+/* Floats of scratch a caller must provide to synth_encode_rows for nrows rows of t. */
+int64_t synth_scratch_floats(const synth_tensor *t, int64_t nrows);
+/* Stored bytes of rows [row0, row0+nrows) (row0 and nrows multiples of synth_row_align
+ * except at the end); F8 weights also fill t->scales for those rows. */
+void synth_encode_rows(const struct synth_plan *p, const synth_tensor *t, int64_t row0,
+		       int64_t nrows, float *scratch, uint8_t *out);
+/* One 128-row block of an fp8 weight (row0 % 128 == 0, nrows <= 128): codes into out, the
+ * block scale_inv values of those rows into scale[ceil(cols/128)]; w: nrows x cols scratch. */
+void synth_fp8_block(const struct synth_plan *p, const synth_tensor *t, int64_t row0,
+		     int64_t nrows, float *w, uint8_t *out, float *scale);
+/* The aligned coefficients alpha * s_j of an SK_DOWN tensor (sj: t->cols floats). */
+void synth_align_coefs(const struct synth_plan *p, const synth_tensor *t, float *sj);
+/* Removes from each of nrows rows (cols = H) its component along the plan's u. */
+void synth_project_out_u(const struct synth_plan *p, float *rows, int64_t nrows, int64_t cols);
+/* Float values before storage rounding. */
+void synth_gen_rows(const struct synth_plan *p, const synth_tensor *t, int64_t row0,
+		    int64_t nrows, float *out);
+
+/* ---- routing plan (routing.c) ------------------------------------------------------------ */
+
+/* Router selection, identical to the HF families: fills idx[k] and weights w[k] (w may be NULL
+ * when only the selection is wanted). z: logits [E]; bias: e_score_correction_bias or NULL;
+ * tmp: scratch of 2*E floats. */
+void synth_route(const coli_model *m, const float *z, const float *bias, int *idx, float *w,
+		 float *tmp);
+
+/* Skew statistics of per-expert counts: least-squares slope of ln(count+0.5) over ln(rank)
+ * (negated: 0 = uniform) and the share of the top ceil(E/10) experts. */
+double synth_zipf_fit(const double *counts, int n);
+double synth_top_share(const double *counts, int n);
+
+typedef struct synth_layer_plan {
+	int moe;
+	float s_out, s_down;  /* std multipliers of o_proj and of down projections (random part) */
+	float alpha;          /* aligned part of down projections toward the next router's rows */
+	float u_gain;         /* softmax routers: row e gets bias[e] * u_gain along u */
+	float *bias;          /* [E] popularity of each expert, >= 0 */
+	float *unit_t;        /* [H x E] unit random rows of this layer's router, transposed;
+				 built when the previous layer aligns to it, else NULL */
+} synth_layer_plan;
+
+typedef struct synth_plan {
+	const coli_model *m;
+	uint64_t seed;
+	int n_layers;          /* including MTP layers */
+	synth_layer_plan *layer;
+	float c;               /* component of every embedding along u (softmax routers), else 0 */
+	float *u;              /* [H] unit vector */
+	float router_std;
+	/* calibration */
+	double zipf, predict;  /* targets */
+	double gamma, gamma0, r_eff, sumw2, mc_zipf, mc_recall;
+	int predict_reachable;
+} synth_plan;
+
+int synth_plan_build(synth_plan *p, const coli_model *m, const synth_opts *o,
+		     const coli_tensor_spec *spec, int n_spec, coli_err *e);
+void synth_plan_release(synth_plan *p);
+
+/* ---- tensor table and shard writer (table.c, writer.c) ----------------------------------- */
+
+typedef struct synth_table {
+	synth_tensor *t;
+	int n;
+	int n_shards;
+	uint64_t *shard_data;      /* data bytes per shard */
+	int **order;               /* per shard: tensor indices in data (name) order */
+	int *count;                /* per shard: number of tensors */
+	int *sorted;               /* all tensor indices in name order (synth_table_find) */
+	uint64_t total_size;       /* sum of tensor bytes (index metadata.total_size) */
+} synth_table;
+
+int synth_table_build(synth_table *tb, const synth_plan *p, const coli_tensor_spec *spec,
+		      int n_spec, int fp8, uint64_t shard_size, coli_err *e);
+void synth_table_release(synth_table *tb);
+int synth_table_find(const synth_table *tb, const char *name);
+/* "model-00001-of-00003.safetensors", or "model.safetensors" for a single shard. */
+void synth_shard_name(const synth_table *tb, int shard, char *buf, size_t cap);
+
+/* Files written so far, removed again on failure. */
+typedef struct synth_files {
+	char **path;
+	int n, cap;
+} synth_files;
+int synth_files_add(synth_files *f, const char *path, coli_err *e);
+void synth_files_remove_all(synth_files *f);
+void synth_files_release(synth_files *f);
+/* Writes a small file via "<path>.tmp" and rename, recording it in f. */
+int synth_write_small(synth_files *f, const char *dir, const char *name, const void *data,
+		      size_t n, coli_err *e);
+
+extern volatile int synth_interrupted;
+
+/* Writes every shard and the index into dir; bytes written in *bytes. show_progress: a
+ * rate-limited progress line on stderr. */
+int synth_write_shards(const synth_table *tb, synth_plan *p, const char *dir, int threads,
+		       int show_progress, synth_files *f, uint64_t *bytes, coli_err *e);
+
+/* ---- weight sources and measurement (source.c, measure.c) -------------------------------- */
+
+typedef struct synth_src synth_src;
+struct synth_src {
+	const coli_model *m;
+	/* Rows [row0, row0+n) of the named tensor as float32, as the checkpoint defines them. */
+	int (*rows)(const synth_src *s, const char *name, int64_t row0, int64_t n, float *out,
+		    coli_err *e);
+	/* Shape as rows x cols (1-D: 1 x n); -1 when absent. */
+	int (*shape)(const synth_src *s, const char *name, int64_t *rows, int64_t *cols);
+	void *ctx;
+	const void *ctx2;
+};
+
+/* Regenerates stored values from the plan (identical to the written bytes). */
+void synth_src_regen(synth_src *s, const synth_plan *p, const synth_table *tb);
+/* Reads a checkpoint folder (any HF checkpoint of a supported family). */
+int synth_src_ckpt_open(synth_src *s, coli_model *m, const char *dir, coli_err *e);
+void synth_src_ckpt_close(synth_src *s);
+
+typedef struct synth_measure_opts {
+	int tokens, threads, quiet;
+	uint64_t seed;
+	const synth_plan *plan; /* targets to print; NULL for --measure-only */
+} synth_measure_opts;
+
+/* Runs the forward pass and prints the routing table on stdout. */
+int synth_measure(const synth_src *s, const synth_measure_opts *o, coli_err *e);
+
+/* ---- small helpers (util.c) -------------------------------------------------------------- */
+
+int synth_nthreads(void);
+double synth_now(void);
+/* Runs fn(ctx, i) for i in [0, n) on up to `threads` threads; returns the first error. */
+int synth_parallel(int n, int threads, int (*fn)(void *ctx, int i, coli_err *e), void *ctx,
+		   coli_err *e);
+
+#endif
