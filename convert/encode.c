@@ -29,9 +29,15 @@ static int nonfinite(const conv *cv, const rows_task *t, int64_t r, int64_t c, f
 			 cv->src->files[t->s->file].path, t->s->name, (long long)r, (long long)c, (double)v);
 }
 
+/* A branch-free scan for an all-ones exponent (NaN or Inf) first; the slow loop only runs to
+ * name the culprit. */
 static int check_row(const conv *cv, const rows_task *t, int64_t r, const float *w, coli_err *e)
 {
+	const uint32_t *u = (const uint32_t *)(const void *)w; /* scratch is float-aligned */
+	uint32_t bad = 0;
 	for (int64_t c = 0; c < t->b->cols; c++)
+		bad |= (u[c] & 0x7f800000u) == 0x7f800000u;
+	for (int64_t c = 0; bad && c < t->b->cols; c++)
 		if (!isfinite(w[c]))
 			return nonfinite(cv, t, r, c, w[c], e);
 	return 0;

@@ -89,9 +89,18 @@ float coli_fp8e4m3_to_f32(uint8_t c)
 	return fp8_table[c];
 }
 
+/* The hot row loops are built for AVX-512, AVX2 and baseline x86-64 and picked at load time
+ * (gcc function multiversioning); every variant computes the same bits, since the loops use
+ * only exact operations (division, integer compares, conversions) in a fixed order. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define COLI_HOT __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define COLI_HOT
+#endif
+
 /* The fp16 scale of one group of 64: (fp16)(amax / qmax), float32 division. The max runs on the
  * bits of |w| (ordered like the values, vectorizable); a NaN weight gives a NaN scale. */
-static uint16_t group_scale(const float *w, float qmax)
+static inline __attribute__((always_inline)) uint16_t group_scale(const float *w, float qmax)
 {
 	uint32_t m = 0;
 	for (int i = 0; i < COLI_GS; i++) {
@@ -107,7 +116,8 @@ static uint16_t group_scale(const float *w, float qmax)
  * the exact remainder when |rem| >= 0.5, and the clamp to [qmin, qmax] happens on integers.
  * Float compares against the bounds would let the compiler fold the clamped paths into branches
  * that block vectorization. */
-static void group_codes(const float *w, float s, int32_t qmin, int32_t qmax, int32_t *q)
+static inline __attribute__((always_inline)) void group_codes(const float *w, float s, int32_t qmin,
+							     int32_t qmax, int32_t *q)
 {
 	const uint32_t lim = 0x43800000u; /* 256.0f */
 	if (s == 0.0f) {
@@ -125,7 +135,7 @@ static void group_codes(const float *w, float s, int32_t qmin, int32_t qmax, int
 	}
 }
 
-void coli_q4_quantize_row(const float *w, size_t cols, uint8_t *codes, uint16_t *scales)
+COLI_HOT void coli_q4_quantize_row(const float *w, size_t cols, uint8_t *codes, uint16_t *scales)
 {
 	int32_t q[COLI_GS];
 	for (size_t g = 0; g < cols / COLI_GS; g++) {
@@ -138,7 +148,7 @@ void coli_q4_quantize_row(const float *w, size_t cols, uint8_t *codes, uint16_t 
 	}
 }
 
-void coli_q8_quantize_row(const float *w, size_t cols, int8_t *codes, uint16_t *scales)
+COLI_HOT void coli_q8_quantize_row(const float *w, size_t cols, int8_t *codes, uint16_t *scales)
 {
 	int32_t q[COLI_GS];
 	for (size_t g = 0; g < cols / COLI_GS; g++) {
@@ -181,7 +191,7 @@ int coli_q4_code(const uint8_t *codes, size_t i)
 
 /* Whole chunks of 64 go through local arrays: mapped tensors need not be 2-byte aligned, and a
  * fixed trip count between local arrays vectorizes at -O2 (no alias checks, no epilogue). */
-static void bf16_row(const uint8_t *p, size_t n, float *out)
+COLI_HOT static void bf16_row(const uint8_t *p, size_t n, float *out)
 {
 	uint16_t h[64];
 	uint32_t u[64];
@@ -199,7 +209,7 @@ static void bf16_row(const uint8_t *p, size_t n, float *out)
 }
 
 /* F16 sources are rare (checkpoints are BF16 or FP8): a plain scalar loop. */
-static void f16_row(const uint8_t *p, size_t n, float *out)
+COLI_HOT static void f16_row(const uint8_t *p, size_t n, float *out)
 {
 	for (size_t c = 0; c < n; c++) {
 		uint16_t h;
@@ -209,7 +219,7 @@ static void f16_row(const uint8_t *p, size_t n, float *out)
 }
 
 /* One float32 multiply per element by the block's scale_inv; without scales, the plain decode. */
-static void fp8_row(const uint8_t *p, size_t cols, const float *sinv_row, size_t bs1, float *out)
+COLI_HOT static void fp8_row(const uint8_t *p, size_t cols, const float *sinv_row, size_t bs1, float *out)
 {
 	if (!sinv_row) {
 		for (size_t c = 0; c < cols; c++)
