@@ -27,6 +27,7 @@ typedef struct job {
 	int elayer, expert;   /* for records */
 	int rec;              /* record ordinal (index into conv.xspec / 3), else -1 */
 	uint64_t in_bytes;    /* source bytes it reads */
+	uint64_t in_span;     /* read-buffer bytes it needs (alignment slack included) */
 	uint64_t out_bytes;   /* bytes it produces */
 } job;
 
@@ -35,8 +36,10 @@ typedef struct conv {
 	const convert_opts *o;
 	coli_ckpt *src;
 	coli_container ct;    /* the container being written: model, layout, identity, carried */
+	int *dfd;             /* per shard: O_DIRECT read descriptor (buffered where unsupported) */
 	char source_hex[65];  /* sha256 of the shards' names, sizes and mtimes: a resume must see the same */
 	int fd[COLI_SEC_COUNT];
+	int direct_experts;   /* experts.bin opened O_DIRECT for whole-record writes, or -1 */
 	job *jobs;
 	int n_jobs;
 	coli_tensor_spec *specs; /* expected tensor set, from coli_model_tensors */
@@ -52,15 +55,30 @@ typedef struct job_out {
 	uint32_t codes_crc, scales_crc;
 } job_out;
 
+/* A worker's aligned read buffer; reset (used = 0) for each job. */
+typedef struct inbuf {
+	uint8_t *base;
+	uint64_t cap, used;
+} inbuf;
+
 /* Runs a conversion (fresh or resumed) to a finished container. */
 int convert_run(const convert_opts *o, coli_err *e);
 
 /* jobs.c: the ordered job list for the planned layout. */
 int jobs_build(conv *cv, coli_err *e);
 
-/* encode.c: performs job j into out (buf sized for the largest job); scratch holds floats. */
-int encode_job(const conv *cv, const job *j, job_out *out, float *scratch, coli_err *e);
+/* encode.c: performs job j into out (buf sized for the largest job); scratch holds floats;
+ * in receives the job's source bytes. */
+int encode_job(const conv *cv, const job *j, job_out *out, float *scratch, inbuf *in, coli_err *e);
 uint64_t encode_scratch_floats(const conv *cv);
+
+/* source.c: O_DIRECT reads of source tensor bytes. */
+int source_open(conv *cv, coli_err *e);
+void source_close(conv *cv);
+uint64_t source_span(uint64_t len);
+int inbuf_init(inbuf *b, uint64_t cap, coli_err *e);
+const uint8_t *source_read(const conv *cv, const coli_st_tensor *t, uint64_t off, uint64_t len, inbuf *b,
+			   coli_err *e);
 
 /* outdir.c: prepares the output folder; *resume is set when a matching journal was found. */
 int outdir_prepare(const convert_opts *o, coli_err *e);

@@ -3,21 +3,21 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <zlib.h>
 
 #include "convert.h"
 #include "quant.h"
 
-#include <zlib.h>
-
-/* Where one blob's rows go and where they come from. */
+/* Rows [row0, row0+nrows) of one source tensor, read into memory, and where they go. */
 typedef struct rows_task {
-	const coli_st_tensor *s;      /* source */
-	const float *scale_inv;       /* fp8 source block scales, else NULL */
-	const coli_st_tensor *ss;     /* the scale tensor */
+	const coli_st_tensor *s;      /* source weight */
+	const coli_st_tensor *ss;     /* its fp8 scale_inv tensor, else NULL */
+	const uint8_t *data;          /* source row row0 */
+	const float *scale;           /* scale_inv block row row0 / b0, else NULL */
+	int64_t src_row_bytes, bcols; /* bcols: scale blocks per row (fp8) */
 	const coli_blob *b;           /* target geometry */
 	int64_t row0, nrows;
-	uint8_t *codes, *scales;      /* destinations for these rows */
+	uint8_t *codes, *scales;      /* destinations of row row0 */
 } rows_task;
 
 static int nonfinite(const conv *cv, const rows_task *t, int64_t r, int64_t c, float v, coli_err *e)
@@ -43,16 +43,23 @@ static int check_row(const conv *cv, const rows_task *t, int64_t r, const float 
 	return 0;
 }
 
+/* Row r as float32, exactly as the checkpoint defines it (fp8: code x its block's scale_inv). */
+static void decode_row(const conv *cv, const rows_task *t, int64_t r, float *out)
+{
+	int64_t b0 = cv->ct.model.fp8_block[0];
+	const float *srow = t->scale ? t->scale + (r / b0 - t->row0 / b0) * t->bcols : NULL;
+	coli_source_row_f32((int)t->s->dtype, t->data + (r - t->row0) * t->src_row_bytes, 1, (size_t)t->b->cols,
+			    0, srow, (size_t)b0, (size_t)cv->ct.model.fp8_block[1], out);
+}
+
 /* Rows kept bit for bit (bf16/f16/fp8 at 16 bits): copy, after the finiteness check. */
 static int copy_row(const conv *cv, const rows_task *t, int64_t r, float *scratch, coli_err *e)
 {
-	const uint8_t *src = (const uint8_t *)coli_ckpt_data(cv->src, t->s) + (uint64_t)r * t->b->row_bytes;
-	coli_source_row_f32((int)t->s->dtype, coli_ckpt_data(cv->src, t->s), (size_t)t->b->rows,
-			    (size_t)t->b->cols, (size_t)r, t->scale_inv, (size_t)cv->ct.model.fp8_block[0],
-			    (size_t)cv->ct.model.fp8_block[1], scratch);
+	decode_row(cv, t, r, scratch);
 	if (check_row(cv, t, r, scratch, e) < 0)
 		return -1;
-	memcpy(t->codes + (uint64_t)(r - t->row0) * t->b->row_bytes, src, t->b->row_bytes);
+	memcpy(t->codes + (uint64_t)(r - t->row0) * t->b->row_bytes, t->data + (r - t->row0) * t->src_row_bytes,
+	       t->b->row_bytes);
 	return 0;
 }
 
@@ -62,9 +69,7 @@ static int quant_row(const conv *cv, const rows_task *t, int64_t r, float *scrat
 	uint64_t groups = (uint64_t)(t->b->cols + 63) / 64;
 	uint8_t *dst = t->codes + (uint64_t)(r - t->row0) * t->b->row_bytes;
 	uint16_t *sc = (uint16_t *)(t->scales + (uint64_t)(r - t->row0) * groups * 2);
-	coli_source_row_f32((int)t->s->dtype, coli_ckpt_data(cv->src, t->s), (size_t)t->b->rows,
-			    (size_t)t->b->cols, (size_t)r, t->scale_inv, (size_t)cv->ct.model.fp8_block[0],
-			    (size_t)cv->ct.model.fp8_block[1], scratch);
+	decode_row(cv, t, r, scratch);
 	if (check_row(cv, t, r, scratch, e) < 0)
 		return -1;
 	memset(scratch + t->b->cols, 0, (groups * 64 - (uint64_t)t->b->cols) * sizeof(float));
@@ -77,48 +82,44 @@ static int quant_row(const conv *cv, const rows_task *t, int64_t r, float *scrat
 	return 0;
 }
 
-/* fp8 kept: copy the scale_inv rows covering [row0, row0+nrows); they must be finite. */
+/* fp8 kept: copy the scale_inv block rows covering the task's rows; they must be finite. */
 static int copy_fp8_scales(const conv *cv, const rows_task *t, coli_err *e)
 {
-	int64_t b0 = t->b->block[0], bcols = (t->b->cols + t->b->block[1] - 1) / t->b->block[1];
-	int64_t r0 = t->row0 / b0, r1 = (t->row0 + t->nrows + b0 - 1) / b0;
-	for (int64_t i = r0 * bcols; i < r1 * bcols; i++)
-		if (!isfinite(t->scale_inv[i]) && !cv->o->allow_nonfinite)
+	int64_t b0 = t->b->block[0], n = ((t->row0 + t->nrows + b0 - 1) / b0 - t->row0 / b0) * t->bcols;
+	for (int64_t i = 0; i < n; i++)
+		if (!isfinite(t->scale[i]) && !cv->o->allow_nonfinite)
 			return coli_errf(e, COLI_EDATA, "%s: tensor '%s': element %lld: value %g is not finite",
-					 cv->src->files[t->ss->file].path, t->ss->name, (long long)i,
-					 (double)t->scale_inv[i]);
-	memcpy(t->scales, t->scale_inv + r0 * bcols, (size_t)((r1 - r0) * bcols) * 4);
+					 cv->src->files[t->ss->file].path, t->ss->name,
+					 (long long)(t->row0 / b0 * t->bcols + i), (double)t->scale[i]);
+	memcpy(t->scales, t->scale, (size_t)n * 4);
 	return 0;
 }
 
-/* Drops the source pages just read so a pass over a huge checkpoint keeps a small RSS. */
-static void release_rows(const conv *cv, const rows_task *t)
-{
-	const coli_st_file *f = &cv->src->files[t->s->file];
-	uint64_t row = t->s->nbytes / (uint64_t)t->b->rows, page = 4096;
-	uint64_t a = t->s->offset + (uint64_t)t->row0 * row, z = a + (uint64_t)t->nrows * row;
-	a = (a + page - 1) / page * page;
-	z = z / page * page;
-	if (z > a)
-		madvise((void *)(f->map + a), z - a, MADV_DONTNEED);
-}
-
-static int find_source(const conv *cv, const char *name, rows_task *t, coli_err *e)
+/* Finds the source of `name` and reads rows [row0, row0+nrows) (and their scales) into in. */
+static int load_rows(const conv *cv, const char *name, int64_t row0, int64_t nrows, int64_t cols,
+		     rows_task *t, inbuf *in, coli_err *e)
 {
 	char sname[256];
-	t->s = coli_ckpt_find(cv->src, name);
-	t->ss = NULL;
-	t->scale_inv = NULL;
-	if (!t->s)
-		return coli_errf(e, COLI_EDATA, "%s: tensor '%s' missing", cv->src->dir, name);
-	if (t->s->dtype != COLI_DT_F8_E4M3)
-		return 0;
 	snprintf(sname, sizeof(sname), "%s_scale_inv", name);
+	t->s = coli_ckpt_find(cv->src, name);
 	t->ss = coli_ckpt_find(cv->src, sname);
-	if (!t->ss || t->ss->dtype != COLI_DT_F32)
-		return coli_errf(e, COLI_EDATA, "%s: tensor '%s' missing or not F32", cv->src->dir, sname);
-	t->scale_inv = coli_ckpt_data(cv->src, t->ss);
-	return 0;
+	if (!t->s || (t->s->dtype == COLI_DT_F8_E4M3 && (!t->ss || t->ss->dtype != COLI_DT_F32)))
+		return coli_errf(e, COLI_EDATA, "%s: tensor '%s' or its F32 scale_inv missing", cv->src->dir, name);
+	if (t->s->dtype != COLI_DT_F8_E4M3)
+		t->ss = NULL;
+	t->row0 = row0;
+	t->nrows = nrows;
+	t->src_row_bytes = cols * (int64_t)coli_dtype_size(t->s->dtype);
+	t->data = source_read(cv, t->s, (uint64_t)(row0 * t->src_row_bytes), (uint64_t)(nrows * t->src_row_bytes), in, e);
+	t->scale = NULL;
+	if (t->data && t->ss) {
+		int64_t b0 = cv->ct.model.fp8_block[0], b1 = cv->ct.model.fp8_block[1];
+		int64_t r0 = row0 / b0, r1 = (row0 + nrows + b0 - 1) / b0;
+		t->bcols = (cols + b1 - 1) / b1;
+		t->scale = (const float *)(const void *)source_read(cv, t->ss, (uint64_t)(r0 * t->bcols * 4),
+								    (uint64_t)((r1 - r0) * t->bcols * 4), in, e);
+	}
+	return t->data && (!t->ss || t->scale) ? 0 : -1;
 }
 
 static int encode_rows(const conv *cv, rows_task *t, float *scratch, coli_err *e)
@@ -129,7 +130,6 @@ static int encode_rows(const conv *cv, rows_task *t, float *scratch, coli_err *e
 			return -1;
 	if (t->b->enc == COLI_ENC_FP8 && copy_fp8_scales(cv, t, e) < 0)
 		return -1;
-	release_rows(cv, t);
 	return 0;
 }
 
@@ -146,20 +146,20 @@ uint64_t encode_scratch_floats(const conv *cv)
 	return (uint64_t)(m + 64);
 }
 
-static int encode_record(const conv *cv, const job *j, job_out *out, float *scratch, coli_err *e)
+static int encode_record(const conv *cv, const job *j, job_out *out, float *scratch, inbuf *in, coli_err *e)
 {
 	const coli_lexperts *x = &cv->ct.layout.elayers[j->elayer];
+	rows_task parts[3];
+	for (int p = 0; p < 3; p++)
+		if (load_rows(cv, cv->specs[cv->xspec[3 * j->rec + p]].name, 0, x->part[p].rows, x->part[p].cols,
+			      &parts[p], in, e) < 0)
+			return -1;
 	memset(out->buf, 0, x->record_size);
 	for (int p = 0; p < 3; p++) {
-		rows_task t;
-		if (find_source(cv, cv->specs[cv->xspec[3 * j->rec + p]].name, &t, e) < 0)
-			return -1;
-		t.b = &x->part[p];
-		t.row0 = 0;
-		t.nrows = t.b->rows;
-		t.codes = out->buf + x->part_off[p];
-		t.scales = t.codes + t.b->scales_off;
-		if (encode_rows(cv, &t, scratch, e) < 0)
+		parts[p].b = &x->part[p];
+		parts[p].codes = out->buf + x->part_off[p];
+		parts[p].scales = parts[p].codes + x->part[p].scales_off;
+		if (encode_rows(cv, &parts[p], scratch, e) < 0)
 			return -1;
 	}
 	out->codes_len = x->record_size;
@@ -167,26 +167,24 @@ static int encode_record(const conv *cv, const job *j, job_out *out, float *scra
 	return 0;
 }
 
-int encode_job(const conv *cv, const job *j, job_out *out, float *scratch, coli_err *e)
+static int encode_chunk(const conv *cv, const job *j, job_out *out, float *scratch, inbuf *in, coli_err *e)
 {
-	int rc;
-	if (j->tensor < 0) {
-		rc = encode_record(cv, j, out, scratch, e);
-	} else {
-		const coli_ltensor *lt = &cv->ct.layout.tensors[j->tensor];
-		rows_task t;
-		rc = find_source(cv, lt->name, &t, e);
-		t.b = &lt->blob;
-		t.row0 = j->row0;
-		t.nrows = j->nrows;
-		t.codes = out->buf;
-		out->codes_len = lt->blob.row_bytes * (uint64_t)j->nrows;
-		out->scales_len = j->out_bytes - out->codes_len;
-		t.scales = out->buf + out->codes_len;
-		if (rc == 0)
-			rc = encode_rows(cv, &t, scratch, e);
-	}
-	if (rc < 0)
+	const coli_ltensor *lt = &cv->ct.layout.tensors[j->tensor];
+	rows_task t;
+	if (load_rows(cv, lt->name, j->row0, j->nrows, lt->blob.cols, &t, in, e) < 0)
+		return -1;
+	t.b = &lt->blob;
+	t.codes = out->buf;
+	out->codes_len = lt->blob.row_bytes * (uint64_t)j->nrows;
+	out->scales_len = j->out_bytes - out->codes_len;
+	t.scales = out->buf + out->codes_len;
+	return encode_rows(cv, &t, scratch, e);
+}
+
+int encode_job(const conv *cv, const job *j, job_out *out, float *scratch, inbuf *in, coli_err *e)
+{
+	in->used = 0;
+	if ((j->tensor < 0 ? encode_record(cv, j, out, scratch, in, e) : encode_chunk(cv, j, out, scratch, in, e)) < 0)
 		return -1;
 	out->codes_crc = (uint32_t)crc32_z(0, out->buf, out->codes_len);
 	out->scales_crc = (uint32_t)crc32_z(0, out->buf + out->codes_len, out->scales_len);

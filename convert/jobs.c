@@ -41,19 +41,42 @@ static uint64_t scale_bytes_for(const coli_blob *b, int64_t row0, int64_t nrows)
 	return 0;
 }
 
-/* Source bytes of a record: its three weights and their fp8 scales, if any. */
-static uint64_t record_in_bytes(const conv *cv, int rec)
+/* The fp8 scale tensor of weight `name`, or NULL. */
+static const coli_st_tensor *scale_of(const conv *cv, const char *name)
 {
-	uint64_t n = 0;
-	char name[256];
+	char sname[256];
+	snprintf(sname, sizeof(sname), "%s_scale_inv", name);
+	return coli_ckpt_find(cv->src, sname);
+}
+
+/* Source bytes a job reads (weights, and whole fp8 scale tensors) and the read buffer it needs. */
+static void add_read(job *j, uint64_t len)
+{
+	j->in_bytes += len;
+	j->in_span += source_span(len);
+}
+
+static void record_reads(const conv *cv, job *j)
+{
 	for (int p = 0; p < 3; p++) {
-		const char *w = cv->specs[cv->xspec[3 * rec + p]].name;
-		const coli_st_tensor *t = coli_ckpt_find(cv->src, w);
-		snprintf(name, sizeof(name), "%s_scale_inv", w);
-		const coli_st_tensor *s = coli_ckpt_find(cv->src, name);
-		n += (t ? t->nbytes : 0) + (s ? s->nbytes : 0);
+		const char *w = cv->specs[cv->xspec[3 * j->rec + p]].name;
+		const coli_st_tensor *t = coli_ckpt_find(cv->src, w), *s = scale_of(cv, w);
+		add_read(j, t ? t->nbytes : 0);
+		if (s)
+			add_read(j, s->nbytes);
 	}
-	return n;
+}
+
+static void chunk_reads(const conv *cv, job *j)
+{
+	const coli_ltensor *t = &cv->ct.layout.tensors[j->tensor];
+	const coli_st_tensor *s = scale_of(cv, t->name);
+	add_read(j, src_row_bytes(cv, t) * (uint64_t)j->nrows);
+	if (s) {
+		int64_t b0 = cv->ct.model.fp8_block[0], b1 = cv->ct.model.fp8_block[1];
+		int64_t r0 = j->row0 / b0, r1 = (j->row0 + j->nrows + b0 - 1) / b0;
+		add_read(j, (uint64_t)((r1 - r0) * ((t->blob.cols + b1 - 1) / b1)) * 4);
+	}
 }
 
 static int count_jobs(const conv *cv)
@@ -95,15 +118,18 @@ int jobs_build(conv *cv, coli_err *e)
 		int64_t per = chunk_rows(cv, t);
 		for (int64_t r = 0; r < t->blob.rows; r += per, k++) {
 			int64_t nr = t->blob.rows - r < per ? t->blob.rows - r : per;
-			cv->jobs[k] = (job){i, r, nr, -1, -1, -1, src_row_bytes(cv, t) * (uint64_t)nr,
-					    t->blob.row_bytes * (uint64_t)nr + scale_bytes_for(&t->blob, r, nr)};
+			cv->jobs[k] = (job){.tensor = i, .row0 = r, .nrows = nr, .elayer = -1, .expert = -1, .rec = -1,
+					    .out_bytes = t->blob.row_bytes * (uint64_t)nr + scale_bytes_for(&t->blob, r, nr)};
+			chunk_reads(cv, &cv->jobs[k]);
 		}
 	}
 	int rec = 0;
 	for (int i = 0; i < L->n_elayers; i++)
-		for (int x = 0; x < L->elayers[i].n_experts; x++, k++)
-			cv->jobs[k] = (job){-1, 0, 0, i, x, rec, record_in_bytes(cv, rec),
-					    L->elayers[i].record_size}, rec++;
+		for (int x = 0; x < L->elayers[i].n_experts; x++, k++) {
+			cv->jobs[k] = (job){.tensor = -1, .elayer = i, .expert = x, .rec = rec++,
+					    .out_bytes = L->elayers[i].record_size};
+			record_reads(cv, &cv->jobs[k]);
+		}
 	cv->n_jobs = k;
 	for (int i = 0; i < k; i++) {
 		cv->total_in += cv->jobs[i].in_bytes;

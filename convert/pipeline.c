@@ -1,5 +1,6 @@
 /* pipeline.c: worker threads encode jobs into a ring of slots; the calling thread writes the
  * slots in job order (sequential output), keeps the CRCs and checkpoints the journal. */
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -39,10 +40,11 @@ typedef struct pipe_state {
 	pthread_cond_t cond;
 	slot *slots;
 	int n_slots;
+	int n_workers;   /* twice the compute threads: a worker waiting on the disk leaves its core */
 	int next_claim;  /* next job a worker takes */
 	int written;     /* jobs below this are written */
 	int stop;
-	uint64_t buf_bytes, scratch_floats;
+	uint64_t buf_bytes, in_bytes, scratch_floats;
 } pipe_state;
 
 static double now(void)
@@ -71,17 +73,22 @@ static void *worker(void *arg)
 {
 	pipe_state *p = arg;
 	float *scratch = malloc(p->scratch_floats * sizeof(float));
+	inbuf in = {NULL, 0, 0};
+	coli_err ierr = {0, ""};
+	int ok = scratch && inbuf_init(&in, p->in_bytes, &ierr) == 0;
 	for (int j; (j = claim(p)) >= 0;) {
 		slot *s = &p->slots[j % p->n_slots];
-		int rc = scratch ? encode_job(p->cv, &p->cv->jobs[j], &s->out, scratch, &s->err)
-				 : coli_errf(&s->err, COLI_ENOMEM, "out of memory allocating %llu floats",
-					     (unsigned long long)p->scratch_floats);
+		int rc = ok ? encode_job(p->cv, &p->cv->jobs[j], &s->out, scratch, &in, &s->err)
+			    : scratch ? (s->err = ierr, -1)
+				      : coli_errf(&s->err, COLI_ENOMEM, "out of memory allocating %llu floats",
+						  (unsigned long long)p->scratch_floats);
 		pthread_mutex_lock(&p->mu);
 		s->state = rc < 0 ? SLOT_FAILED : SLOT_DONE;
 		pthread_cond_broadcast(&p->cond);
 		pthread_mutex_unlock(&p->mu);
 	}
 	free(scratch);
+	free(in.base);
 	return NULL;
 }
 
@@ -102,14 +109,25 @@ static uint32_t zeros_crc(uint64_t n)
 	return (uint32_t)crc32(0, z, (uInt)n);
 }
 
+/* Writes and starts the writeback at once (without waiting for it), so that the checkpoint's
+ * fdatasync finds little left to flush and does not stall the pipeline. */
+static int write_out(int fd, const void *buf, size_t n, uint64_t off, const char *file, coli_err *e)
+{
+	if (coli_pwrite_full(fd, buf, n, off, file, e) < 0)
+		return -1;
+	if (n)
+		sync_file_range(fd, (off_t)off, (off_t)n, SYNC_FILE_RANGE_WRITE);
+	return 0;
+}
+
 /* Writes a finished tensor chunk and folds its CRCs into the tensor's. */
 static int write_chunk(conv *cv, journal *jr, const job *j, const job_out *o, coli_err *e)
 {
 	coli_ltensor *t = &cv->ct.layout.tensors[j->tensor];
 	const char *file = coli_section_file(t->section);
 	int fd = cv->fd[t->section];
-	if (coli_pwrite_full(fd, o->buf, o->codes_len, t->offset + (uint64_t)j->row0 * t->blob.row_bytes, file, e) < 0 ||
-	    coli_pwrite_full(fd, o->buf + o->codes_len, o->scales_len, scales_at(t, j), file, e) < 0)
+	if (write_out(fd, o->buf, o->codes_len, t->offset + (uint64_t)j->row0 * t->blob.row_bytes, file, e) < 0 ||
+	    write_out(fd, o->buf + o->codes_len, o->scales_len, scales_at(t, j), file, e) < 0)
 		return -1;
 	if (j->row0 == 0)
 		jr->codes_crc = jr->scales_crc = 0;
@@ -134,7 +152,10 @@ static int write_job(conv *cv, journal *jr, int k, const job_out *o, coli_err *e
 		return write_chunk(cv, jr, j, o, e);
 	coli_lexperts *x = &cv->ct.layout.elayers[j->elayer];
 	x->crc[j->expert] = o->codes_crc;
-	return coli_pwrite_full(cv->fd[COLI_SEC_EXPERTS], o->buf, o->codes_len,
+	if (cv->direct_experts >= 0) /* aligned record from an aligned buffer: no page-cache copy */
+		return coli_pwrite_full(cv->direct_experts, o->buf, o->codes_len, coli_record_offset(x, j->expert),
+					"experts.bin", e);
+	return write_out(cv->fd[COLI_SEC_EXPERTS], o->buf, o->codes_len,
 				coli_record_offset(x, j->expert), "experts.bin", e);
 }
 
@@ -204,21 +225,33 @@ static int write_all(pipe_state *p, journal *jr, coli_err *e)
 	return checkpoint(cv, jr, cv->n_jobs, e);
 }
 
-/* Slots: two per thread, fewer when jobs are huge, so buffers stay near 512 MiB at most. */
+/* Workers (each with a read buffer) and output slots: two workers per thread and two slots
+ * more than workers, fewer when jobs are huge, so that all buffers stay near 768 MiB. */
 static int slots_init(pipe_state *p, int threads, coli_err *e)
 {
-	for (int k = 0; k < p->cv->n_jobs; k++)
+	for (int k = 0; k < p->cv->n_jobs; k++) {
 		if (p->cv->jobs[k].out_bytes > p->buf_bytes)
 			p->buf_bytes = p->cv->jobs[k].out_bytes;
-	p->n_slots = 2 * threads;
-	while (p->n_slots > threads + 1 && (uint64_t)p->n_slots * p->buf_bytes > (512ull << 20))
+		if (p->cv->jobs[k].in_span > p->in_bytes)
+			p->in_bytes = p->cv->jobs[k].in_span;
+	}
+	const uint64_t budget = 768ull << 20;
+	p->n_workers = 2 * threads;
+	p->n_slots = p->n_workers + 2;
+	while (p->n_slots > threads + 1 &&
+	       (uint64_t)p->n_slots * p->buf_bytes + (uint64_t)p->n_workers * p->in_bytes > budget) {
 		p->n_slots--;
+		p->n_workers = p->n_workers > threads ? p->n_workers - 1 : threads;
+	}
 	if (!(p->slots = coli_calloc((size_t)p->n_slots, sizeof(slot), e)))
 		return -1;
 	for (int i = 0; i < p->n_slots; i++) {
 		p->slots[i].job = -1;
-		if (!(p->slots[i].out.buf = coli_malloc(p->buf_bytes, e)))
-			return -1;
+		void *buf = NULL;
+		if (posix_memalign(&buf, COLI_RECORD_ALIGN, p->buf_bytes ? p->buf_bytes : 1) != 0)
+			return coli_errf(e, COLI_ENOMEM, "out of memory allocating a %llu-byte output slot",
+					 (unsigned long long)p->buf_bytes);
+		p->slots[i].out.buf = buf;
 	}
 	return 0;
 }
@@ -237,11 +270,11 @@ int pipeline_run(conv *cv, journal *jr, coli_err *e)
 	int threads = cv->o->threads > 0 ? cv->o->threads : usable_cores();
 	pipe_state p = {.cv = cv, .next_claim = jr->next_job, .written = jr->next_job,
 			.scratch_floats = encode_scratch_floats(cv)};
-	pthread_t *tid = coli_calloc((size_t)threads, sizeof(*tid), e);
+	pthread_t *tid = coli_calloc(2 * (size_t)threads, sizeof(*tid), e);
 	int rc = tid ? slots_init(&p, threads, e) : -1, started = 0;
 	pthread_mutex_init(&p.mu, NULL);
 	pthread_cond_init(&p.cond, NULL);
-	while (rc == 0 && started < threads)
+	while (rc == 0 && started < p.n_workers)
 		if (pthread_create(&tid[started], NULL, worker, &p) == 0)
 			started++;
 		else
