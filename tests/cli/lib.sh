@@ -35,9 +35,31 @@ test_must_fail() {
 	return 1
 }
 
-# expect_error CMD...: CMD must fail cleanly; its stderr is left in ./err for grep.
-expect_error() {
-	test_must_fail "$@" 2>err && cat err >&2
+# expect_exit CODE CMD...: CMD must exit with exactly CODE; stdout in ./out, stderr in ./err.
+expect_exit() {
+	local want=$1 rc=0
+	shift
+	"$@" >out 2>err || rc=$?
+	cat err >&2
+	if [ "$rc" -ne "$want" ]; then
+		echo "expect_exit: '$*' exited $rc, expected $want" >&2
+		return 1
+	fi
+}
+
+# err_has STRING...: every STRING occurs in ./err.
+err_has() {
+	for s in "$@"; do
+		grep -qF -- "$s" err || { echo "err_has: '$s' not in stderr" >&2; return 1; }
+	done
+}
+
+# no_manifest DIR: DIR holds nothing that looks like a finished container.
+no_manifest() {
+	if [ -e "$1/manifest.coli" ]; then
+		echo "no_manifest: $1/manifest.coli exists" >&2
+		return 1
+	fi
 }
 
 test_done() {

@@ -12,35 +12,6 @@ FIXTURES="deepseek_v3-fp8-tiny deepseek_v3-tiny glm4_moe-tiny mixtral-tiny olmoe
 
 # ---- helpers --------------------------------------------------------------------------------
 
-# expect_exit CODE CMD...: CMD must exit with exactly CODE; stdout in ./out, stderr in ./err.
-expect_exit() {
-	local want rc
-	want=$1
-	shift
-	rc=0
-	"$@" >out 2>err || rc=$?
-	cat err >&2
-	if [ "$rc" -ne "$want" ]; then
-		echo "expect_exit: '$*' exited $rc, expected $want" >&2
-		return 1
-	fi
-}
-
-# err_has STRING...: every STRING occurs in ./err.
-err_has() {
-	for s in "$@"; do
-		grep -qF -- "$s" err || { echo "err_has: '$s' not in stderr" >&2; return 1; }
-	done
-}
-
-# no_manifest DIR: DIR holds nothing that looks like a finished container.
-no_manifest() {
-	if [ -e "$1/manifest.coli" ]; then
-		echo "no_manifest: $1/manifest.coli exists" >&2
-		return 1
-	fi
-}
-
 # src NAME: a writable copy of fixture NAME's checkpoint in ./src.
 src() {
 	cp -R "$FIX/$1/checkpoint" src && chmod -R u+w src

@@ -11,33 +11,6 @@ BF16=glm4_moe-tiny
 
 # ---- helpers --------------------------------------------------------------------------------
 
-# expect_exit CODE CMD...: CMD must exit with exactly CODE; stdout in ./out, stderr in ./err.
-expect_exit() {
-	local want rc
-	want=$1
-	shift
-	rc=0
-	"$@" >out 2>err || rc=$?
-	cat err >&2
-	if [ "$rc" -ne "$want" ]; then
-		echo "expect_exit: '$*' exited $rc, expected $want" >&2
-		return 1
-	fi
-}
-
-err_has() {
-	for s in "$@"; do
-		grep -qF -- "$s" err || { echo "err_has: '$s' not in stderr" >&2; return 1; }
-	done
-}
-
-no_manifest() {
-	if [ -e "$1/manifest.coli" ]; then
-		echo "no_manifest: $1/manifest.coli exists" >&2
-		return 1
-	fi
-}
-
 # same_dir A B: the same file names, each file byte-identical.
 same_dir() {
 	local f

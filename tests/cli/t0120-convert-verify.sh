@@ -9,24 +9,6 @@ REF=$SCRATCH/ref.coli
 
 # ---- helpers --------------------------------------------------------------------------------
 
-# expect_exit CODE CMD...: CMD must exit with exactly CODE; stdout in ./out, stderr in ./err.
-expect_exit() {
-	local want=$1 rc=0
-	shift
-	"$@" >out 2>err || rc=$?
-	cat err >&2
-	if [ "$rc" -ne "$want" ]; then
-		echo "expect_exit: '$*' exited $rc, expected $want" >&2
-		return 1
-	fi
-}
-
-err_has() {
-	for s in "$@"; do
-		grep -qF -- "$s" err || { echo "err_has: '$s' not in stderr" >&2; return 1; }
-	done
-}
-
 # bad_verify STRING...: --verify of ./c fails with exit 1, nothing on stdout, every STRING in
 # the message; -q changes nothing but the silence on success.
 bad_verify() {

@@ -9,27 +9,6 @@ SMALL="--no-tokenizer --vocab 512 --hidden 64 --layers 3 --measure 64 --threads 
 
 # ---- helpers --------------------------------------------------------------------------------
 
-# expect_exit CODE CMD...: CMD must exit with exactly CODE; stdout in ./out, stderr in ./err.
-expect_exit() {
-	local want rc
-	want=$1
-	shift
-	rc=0
-	"$@" >out 2>err || rc=$?
-	cat err >&2
-	if [ "$rc" -ne "$want" ]; then
-		echo "expect_exit: '$*' exited $rc, expected $want" >&2
-		return 1
-	fi
-}
-
-# err_has STRING...: every STRING occurs in ./err.
-err_has() {
-	for s in "$@"; do
-		grep -qF -- "$s" err || { echo "err_has: '$s' not in stderr" >&2; return 1; }
-	done
-}
-
 # data_bytes FILE: bytes after the 8-byte length and the JSON header of a safetensors file.
 data_bytes() {
 	local n
