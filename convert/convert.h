@@ -77,8 +77,8 @@ int source_open(conv *cv, coli_err *e);
 void source_close(conv *cv);
 uint64_t source_span(uint64_t len);
 int inbuf_init(inbuf *b, uint64_t cap, coli_err *e);
-const uint8_t *source_read(const conv *cv, const coli_st_tensor *t, uint64_t off, uint64_t len, inbuf *b,
-			   coli_err *e);
+const uint8_t *source_read(const conv *cv, const coli_st_tensor *t, uint64_t off, uint64_t len, int aligned,
+			   inbuf *b, coli_err *e);
 
 /* outdir.c: prepares the output folder; *resume is set when a matching journal was found. */
 int outdir_prepare(const convert_opts *o, coli_err *e);

@@ -110,14 +110,15 @@ static int load_rows(const conv *cv, const char *name, int64_t row0, int64_t nro
 	t->row0 = row0;
 	t->nrows = nrows;
 	t->src_row_bytes = cols * (int64_t)coli_dtype_size(t->s->dtype);
-	t->data = source_read(cv, t->s, (uint64_t)(row0 * t->src_row_bytes), (uint64_t)(nrows * t->src_row_bytes), in, e);
+	t->data = source_read(cv, t->s, (uint64_t)(row0 * t->src_row_bytes), (uint64_t)(nrows * t->src_row_bytes), 0,
+			      in, e);
 	t->scale = NULL;
 	if (t->data && t->ss) {
 		int64_t b0 = cv->ct.model.fp8_block[0], b1 = cv->ct.model.fp8_block[1];
 		int64_t r0 = row0 / b0, r1 = (row0 + nrows + b0 - 1) / b0;
 		t->bcols = (cols + b1 - 1) / b1;
 		t->scale = (const float *)(const void *)source_read(cv, t->ss, (uint64_t)(r0 * t->bcols * 4),
-								    (uint64_t)((r1 - r0) * t->bcols * 4), in, e);
+								    (uint64_t)((r1 - r0) * t->bcols * 4), 1, in, e);
 	}
 	return t->data && (!t->ss || t->scale) ? 0 : -1;
 }

@@ -53,9 +53,11 @@ int inbuf_init(inbuf *b, uint64_t cap, coli_err *e)
 }
 
 /* Reads bytes [off, off+len) of tensor t (off relative to the tensor) into b; returns a
- * pointer to them, NULL on error. A short read is reported with the shard and offset. */
-const uint8_t *source_read(const conv *cv, const coli_st_tensor *t, uint64_t off, uint64_t len, inbuf *b,
-			   coli_err *e)
+ * pointer to them, NULL on error. A short read is reported with the shard and offset. With
+ * `aligned`, the bytes are moved to the 4096-aligned start of their span (safetensors offsets
+ * need not be multiples of 4, and f32 scales are read as floats). */
+const uint8_t *source_read(const conv *cv, const coli_st_tensor *t, uint64_t off, uint64_t len, int aligned,
+			   inbuf *b, coli_err *e)
 {
 	const coli_st_file *f = &cv->src->files[t->file];
 	uint64_t start = t->offset + off, a = start / ALIGN * ALIGN;
@@ -75,5 +77,8 @@ const uint8_t *source_read(const conv *cv, const coli_st_tensor *t, uint64_t off
 		got += (uint64_t)r;
 	}
 	b->used += n;
-	return dst + (start - a);
+	if (!aligned)
+		return dst + (start - a);
+	memmove(dst, dst + (start - a), len);
+	return dst;
 }
