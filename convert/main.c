@@ -18,7 +18,7 @@ static const char usage[] =
 	"  --dense-bits 4|8|16   embeddings, attention, dense and shared MLPs, lm_head (default 4)\n"
 	"  --mtp-bits 4|8|16     MTP layer (default 8)\n"
 	"                        16 keeps the source's own values bit for bit (bf16, f16, f32, fp8)\n"
-	"  --threads N           worker threads (default: every online core)\n"
+	"  --threads N           compute threads (default: the cores this process may use)\n"
 	"  --force               overwrite a finished container in OUT.coli\n"
 	"  --allow-nonfinite     keep NaN/Inf weights instead of refusing the checkpoint\n"
 	"  --verify              re-read every byte of OUT.coli and check it\n"

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# t0010-docs.sh: each tool's docs/ page is in step with its --help.
+. "$(dirname "$0")/lib.sh"
+
+for tool in coli-convert coli-synth; do
+	test_expect_success "$tool: every option of --help is documented in docs/$tool.md" '
+		$tool --help >help &&
+		grep -o -- "--[a-z][a-z0-9-]*" help | sort -u >opts &&
+		test -s opts &&
+		while read -r opt; do
+			grep -qF -- "$opt" "$TOP/docs/$tool.md" || { echo "missing: $opt" >&2; exit 1; }
+		done <opts
+	'
+done
+
+test_expect_success "coli-convert: docs/coli-convert.md carries the --help options block verbatim" '
+	coli-convert --help | grep "^  -" >block &&
+	while IFS= read -r line; do
+		grep -qxF -- "$line" "$TOP/docs/coli-convert.md" || { echo "not in docs: $line" >&2; exit 1; }
+	done <block
+'
+
+test_done
