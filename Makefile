@@ -22,6 +22,8 @@ BINS := $(foreach t,$(TOOLS),$(if $(wildcard $(call tool_dir,$t)/*.c),$(call too
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=bin/tests/%)
+# Unit tests also link each tool's own modules (every .c of its folder but main.c).
+TOOL_LIBS := $(foreach t,$(TOOLS),$(if $(filter-out $(call tool_dir,$t)/main.c,$(wildcard $(call tool_dir,$t)/*.c)),$(B)/lib$(word 2,$(subst :, ,$t)).a))
 
 .PHONY: all test demo deps asan ubsan bench bench-convert clean check-deps
 all: $(BINS) $(UNIT_BIN)
@@ -41,7 +43,13 @@ $(call tool_bin,$1): $(patsubst %.c,$(B)/%.o,$(wildcard $(call tool_dir,$1)/*.c)
 endef
 $(foreach t,$(TOOLS),$(eval $(call tool_rule,$t)))
 
-bin/tests/%: $(B)/tests/unit/%.o $(LIBCOLI)
+define toollib_rule
+$(B)/lib$(word 2,$(subst :, ,$1)).a: $(patsubst %.c,$(B)/%.o,$(filter-out $(call tool_dir,$1)/main.c,$(wildcard $(call tool_dir,$1)/*.c)))
+	$(AR) rcs $$@ $$^
+endef
+$(foreach t,$(TOOLS),$(eval $(call toollib_rule,$t)))
+
+bin/tests/%: $(B)/tests/unit/%.o $(TOOL_LIBS) $(LIBCOLI)
 	@mkdir -p bin/tests
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 

@@ -1,0 +1,54 @@
+/* kernels.h: matrix-vector and batched matrix products over container blobs, in float32
+ * activations, for every stored encoding (f32, bf16, f16, fp8 block-scaled, q8 and q4 gs64).
+ *
+ * Exactness: activations stay float32 (never quantized): a product is, per output row,
+ *   y[r] = sum over columns c of W'[r][c] * x[c], W' the float32 value the encoding defines
+ *   (quant.h: q x fp16 scale; fp8: code x scale_inv; bf16/f16 widened).
+ * Variants (scalar reference, AVX2, AVX-512) differ only in summation order; they agree within
+ * the tolerance tests/unit/test_kernels.c states. The variant is picked at first use from the CPU
+ * flags, or forced with COLI_ISA=scalar|avx2|avx512 (an unavailable one is an error).
+ * Threads: products split rows over the pool of kernels_set_threads (default: physical cores).
+ */
+#ifndef COLI_KERNELS_H
+#define COLI_KERNELS_H
+
+#include <stdint.h>
+
+#include "error.h"
+#include "layout.h"
+
+/* A matrix as stored: rows of codes (row_bytes apart) and, for q8/q4/fp8, its scales. */
+typedef struct coli_mat {
+	coli_enc enc;
+	int64_t rows, cols;
+	int64_t row_bytes;
+	int64_t block[2];        /* fp8 scale block */
+	const uint8_t *codes;    /* rows x row_bytes */
+	const uint8_t *scales;   /* q8/q4: fp16 [rows][ceil(cols/64)]; fp8: f32 [ceil(rows/b0)][ceil(cols/b1)] */
+} coli_mat;
+
+/* A matrix view of a blob whose bytes start at base. */
+coli_mat coli_mat_of(const coli_blob *b, const uint8_t *base);
+
+/* Chooses the ISA (COLI_ISA or CPU flags); an unknown or unavailable COLI_ISA is an error. */
+int kernels_init(coli_err *e);
+const char *kernels_isa(void); /* "scalar", "avx2" or "avx512" */
+
+/* Threads used by the products (1 = the caller only). */
+void kernels_set_threads(int n);
+int kernels_threads(void);
+
+/* y[rows] = W x[cols]. */
+void mat_vec(const coli_mat *W, const float *x, float *y);
+
+/* Y[n][rows] = X[n][cols] W^T: n tokens at once (prefill, verify); reads W once. */
+void mat_mul(const coli_mat *W, const float *X, int n, float *Y);
+
+/* y[cols] += sum_r a[r] * W[r][:] for r in [r0, r0 + nr): the transposed product, used by MLA's
+ * absorbed attention (W_kb^T q, W_vb applied to a latent). */
+void mat_vec_t_acc(const coli_mat *W, int64_t r0, int64_t nr, const float *a, float *y);
+
+/* Row r of W as float32 (embedding lookup). */
+void mat_row(const coli_mat *W, int64_t r, float *out);
+
+#endif
