@@ -1,0 +1,188 @@
+/* kvfile.c: writing and validating .coli_kv conversation snapshots. */
+#include "kvfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "fileio.h"
+
+static const uint8_t kv_magic[8] = {0x89, 'C', 'O', 'L', 'I', 'K', 'V', '\n'};
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t payload_bytes(const coli_kvfile *f)
+{
+	return (uint64_t)f->n_tokens * 4 +
+	       (uint64_t)f->n_layers * (uint64_t)f->n_cached * (uint64_t)(f->k_width + f->v_width) * 4;
+}
+
+static void header(uint8_t h[COLI_KV_HEADER], const coli_kvfile *f, uint32_t crc)
+{
+	uint64_t n = payload_bytes(f);
+	memset(h, 0, COLI_KV_HEADER);
+	memcpy(h, kv_magic, 8);
+	put32(h + 8, COLI_KV_VERSION);
+	put32(h + 12, COLI_KV_HEADER);
+	memcpy(h + 16, f->identity, 32);
+	put32(h + 48, (uint32_t)f->n_layers);
+	put32(h + 52, (uint32_t)f->k_width);
+	put32(h + 56, (uint32_t)f->v_width);
+	put32(h + 60, (uint32_t)f->n_tokens);
+	put32(h + 64, (uint32_t)f->n_cached);
+	put32(h + 72, (uint32_t)n);
+	put32(h + 76, (uint32_t)(n >> 32));
+	put32(h + 80, crc);
+	put32(h + 124, (uint32_t)crc32(0, h, 124));
+}
+
+/* The payload pieces in file order: tokens, then k and v of each layer. */
+static int write_payload(int fd, const coli_kvfile *f, const char *tmp, uLong *crc, coli_err *e)
+{
+	uint64_t off = COLI_KV_HEADER;
+	size_t n = (size_t)f->n_tokens * 4;
+	if (coli_pwrite_full(fd, f->tokens, n, off, tmp, e) < 0)
+		return -1;
+	*crc = crc32_z(*crc, (const uint8_t *)f->tokens, n);
+	off += n;
+	for (int l = 0; l < f->n_layers; l++)
+		for (int kv = 0; kv < 2; kv++) {
+			n = (size_t)f->n_cached * (size_t)(kv ? f->v_width : f->k_width) * 4;
+			const float *p = kv ? f->v[l] : f->k[l];
+			if (coli_pwrite_full(fd, p, n, off, tmp, e) < 0)
+				return -1;
+			*crc = crc32_z(*crc, (const uint8_t *)p, n);
+			off += n;
+		}
+	return 0;
+}
+
+int coli_kvfile_write(const char *path, const coli_kvfile *f, coli_err *e)
+{
+	char tmp[4096];
+	uint8_t h[COLI_KV_HEADER];
+	uLong crc = crc32(0, NULL, 0);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return coli_errf(e, COLI_EIO, "%s: %s", tmp, strerror(errno));
+	int rc = write_payload(fd, f, tmp, &crc, e);
+	if (rc == 0) {
+		header(h, f, (uint32_t)crc);
+		rc = coli_pwrite_full(fd, h, sizeof(h), 0, tmp, e);
+	}
+	if (rc == 0 && fsync(fd) < 0)
+		rc = coli_errf(e, COLI_EIO, "%s: fsync: %s", tmp, strerror(errno));
+	close(fd);
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = coli_errf(e, COLI_EIO, "%s: rename: %s", path, strerror(errno));
+	if (rc < 0) {
+		unlink(tmp);
+		return -1;
+	}
+	return coli_fsync_dir_of(path, e);
+}
+
+static int check_header(const uint8_t *h, uint64_t size, const uint8_t identity[32], const char *path,
+			coli_kvfile *f, coli_err *e)
+{
+	if (size < COLI_KV_HEADER || memcmp(h, kv_magic, 8) != 0)
+		return coli_errf(e, COLI_EDATA, "%s: not a coli KV session (bad magic)", path);
+	if (get32(h + 124) != (uint32_t)crc32(0, h, 124))
+		return coli_errf(e, COLI_EDATA, "%s: header crc32 mismatch (torn or corrupt session file)", path);
+	if (get32(h + 8) != COLI_KV_VERSION)
+		return coli_errf(e, COLI_EDATA, "%s: version %u unsupported (this reader knows %u)", path, get32(h + 8),
+				 COLI_KV_VERSION);
+	if (memcmp(h + 16, identity, 32) != 0)
+		return coli_errf(e, COLI_EDATA, "%s: identity: a session of another model or another conversion of it", path);
+	memcpy(f->identity, h + 16, 32);
+	f->n_layers = (int)get32(h + 48), f->k_width = (int)get32(h + 52), f->v_width = (int)get32(h + 56);
+	f->n_tokens = (int)get32(h + 60), f->n_cached = (int)get32(h + 64);
+	if (f->n_layers <= 0 || f->k_width <= 0 || f->v_width <= 0 || f->n_tokens < 0 || f->n_cached < 0 ||
+	    f->n_cached > f->n_tokens || f->n_layers > 4096 || f->k_width > (1 << 20) || f->v_width > (1 << 20))
+		return coli_errf(e, COLI_EDATA, "%s: shape fields out of range (layers %d, widths %d/%d, tokens %d, cached %d)",
+				 path, f->n_layers, f->k_width, f->v_width, f->n_tokens, f->n_cached);
+	uint64_t n = (uint64_t)get32(h + 72) | (uint64_t)get32(h + 76) << 32;
+	if (n != payload_bytes(f) || COLI_KV_HEADER + n != size)
+		return coli_errf(e, COLI_EDATA, "%s: payload length %llu, file size %llu, shape implies %llu", path,
+				 (unsigned long long)n, (unsigned long long)size, (unsigned long long)payload_bytes(f));
+	return 0;
+}
+
+static int read_payload(int fd, const char *path, coli_kvfile *f, uint32_t want, coli_err *e)
+{
+	uint64_t off = COLI_KV_HEADER;
+	uLong crc = crc32(0, NULL, 0);
+	f->tokens = coli_malloc((size_t)f->n_tokens * 4 + 4, e);
+	f->k = coli_calloc((size_t)f->n_layers, sizeof(float *), e);
+	f->v = coli_calloc((size_t)f->n_layers, sizeof(float *), e);
+	if (!f->tokens || !f->k || !f->v || coli_pread_full(fd, f->tokens, (size_t)f->n_tokens * 4, off, path, e) < 0)
+		return -1;
+	crc = crc32_z(crc, (const uint8_t *)f->tokens, (size_t)f->n_tokens * 4);
+	off += (uint64_t)f->n_tokens * 4;
+	for (int l = 0; l < f->n_layers; l++)
+		for (int kv = 0; kv < 2; kv++) {
+			size_t n = (size_t)f->n_cached * (size_t)(kv ? f->v_width : f->k_width) * 4;
+			float **p = kv ? &f->v[l] : &f->k[l];
+			if (!(*p = coli_malloc(n + 4, e)) || coli_pread_full(fd, *p, n, off, path, e) < 0)
+				return -1;
+			crc = crc32_z(crc, (const uint8_t *)*p, n);
+			off += n;
+		}
+	if ((uint32_t)crc != want)
+		return coli_errf(e, COLI_EDATA, "%s: payload crc32 0x%08x, expected 0x%08x (corrupt session file)", path,
+				 (unsigned)crc, want);
+	return 0;
+}
+
+int coli_kvfile_read(const char *path, const uint8_t identity[32], coli_kvfile *f, coli_err *e)
+{
+	uint8_t h[COLI_KV_HEADER];
+	struct stat st;
+	memset(f, 0, sizeof(*f));
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		int err = errno;
+		if (fd >= 0)
+			close(fd);
+		return coli_errf(e, COLI_EIO, "%s: %s", path, strerror(err));
+	}
+	memset(h, 0, sizeof(h));
+	int rc = (uint64_t)st.st_size >= COLI_KV_HEADER ? coli_pread_full(fd, h, sizeof(h), 0, path, e) : 0;
+	if (rc == 0)
+		rc = check_header(h, (uint64_t)st.st_size, identity, path, f, e);
+	if (rc == 0)
+		rc = read_payload(fd, path, f, get32(h + 80), e);
+	close(fd);
+	if (rc < 0)
+		coli_kvfile_release(f);
+	return rc;
+}
+
+void coli_kvfile_release(coli_kvfile *f)
+{
+	for (int l = 0; (f->k || f->v) && l < f->n_layers; l++) {
+		if (f->k)
+			free(f->k[l]);
+		if (f->v)
+			free(f->v[l]);
+	}
+	free(f->k);
+	free(f->v);
+	free(f->tokens);
+	memset(f, 0, sizeof(*f));
+}
