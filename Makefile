@@ -15,10 +15,14 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o)
 LIBCOLI  := $(B)/libcoli.a
 
 # Each tool is every .c of its folder linked against libcoli.
-TOOLS := convert:coli-convert plan:coli-plan run:coli-run profile:coli-profile tests/synth:coli-synth tests/bench:coli-diskbench
+TOOLS := convert:coli-convert plan:coli-plan run:coli-run profile:coli-profile tests/synth:coli-synth
 tool_dir = $(word 1,$(subst :, ,$1))
 tool_bin = bin/$(word 2,$(subst :, ,$1))
 BINS := $(foreach t,$(TOOLS),$(if $(wildcard $(call tool_dir,$t)/*.c),$(call tool_bin,$t)))
+
+# Benchmark helpers: one program per tests/bench/NAME.c, bin/coli-NAME.
+BENCH_SRC := $(wildcard tests/bench/*.c)
+BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=bin/coli-%)
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=bin/tests/%)
@@ -26,7 +30,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=bin/tests/%)
 TOOL_LIBS := $(foreach t,$(TOOLS),$(if $(filter-out $(call tool_dir,$t)/main.c,$(wildcard $(call tool_dir,$t)/*.c)),$(B)/lib$(word 2,$(subst :, ,$t)).a))
 
 .PHONY: all test demo deps asan ubsan bench bench-convert clean check-deps
-all: $(BINS) $(UNIT_BIN)
+all: $(BINS) $(BENCH_BIN) $(UNIT_BIN)
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -48,6 +52,10 @@ $(B)/lib$(word 2,$(subst :, ,$1)).a: $(patsubst %.c,$(B)/%.o,$(filter-out $(call
 	$(AR) rcs $$@ $$^
 endef
 $(foreach t,$(TOOLS),$(eval $(call toollib_rule,$t)))
+
+$(BENCH_BIN): bin/coli-%: $(B)/tests/bench/%.o $(LIBCOLI)
+	@mkdir -p bin
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 bin/tests/%: $(B)/tests/unit/%.o $(TOOL_LIBS) $(LIBCOLI)
 	@mkdir -p bin/tests
