@@ -7,7 +7,7 @@ WARN    := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototy
 CFLAGS  ?=
 CFLAGS  += $(OPT) $(WARN) -D_GNU_SOURCE -pthread -Iformats -MMD -MP $(EXTRA_CFLAGS)
 LDFLAGS += -pthread $(EXTRA_LDFLAGS)
-LIBS    := -ljansson -lz -lm
+LIBS    := -ljansson -lz -lm -lpcre2-8 -lutf8proc
 
 B := build
 LIB_SRC  := $(wildcard formats/*.c)
@@ -29,12 +29,15 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=bin/tests/%)
 # Unit tests also link each tool's own modules (every .c of its folder but main.c).
 TOOL_LIBS := $(foreach t,$(TOOLS),$(if $(filter-out $(call tool_dir,$t)/main.c,$(wildcard $(call tool_dir,$t)/*.c)),$(B)/lib$(word 2,$(subst :, ,$t)).a))
 
-.PHONY: all test demo deps asan ubsan bench bench-convert clean check-deps
+.PHONY: all test demo deps asan ubsan bench bench-convert bench-run clean check-deps
 all: $(BINS) $(BENCH_BIN) $(UNIT_BIN)
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+# Unit tests see the tools' own headers (tools themselves see only formats/).
+$(B)/tests/unit/%.o: CFLAGS += -Irun -Iconvert
 
 $(LIBCOLI): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -103,9 +106,11 @@ demo:
 	@$(MAKE) --no-print-directory all
 	@tests/demo.sh
 
-bench: bench-convert
+bench: bench-convert bench-run
 bench-convert: all
 	@tests/bench/convert.sh
+bench-run: all
+	@tests/bench/run.sh
 
 clean:
 	rm -rf $(B) bin

@@ -34,7 +34,18 @@ coli_mat coli_mat_of(const coli_blob *b, const uint8_t *base);
 int kernels_init(coli_err *e);
 const char *kernels_isa(void); /* "scalar", "avx2" or "avx512" */
 
-/* Threads used by the products (1 = the caller only). */
+/* Uses the named variant from now on, as COLI_ISA=isa would; an unknown or unavailable one is
+ * an error (EUSAGE) and keeps the current choice. */
+int kernels_force(const char *isa, coli_err *e);
+
+/* 1 when this CPU (and OS) can run the named variant: avx2 needs AVX2+FMA+F16C, avx512 also
+ * AVX-512 F/BW/VL. */
+int kernels_available(const char *isa);
+
+/* Stops the worker threads and frees the kernels' buffers (they come back on next use). */
+void kernels_release(void);
+
+/* Threads used by the products (1 = the caller only; n < 1 restores the default). */
 void kernels_set_threads(int n);
 int kernels_threads(void);
 

@@ -2,7 +2,7 @@
 # t0010-docs.sh: each tool's docs/ page is in step with its --help.
 . "$(dirname "$0")/lib.sh"
 
-for tool in coli-convert coli-synth; do
+for tool in coli-convert coli-run coli-synth; do
 	test_expect_success "$tool: every option of --help is documented in docs/$tool.md" '
 		$tool --help >help &&
 		grep -o -- "--[a-z][a-z0-9-]*" help | sort -u >opts &&
@@ -13,11 +13,13 @@ for tool in coli-convert coli-synth; do
 	'
 done
 
-test_expect_success "coli-convert: docs/coli-convert.md carries the --help options block verbatim" '
-	coli-convert --help | grep "^  -" >block &&
-	while IFS= read -r line; do
-		grep -qxF -- "$line" "$TOP/docs/coli-convert.md" || { echo "not in docs: $line" >&2; exit 1; }
-	done <block
-'
+for tool in coli-convert coli-run; do
+	test_expect_success "$tool: docs/$tool.md carries the --help options block verbatim" '
+		$tool --help | grep "^  -" >block &&
+		while IFS= read -r line; do
+			grep -qxF -- "$line" "$TOP/docs/$tool.md" || { echo "not in docs: $line" >&2; exit 1; }
+		done <block
+	'
+done
 
 test_done

@@ -1,0 +1,66 @@
+/* blocks.c: norms, activations, softmax and vector helpers shared by every family. */
+#include "blocks.h"
+
+#include <math.h>
+
+void rmsnorm(float *y, const float *x, const float *w, int n, float eps)
+{
+	double ss = 0;
+	for (int i = 0; i < n; i++)
+		ss += (double)x[i] * x[i];
+	float r = 1.0f / sqrtf((float)(ss / n) + eps);
+	for (int i = 0; i < n; i++)
+		y[i] = w[i] * (x[i] * r);
+}
+
+void swiglu(float *gate, const float *up, int n)
+{
+	for (int i = 0; i < n; i++)
+		gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+void softmax(float *x, int n)
+{
+	float mx = x[0];
+	for (int i = 1; i < n; i++)
+		mx = x[i] > mx ? x[i] : mx;
+	double sum = 0;
+	for (int i = 0; i < n; i++) {
+		x[i] = expf(x[i] - mx);
+		sum += x[i];
+	}
+	float inv = (float)(1.0 / sum);
+	for (int i = 0; i < n; i++)
+		x[i] *= inv;
+}
+
+float dot(const float *a, const float *b, int n)
+{
+	double s = 0;
+	for (int i = 0; i < n; i++)
+		s += (double)a[i] * b[i];
+	return (float)s;
+}
+
+void axpy(float *y, float a, const float *x, int n)
+{
+	for (int i = 0; i < n; i++)
+		y[i] += a * x[i];
+}
+
+void mat_vec_rows(const coli_mat *W, int64_t r0, int64_t nr, const float *x, float *y, float *row_scratch)
+{
+	for (int64_t j = 0; j < nr; j++) {
+		mat_row(W, r0 + j, row_scratch);
+		y[j] = dot(row_scratch, x, (int)W->cols);
+	}
+}
+
+void add_bias(float *Y, const float *b, int n, int d)
+{
+	if (!b)
+		return;
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < d; j++)
+			Y[(int64_t)i * d + j] += b[j];
+}

@@ -1,0 +1,29 @@
+/* blocks.h: the small shared pieces of every family's forward pass. */
+#ifndef COLI_BLOCKS_H
+#define COLI_BLOCKS_H
+
+#include <stdint.h>
+
+#include "kernels.h"
+
+/* y = w * (x / sqrt(mean(x^2) + eps)) over n values (HF RMSNorm, float32); y may be x. */
+void rmsnorm(float *y, const float *x, const float *w, int n, float eps);
+
+/* x[i] = silu(gate[i]) * up[i] (SwiGLU's activation), in place in gate. */
+void swiglu(float *gate, const float *up, int n);
+
+/* In-place softmax over n values (float32, max-subtracted). */
+void softmax(float *x, int n);
+
+float dot(const float *a, const float *b, int n);
+
+/* y += a * x over n values. */
+void axpy(float *y, float a, const float *x, int n);
+
+/* y[j] = W[r0 + j] . x for j < nr: a product over a band of rows (MLA's value heads). */
+void mat_vec_rows(const coli_mat *W, int64_t r0, int64_t nr, const float *x, float *y, float *row_scratch);
+
+/* Y[i][:] += b for n rows of width d (projection biases). */
+void add_bias(float *Y, const float *b, int n, int d);
+
+#endif

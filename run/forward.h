@@ -1,0 +1,59 @@
+/* forward.h: the forward pass of every family, built from shared blocks (norms, RoPE, GQA or
+ * MLA attention, routers, SwiGLU experts, shared experts, dense MLPs), over a KV cache.
+ *
+ * One call runs n tokens (a prefill batch, or n = 1 for decode) at positions kv->n ..
+ * kv->n + n - 1, appends them to the cache, and returns each token's logits. */
+#ifndef COLI_FORWARD_H
+#define COLI_FORWARD_H
+
+#include <stdint.h>
+
+#include "container.h"
+#include "rope.h"
+#include "store.h"
+#include "weights.h"
+
+/* The KV cache of one sequence: per layer, GQA keys and values [ctx][kv_heads * head_dim], or
+ * MLA's compressed latent [ctx][kv_lora] with its rotated rope key [ctx][rope]. */
+typedef struct kv_cache {
+	int n, cap;                /* tokens cached, capacity */
+	int n_layers;
+	int k_width, v_width;      /* floats per token and layer: GQA k/v, MLA latent/rope key */
+	float **k, **v;            /* [layer] -> [cap][width] */
+} kv_cache;
+
+typedef struct model {
+	coli_container *ct;
+	const coli_model *cfg;
+	weights w;
+	coli_store *store;
+	rope rope;
+	double attn_scale;         /* softmax scale */
+} model;
+
+/* Routing of the last forward call, when asked for: [moe layer][token][top_k], experts
+ * sorted by weight descending, ties by lower id. */
+typedef struct routing_log {
+	int32_t *ids;              /* caller-sized: n_moe_layers x n x top_k */
+	float *weights;            /* same shape, or NULL */
+} routing_log;
+
+int model_open(model *m, const char *path, coli_err *e);
+void model_close(model *m);
+
+int kv_init(kv_cache *kv, const model *m, int cap, coli_err *e);
+void kv_release(kv_cache *kv);
+
+/* Runs n tokens; logits: [n][vocab] (all positions) or NULL; last: [vocab] logits of the last
+ * token only (may be NULL). routing may be NULL. */
+int forward(model *m, kv_cache *kv, const int32_t *tokens, int n, float *logits, float *last,
+	    routing_log *routing, coli_err *e);
+
+/* Weight bytes one decode token reads: every dense matrix of the main layers, top_k experts
+ * per MoE layer, lm_head (the embedding row and norms are negligible and left out). */
+uint64_t model_bytes_per_token(const model *m);
+
+/* Number of MoE layers among the main layers. */
+int model_moe_layers(const model *m);
+
+#endif

@@ -1,0 +1,19 @@
+/* moe.h: the MLP blocks: routers (softmax top-k with or without renormalisation, Mixtral's
+ * softmax over the top-k, sigmoid + correction bias with group-limited top-k and routed
+ * scaling), SwiGLU experts through the expert store (each expert chosen by several tokens of a
+ * batch read and multiplied once), shared experts, and the dense MLP. */
+#ifndef COLI_MOE_H
+#define COLI_MOE_H
+
+#include "forward.h"
+
+/* Experts and weights for one token from its router logits [n_experts]; ids sorted by weight
+ * descending, ties by lower id. scratch: 2 x n_experts floats. */
+void route(const coli_model *c, const float *corr_bias, const float *logits, int32_t *ids, float *w,
+	   float *scratch);
+
+/* out[n][hidden] = MLP of layer l on the normed rows X[n][hidden]; MoE layers log their routing
+ * into ids/wts ([n][top_k], may be NULL). */
+int mlp_block(const model *m, int l, const float *X, int n, float *out, int32_t *ids, float *wts, coli_err *e);
+
+#endif

@@ -1,0 +1,299 @@
+/* run.c: one coli-run invocation: load, feed the prompt (after a resumed session), then
+ * teacher-force or generate, stream the text, save the session, report speed and memory. */
+#include "run.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fileio.h"
+#include "sampler.h"
+
+typedef struct runner {
+	const run_opts *o;
+	model m;
+	coli_tok *tok;              /* NULL when the container carries no tokenizer.json */
+	kv_cache kv;
+	session s;
+	sampler smp;
+	int32_t eos[16];
+	int n_eos;
+	double prefill_s, decode_s;
+	int prefilled, decoded;
+} runner;
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int parse_ids(const char *s, int vocab, const char *what, int32_t **out, int *n, coli_err *e)
+{
+	int cap = 16, k = 0;
+	int32_t *v = coli_malloc((size_t)cap * sizeof(*v), e);
+	while (v && *s) {
+		char *end;
+		while (*s == ' ' || *s == ',' || *s == '\t' || *s == '\n')
+			s++;
+		if (!*s)
+			break;
+		long id = strtol(s, &end, 10);
+		if (end == s || id < 0 || id >= vocab) {
+			free(v);
+			return coli_errf(e, COLI_EUSAGE, "%s: '%.20s' is not a token id in [0, %d)", what, s, vocab);
+		}
+		if (k == cap) {
+			int32_t *w = realloc(v, (size_t)(cap *= 2) * sizeof(*v));
+			if (!w) {
+				free(v);
+				return coli_errf(e, COLI_ENOMEM, "out of memory");
+			}
+			v = w;
+		}
+		v[k++] = (int32_t)id;
+		s = end;
+	}
+	*out = v;
+	*n = k;
+	return v ? 0 : -1;
+}
+
+static int open_tokenizer(runner *r, coli_err *e)
+{
+	char *path = coli_path_join(r->m.ct->dir, "tokenizer.json");
+	int rc = !path ? coli_errf(e, COLI_ENOMEM, "out of memory")
+	       : access(path, F_OK) == 0 ? coli_tok_load(&r->tok, path, e) : 0;
+	free(path);
+	return rc;
+}
+
+/* The new input of this run: --prompt-ids, --prompt text, or a chat turn. */
+static int input_ids(runner *r, const char *text, int first, int32_t **ids, int *n, coli_err *e)
+{
+	*ids = NULL;
+	*n = 0;
+	if (r->o->prompt_ids && !r->o->chat)
+		return parse_ids(r->o->prompt_ids, r->m.cfg->vocab_size, "--prompt-ids", ids, n, e);
+	if (!text)
+		return 0;
+	if (!r->tok)
+		return coli_errf(e, COLI_EUSAGE, "%s: no tokenizer.json in the container; use --prompt-ids", r->m.ct->dir);
+	char *turn = r->o->chat ? chat_turn(r->m.cfg->family, text, first, e) : NULL;
+	if (r->o->chat && !turn)
+		return -1;
+	const char *t = turn ? turn : text;
+	int rc = coli_tok_encode(r->tok, t, strlen(t), 1, ids, n, e);
+	free(turn);
+	return rc;
+}
+
+static int is_eos(const runner *r, int32_t id)
+{
+	for (int i = 0; i < r->n_eos && !r->o->ignore_eos; i++)
+		if (r->eos[i] == id)
+			return 1;
+	return 0;
+}
+
+/* Runs every session token not yet in the KV cache; logits of the last one into last. */
+static int feed(runner *r, float *last, coli_err *e)
+{
+	int todo = r->s.n_tokens - r->kv.n;
+	if (todo <= 0)
+		return coli_errf(e, COLI_EUSAGE, "nothing to run: give a prompt (--prompt, --prompt-ids)");
+	double t = now();
+	int rc = forward(&r->m, &r->kv, r->s.tokens + r->kv.n, todo, NULL, last, NULL, e);
+	r->prefill_s += now() - t;
+	r->prefilled += todo;
+	r->s.pending = 0;
+	return rc;
+}
+
+static int emit(runner *r, coli_detok *d, int32_t id, coli_err *e)
+{
+	const char *text;
+	size_t len;
+	if (r->o->print_ids || !d)
+		return 0;
+	if (coli_detok_feed(d, id, &text, &len, e) < 0)
+		return -1;
+	fwrite(text, 1, len, stdout);
+	fflush(stdout);
+	return 0;
+}
+
+/* Samples up to n tokens from logits, stopping after an EOS; the last chosen token stays
+ * pending (chosen, not yet run through the model: a resumed session runs it first). */
+static int generate(runner *r, float *logits, coli_err *e)
+{
+	coli_detok *d = NULL;
+	int rc = r->tok && !r->o->print_ids ? coli_detok_new(&d, r->tok, 1, e) : 0;
+	int32_t *out = coli_malloc((size_t)(r->o->n_gen + 1) * sizeof(*out), e);
+	int k = 0, V = r->m.cfg->vocab_size;
+	float *steps = r->o->dump_logits ? coli_malloc((size_t)(r->o->n_gen + 1) * V * sizeof(float), e) : NULL;
+	if (r->o->dump_logits && !steps)
+		rc = -1;
+	double t = now();
+	while (rc == 0 && out && k < r->o->n_gen) {
+		if (steps)
+			memcpy(steps + (size_t)k * V, logits, (size_t)V * sizeof(float));
+		int32_t id = out[k++] = sampler_pick(&r->smp, logits);
+		rc = session_push(&r->s, &id, 1, e);
+		r->s.pending = 1;
+		if (rc == 0)
+			rc = emit(r, d, id, e);
+		if (rc < 0 || is_eos(r, id) || k == r->o->n_gen)
+			break;
+		rc = forward(&r->m, &r->kv, &id, 1, NULL, logits, NULL, e);
+		r->s.pending = 0;
+		r->decoded++;
+	}
+	for (int i = 0; rc == 0 && out && r->o->print_ids && i < k; i++)
+		printf("%d%c", out[i], i + 1 < k ? ' ' : '\n');
+	if (d) {
+		const char *text;
+		size_t len;
+		coli_detok_flush(d, &text, &len);
+		fwrite(text, 1, len, stdout);
+		if (!r->o->chat)
+			putchar('\n');
+	}
+	r->decode_s += now() - t;
+	if (rc == 0 && steps)
+		rc = coli_write_atomic(r->o->dump_logits, steps, (size_t)k * V * sizeof(float), e);
+	coli_detok_free(d);
+	free(steps);
+	free(out);
+	return out ? rc : -1;
+}
+
+/* The prompt alone, logits of every position and routing dumped (the scripting contract). */
+static int teacher_force(runner *r, coli_err *e)
+{
+	int V = r->m.cfg->vocab_size, L = model_moe_layers(&r->m), k = r->m.cfg->top_k;
+	int n = r->s.n_tokens - r->kv.n;
+	float *logits = coli_malloc((size_t)n * V * sizeof(float), e);
+	routing_log rl = {coli_malloc((size_t)(L ? L : 1) * n * k * sizeof(int32_t), e), NULL};
+	double t = now();
+	int rc = logits && rl.ids ? forward(&r->m, &r->kv, r->s.tokens + r->kv.n, n, logits, NULL, &rl, e) : -1;
+	r->prefill_s += now() - t;
+	r->prefilled += n;
+	if (rc == 0 && r->o->dump_logits)
+		rc = coli_write_atomic(r->o->dump_logits, logits, (size_t)n * V * sizeof(float), e);
+	if (rc == 0 && r->o->dump_routing)
+		rc = coli_write_atomic(r->o->dump_routing, rl.ids, (size_t)L * n * k * sizeof(int32_t), e);
+	free(logits);
+	free(rl.ids);
+	return rc;
+}
+
+/* One prompt: feed it (with a pending token of a resumed session), then generate. */
+static int turn(runner *r, const char *text, int first, float *logits, coli_err *e)
+{
+	int32_t *ids = NULL;
+	int n = 0;
+	int rc = input_ids(r, text, first, &ids, &n, e);
+	if (rc == 0)
+		rc = session_push(&r->s, ids, n, e);
+	free(ids);
+	if (rc == 0 && r->s.n_tokens + r->o->n_gen > r->kv.cap)
+		rc = coli_errf(e, COLI_EUSAGE, "context full: %d tokens + %d to generate exceed %d (--ctx)", r->s.n_tokens,
+			       r->o->n_gen, r->kv.cap);
+	if (rc == 0)
+		rc = r->o->teacher_force ? teacher_force(r, e) : feed(r, logits, e);
+	if (rc == 0 && !r->o->teacher_force)
+		rc = generate(r, logits, e);
+	return rc;
+}
+
+/* --chat: one user line after another on stdin, each answered in the family's chat format. */
+static int chat(runner *r, float *logits, coli_err *e)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	int rc = 0, first = r->s.n_tokens == 0;
+	while (rc == 0) {
+		if (isatty(0))
+			fputs("> ", stderr);
+		if ((len = getline(&line, &cap, stdin)) < 0)
+			break;
+		if (len > 0 && line[len - 1] == '\n')
+			line[len - 1] = 0;
+		if (!*line)
+			continue;
+		rc = turn(r, line, first, logits, e);
+		first = 0;
+		putchar('\n');
+	}
+	free(line);
+	return rc;
+}
+
+static void report(const runner *r)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	double tps = r->decode_s > 0 ? r->decoded / r->decode_s : 0.0, mib = (double)model_bytes_per_token(&r->m) / 1048576;
+	fprintf(stderr, "coli-run: prompt %d tokens in %.2f s (%.1f tok/s), decode %d tokens in %.2f s (%.2f tok/s, "
+		"%.1f MiB of weights per token, %.1f GB/s), %s kernels x%d, peak RSS %.0f MiB\n",
+		r->prefilled, r->prefill_s, r->prefill_s > 0 ? r->prefilled / r->prefill_s : 0.0, r->decoded, r->decode_s,
+		tps, mib, mib * 1048576 * tps / 1e9, kernels_isa(), kernels_threads(), (double)ru.ru_maxrss / 1024);
+}
+
+static int setup(runner *r, coli_err *e)
+{
+	const run_opts *o = r->o;
+	int extra = o->ctx > 0 ? o->ctx : 0;
+	if (kernels_init(e) < 0)
+		return -1;
+	if (o->threads)
+		kernels_set_threads(o->threads);
+	if (model_open(&r->m, o->model, e) < 0)
+		return -1;
+	if (!extra) { /* room for this prompt and the tokens to generate, or a chat's default */
+		int32_t *ids = NULL;
+		int n = 0;
+		if (o->prompt_ids && parse_ids(o->prompt_ids, r->m.cfg->vocab_size, "--prompt-ids", &ids, &n, e) < 0)
+			return -1;
+		free(ids);
+		extra = o->chat ? 4096 : n + (o->prompt ? (int)strlen(o->prompt) + 16 : 0) + o->n_gen;
+	}
+	if (open_tokenizer(r, e) < 0 || eos_ids(r->m.ct, r->eos, 16, &r->n_eos, e) < 0)
+		return -1;
+	if (sampler_init(&r->smp, r->m.cfg->vocab_size, o->temperature, o->top_k, o->top_p, o->seed) < 0)
+		return coli_errf(e, COLI_ENOMEM, "out of memory for the sampler");
+	return session_load(&r->s, &r->kv, &r->m, o->session, extra, e);
+}
+
+int run_main(const run_opts *o, coli_err *e)
+{
+	if (o->encode || o->decode)
+		return run_tokenizer_mode(o, e);
+	runner r;
+	memset(&r, 0, sizeof(r));
+	r.o = o;
+	int rc = setup(&r, e);
+	float *logits = rc == 0 ? coli_malloc((size_t)r.m.cfg->vocab_size * sizeof(float), e) : NULL;
+	if (rc == 0 && !logits)
+		rc = -1;
+	if (rc == 0)
+		rc = o->chat ? chat(&r, logits, e) : turn(&r, o->prompt, r.s.n_tokens == 0, logits, e);
+	if (rc == 0 && o->session)
+		rc = session_save(&r.s, &r.kv, &r.m, o->session, e);
+	if (rc == 0 && !o->quiet)
+		report(&r);
+	free(logits);
+	free(r.s.tokens);
+	sampler_release(&r.smp);
+	kv_release(&r.kv);
+	coli_tok_free(r.tok);
+	if (r.m.ct)
+		model_close(&r.m);
+	return rc;
+}

@@ -1,0 +1,61 @@
+/* run.h: what coli-run's command line asks for, and the parts that do it. */
+#ifndef COLI_RUN_H
+#define COLI_RUN_H
+
+#include <stdint.h>
+
+#include "error.h"
+#include "forward.h"
+#include "tokenizer.h"
+
+typedef struct run_opts {
+	const char *model;
+	const char *prompt_ids;   /* "63 236 218" */
+	const char *prompt;       /* text, tokenized with the container's tokenizer.json */
+	int n_gen;
+	int print_ids;
+	int teacher_force;
+	const char *dump_logits;
+	const char *dump_routing;
+	int threads;
+	int quiet;
+	float temperature;        /* 0: greedy */
+	int top_k;
+	float top_p;
+	uint64_t seed;
+	int ignore_eos;
+	const char *session;      /* .coli_kv to resume and save */
+	int chat;
+	int ctx;                  /* KV capacity in tokens (0: prompt + n + margin) */
+	const char *tokenizer;    /* tokenizer-only modes */
+	int encode;
+	const char *decode;
+} run_opts;
+
+int run_main(const run_opts *o, coli_err *e);
+
+/* tokmode.c: --tokenizer FILE --encode (stdin text -> ids) / --decode "ids" (-> text). */
+int run_tokenizer_mode(const run_opts *o, coli_err *e);
+
+/* "63 236 218" -> ids, each below vocab; *ids malloc'd. what names the option in errors. */
+int parse_ids(const char *s, int vocab, const char *what, int32_t **ids, int *n, coli_err *e);
+
+/* gencfg.c: the EOS ids of the container's generation_config.json (or config.json). */
+int eos_ids(const coli_container *c, int32_t *ids, int max, int *n, coli_err *e);
+
+/* chat.c: one user turn in the family's chat format, as text to tokenize with special tokens. */
+char *chat_turn(coli_family f, const char *user, int first, coli_err *e);
+
+/* session.c: a conversation's tokens and KV cache saved to / resumed from a .coli_kv file. */
+typedef struct session {
+	int32_t *tokens;          /* the conversation so far */
+	int n_tokens, cap;
+	int pending;              /* 1 when the last token is chosen but not yet run through the model */
+} session;
+
+int session_push(session *s, const int32_t *ids, int n, coli_err *e);
+/* Reads path when it exists (else an empty session) and sizes the KV cache for extra more tokens. */
+int session_load(session *s, kv_cache *kv, const model *m, const char *path, int extra, coli_err *e);
+int session_save(const session *s, const kv_cache *kv, const model *m, const char *path, coli_err *e);
+
+#endif

@@ -1,0 +1,48 @@
+/* weights.h: the dense part of a container in RAM (dense.bin and mtp.bin read whole, every
+ * tensor's CRC checked), with each layer's tensors resolved by role. */
+#ifndef COLI_WEIGHTS_H
+#define COLI_WEIGHTS_H
+
+#include "container.h"
+#include "kernels.h"
+
+/* One decoder layer's dense tensors; a matrix with rows == 0 or a NULL vector is absent. */
+typedef struct layer_w {
+	const float *attn_norm;        /* [hidden] input_layernorm */
+	const float *mlp_norm;         /* [hidden] post_attention_layernorm */
+	/* GQA */
+	coli_mat q, k, v, o;           /* [heads*hd, hidden] [kv*hd, hidden] [kv*hd, hidden] [hidden, heads*hd] */
+	const float *q_bias, *k_bias, *v_bias, *o_bias;
+	const float *q_norm, *k_norm;  /* [hd] per head, or [heads*hd] / [kv*hd] whole (olmoe) */
+	/* MLA */
+	coli_mat q_a, q_b;             /* [q_lora, hidden], [heads*(nope+rope), q_lora]; q_b = q_proj without lora */
+	coli_mat kv_a, kv_b;           /* [kv_lora+rope, hidden], [heads*(nope+v), kv_lora] */
+	const float *q_a_norm;         /* [q_lora] */
+	const float *kv_a_norm;        /* [kv_lora] */
+	const float *q_a_bias, *kv_a_bias; /* MLA attention_bias */
+	/* MLP: dense, or router + shared expert (experts come from the store) */
+	coli_mat gate, up, down;       /* dense MLP [ffn, hidden] [ffn, hidden] [hidden, ffn] */
+	coli_mat router;               /* [experts, hidden] f32 */
+	const float *corr_bias;        /* [experts] e_score_correction_bias */
+	coli_mat sh_gate, sh_up, sh_down; /* shared expert */
+	/* MTP layer extras */
+	const float *enorm, *hnorm;    /* [hidden] */
+	coli_mat eh_proj;              /* [hidden, 2*hidden] */
+	const float *head_norm;        /* shared_head.norm [hidden] */
+	coli_mat head;                 /* shared_head.head [vocab, hidden] */
+} layer_w;
+
+typedef struct weights {
+	uint8_t *data[2];              /* dense.bin, mtp.bin contents (4096-aligned) */
+	coli_mat embed;                /* [vocab, hidden] */
+	const float *final_norm;       /* [hidden] */
+	coli_mat lm_head;              /* [vocab, hidden] (the embedding when tied) */
+	int n_layers;                  /* main + MTP */
+	layer_w *layers;
+} weights;
+
+/* Reads and checks the dense and MTP sections of c, and resolves every tensor. */
+int weights_load(weights *w, const coli_container *c, coli_err *e);
+void weights_release(weights *w);
+
+#endif

@@ -1,0 +1,507 @@
+/* test_kernels.c: every kernel variant (scalar, AVX2, AVX-512) against a double-precision
+ * product of the dequantized matrix, for every encoding.
+ *
+ * Tolerance: for each output y[r] = sum_c W'[r][c] x[c],
+ *   |y - ref| <= 1e-5 * sum_c |W'[r][c]| |x[c]|          (ref summed in double)
+ * and for the transposed product the same with a[r] in place of x and |y0| added to the bound.
+ * mat_row must equal the dequantized row bit for bit. One variant gives the same bits with 1
+ * and 2 threads. Variants the CPU lacks print "SKIP <name>" instead of PASS.
+ *
+ * COLI_KERNEL_BENCH=1 also measures (not a test): q4 matvec GB/s of weight bytes and q4
+ * mat_mul GFLOP/s per variant and thread count, as a markdown table on stdout.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels.h"
+#include "quant.h"
+#include "t.h"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint32_t rng(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return (uint32_t)(rng_state >> 16);
+}
+
+static float uniform(void) /* [-1, 1) */
+{
+	return (float)(rng() & 0xFFFFFF) / 8388608.0f - 1.0f;
+}
+
+static int same_bits(float a, float b)
+{
+	uint32_t u, v;
+	memcpy(&u, &a, 4);
+	memcpy(&v, &b, 4);
+	return u == v;
+}
+
+/* ---- test matrices ---- */
+
+typedef struct tmat {
+	coli_blob blob;
+	uint8_t *buf;   /* the blob's bytes */
+	coli_mat m;
+	float *w;       /* dequantized rows x cols */
+	char name[64];  /* "q4 37x160" */
+} tmat;
+
+static uint16_t rand_bf16(void)
+{
+	uint16_t e = (uint16_t)(100 + rng() % 41); /* 2^-27 .. 2^13 */
+	return (uint16_t)((rng() & 1) << 15 | e << 7 | (rng() & 0x7F));
+}
+
+static uint16_t rand_f16(void) /* anything but inf/NaN, subnormals included */
+{
+	uint16_t h;
+	do
+		h = (uint16_t)rng();
+	while ((h & 0x7C00) == 0x7C00);
+	return h;
+}
+
+static uint8_t rand_fp8(void) /* anything but NaN */
+{
+	uint8_t c;
+	do
+		c = (uint8_t)rng();
+	while ((c & 0x7F) == 0x7F);
+	return c;
+}
+
+static void fill_codes(tmat *t)
+{
+	const coli_blob *b = &t->blob;
+	int64_t pad = (b->cols + 63) / 64 * 64;
+	float *src = calloc((size_t)pad, sizeof(float));
+	for (int64_t r = 0; r < b->rows; r++) {
+		uint8_t *row = t->buf + r * (int64_t)b->row_bytes;
+		uint16_t *sc = (uint16_t *)(void *)(t->buf + b->scales_off) + r * (pad / 64);
+		for (int64_t c = 0; c < b->cols; c++) {
+			uint16_t h;
+			float f;
+			switch (b->enc) {
+			case COLI_ENC_F32: f = uniform() * 2; memcpy(row + 4 * c, &f, 4); break;
+			case COLI_ENC_BF16: h = rand_bf16(); memcpy(row + 2 * c, &h, 2); break;
+			case COLI_ENC_F16: h = rand_f16(); memcpy(row + 2 * c, &h, 2); break;
+			case COLI_ENC_FP8: row[c] = rand_fp8(); break;
+			default: src[c] = uniform() * (float)(1 + rng() % 4); break; /* zero-padded */
+			}
+		}
+		if (b->enc == COLI_ENC_Q4)
+			coli_q4_quantize_row(src, (size_t)pad, row, sc);
+		if (b->enc == COLI_ENC_Q8)
+			coli_q8_quantize_row(src, (size_t)pad, (int8_t *)row, sc);
+	}
+	if (b->enc == COLI_ENC_FP8) {
+		float *s = (float *)(void *)(t->buf + b->scales_off);
+		for (uint64_t i = 0; i < b->scales_bytes / 4; i++)
+			s[i] = ldexpf(1.0f + (float)(rng() % 1000) / 1000.0f, -(int)(rng() % 12));
+	}
+	free(src);
+}
+
+/* W' from quant.h's own definitions, independent of the kernels. */
+static void dequantize(tmat *t)
+{
+	const coli_blob *b = &t->blob;
+	int64_t pad = (b->cols + 63) / 64 * 64, nb1 = b->block[1] ? (b->cols + b->block[1] - 1) / b->block[1] : 0;
+	float *tmp = malloc((size_t)pad * sizeof(float));
+	for (int64_t r = 0; r < b->rows; r++) {
+		const uint8_t *row = t->buf + r * (int64_t)b->row_bytes;
+		const uint16_t *sc = (const uint16_t *)(const void *)(t->buf + b->scales_off) + r * (pad / 64);
+		float *w = t->w + r * b->cols;
+		if (b->enc == COLI_ENC_Q4 || b->enc == COLI_ENC_Q8) {
+			if (b->enc == COLI_ENC_Q4)
+				coli_q4_dequantize_row(row, sc, (size_t)pad, tmp);
+			else
+				coli_q8_dequantize_row((const int8_t *)row, sc, (size_t)pad, tmp);
+			memcpy(w, tmp, (size_t)b->cols * sizeof(float));
+			continue;
+		}
+		for (int64_t c = 0; c < b->cols; c++) {
+			uint16_t h;
+			switch (b->enc) {
+			case COLI_ENC_F32: memcpy(&w[c], row + 4 * c, 4); break;
+			case COLI_ENC_BF16: memcpy(&h, row + 2 * c, 2); w[c] = coli_bf16_to_f32(h); break;
+			case COLI_ENC_F16: memcpy(&h, row + 2 * c, 2); w[c] = coli_f16_to_f32(h); break;
+			default: {
+				const float *s = (const float *)(const void *)(t->buf + b->scales_off);
+				w[c] = coli_fp8e4m3_to_f32(row[c]) * s[(r / b->block[0]) * nb1 + c / b->block[1]];
+			}
+			}
+		}
+	}
+	free(tmp);
+}
+
+static int tmat_make(tmat *t, coli_enc enc, int64_t rows, int64_t cols, int64_t b0, int64_t b1)
+{
+	int64_t block[2] = {b0, b1};
+	coli_err e;
+	memset(t, 0, sizeof(*t));
+	if (coli_blob_init(&t->blob, enc, rows, cols, block, &e) < 0)
+		return -1;
+	t->buf = aligned_alloc(64, (t->blob.nbytes + 63) / 64 * 64);
+	t->w = malloc((size_t)(rows * cols) * sizeof(float));
+	if (!t->buf || !t->w)
+		return -1;
+	memset(t->buf, 0, t->blob.nbytes);
+	fill_codes(t);
+	dequantize(t);
+	t->m = coli_mat_of(&t->blob, t->buf);
+	if (enc == COLI_ENC_FP8)
+		snprintf(t->name, sizeof(t->name), "fp8[%lldx%lld] %lldx%lld", (long long)b0, (long long)b1,
+			 (long long)rows, (long long)cols);
+	else
+		snprintf(t->name, sizeof(t->name), "%s %lldx%lld", coli_enc_name(enc), (long long)rows,
+			 (long long)cols);
+	return 0;
+}
+
+static void tmat_free(tmat *t)
+{
+	free(t->buf);
+	free(t->w);
+}
+
+static float *rand_vec(int64_t n)
+{
+	float *v = malloc((size_t)n * sizeof(float));
+	for (int64_t i = 0; i < n; i++)
+		v[i] = uniform() * 3;
+	return v;
+}
+
+/* ---- checks ---- */
+
+/* Worst |y - ref| / bound over rows r of y[r] = W'[r] . x, in units of the tolerance. */
+static double vec_err(const tmat *t, const float *x, const float *y, int64_t ystride, int64_t *worst)
+{
+	double e = 0;
+	for (int64_t r = 0; r < t->m.rows; r++) {
+		double ref = 0, bound = 0;
+		for (int64_t c = 0; c < t->m.cols; c++) {
+			ref += (double)t->w[r * t->m.cols + c] * x[c];
+			bound += fabs((double)t->w[r * t->m.cols + c] * x[c]);
+		}
+		double d = fabs(y[r * ystride] - ref), q = bound > 0 ? d / (1e-5 * bound) : (d > 0 ? INFINITY : 0);
+		if (!(q <= e)) {
+			e = isnan(q) ? INFINITY : q;
+			*worst = r;
+		}
+	}
+	return e;
+}
+
+static void check_vec(const char *isa, const tmat *t, const float *x)
+{
+	char name[160];
+	float *y = calloc((size_t)t->m.rows, sizeof(float));
+	int64_t worst = 0;
+	mat_vec(&t->m, x, y);
+	double e = vec_err(t, x, y, 1, &worst);
+	snprintf(name, sizeof(name), "%s %s mat_vec", isa, t->name);
+	T_CHECK(name, e <= 1, "row %lld: error %.3g x tolerance", (long long)worst, e);
+	free(y);
+}
+
+/* Y[t][r]: each token against the reference; Y is [n][rows]. */
+static void check_mul(const char *isa, const tmat *t, const float *X, int n)
+{
+	char name[160];
+	float *Y = calloc((size_t)(n * t->m.rows), sizeof(float));
+	double e = 0;
+	int64_t worst = 0;
+	int wt = 0;
+	mat_mul(&t->m, X, n, Y);
+	for (int k = 0; k < n; k++) {
+		int64_t w;
+		double ek = vec_err(t, X + k * t->m.cols, Y + k * t->m.rows, 1, &w);
+		if (ek > e || isnan(ek)) {
+			e = ek;
+			worst = w;
+			wt = k;
+		}
+	}
+	snprintf(name, sizeof(name), "%s %s mat_mul n=%d", isa, t->name, n);
+	T_CHECK(name, e <= 1, "token %d row %lld: error %.3g x tolerance", wt, (long long)worst, e);
+	free(Y);
+}
+
+/* y[c] = y0[c] + sum over r in [r0, r0 + nr) of a[r - r0] W'[r][c]. */
+static void check_vec_t(const char *isa, const tmat *t, int64_t r0, int64_t nr)
+{
+	char name[160];
+	int64_t cols = t->m.cols, worst = 0;
+	float *a = rand_vec(nr), *y0 = rand_vec(cols), *y = malloc((size_t)cols * sizeof(float));
+	double e = 0;
+	memcpy(y, y0, (size_t)cols * sizeof(float));
+	mat_vec_t_acc(&t->m, r0, nr, a, y);
+	for (int64_t c = 0; c < cols; c++) {
+		double ref = y0[c], bound = fabs(y0[c]);
+		for (int64_t r = 0; r < nr; r++) {
+			ref += (double)a[r] * t->w[(r0 + r) * cols + c];
+			bound += fabs((double)a[r] * t->w[(r0 + r) * cols + c]);
+		}
+		double q = fabs(y[c] - ref) / (1e-5 * bound);
+		if (!(q <= e)) {
+			e = isnan(q) ? INFINITY : q;
+			worst = c;
+		}
+	}
+	snprintf(name, sizeof(name), "%s %s mat_vec_t_acc rows %lld+%lld", isa, t->name, (long long)r0,
+		 (long long)nr);
+	T_CHECK(name, e <= 1, "column %lld: error %.3g x tolerance", (long long)worst, e);
+	free(a);
+	free(y0);
+	free(y);
+}
+
+static void check_row(const char *isa, const tmat *t)
+{
+	char name[160];
+	float *out = malloc((size_t)t->m.cols * sizeof(float));
+	int64_t bad_r = -1, bad_c = -1;
+	for (int64_t r = 0; r < t->m.rows && bad_r < 0; r++) {
+		mat_row(&t->m, r, out);
+		for (int64_t c = 0; c < t->m.cols; c++)
+			if (!same_bits(out[c], t->w[r * t->m.cols + c])) {
+				bad_r = r;
+				bad_c = c;
+				break;
+			}
+	}
+	snprintf(name, sizeof(name), "%s %s mat_row", isa, t->name);
+	T_CHECK(name, bad_r < 0, "row %lld column %lld: %.9g, expected %.9g", (long long)bad_r,
+		(long long)bad_c, bad_r < 0 ? 0.0 : (double)out[bad_c],
+		bad_r < 0 ? 0.0 : (double)t->w[bad_r * t->m.cols + bad_c]);
+	free(out);
+}
+
+/* The same products with 1 and 2 threads: identical bits. */
+static void check_threads(const char *isa, const tmat *t, const float *X)
+{
+	char name[160];
+	int64_t rows = t->m.rows, cols = t->m.cols, n = 17;
+	size_t ny = (size_t)(rows + n * rows + cols);
+	float *out[2];
+	for (int k = 0; k < 2; k++) {
+		out[k] = calloc(ny, sizeof(float));
+		kernels_set_threads(k + 1);
+		mat_vec(&t->m, X, out[k]);
+		mat_mul(&t->m, X, (int)n, out[k] + rows);
+		mat_vec_t_acc(&t->m, 1, rows - 1, X, out[k] + rows + n * rows);
+	}
+	size_t i = 0;
+	while (i < ny && same_bits(out[0][i], out[1][i]))
+		i++;
+	snprintf(name, sizeof(name), "%s %s threads 1 and 2 identical", isa, t->name);
+	T_CHECK(name, i == ny, "output %zu of %zu differs: %.9g vs %.9g", i, ny,
+		i < ny ? (double)out[0][i] : 0.0, i < ny ? (double)out[1][i] : 0.0);
+	free(out[0]);
+	free(out[1]);
+}
+
+static void check_matrix(const char *isa, coli_enc enc, int64_t rows, int64_t cols, int64_t b0, int64_t b1)
+{
+	tmat t;
+	if (tmat_make(&t, enc, rows, cols, b0, b1) < 0) {
+		T_CHECK("make test matrix", 0, "%s %lldx%lld", coli_enc_name(enc), (long long)rows, (long long)cols);
+		return;
+	}
+	float *X = rand_vec(64 * cols);
+	kernels_set_threads(2);
+	check_vec(isa, &t, X);
+	check_mul(isa, &t, X, 1);
+	check_mul(isa, &t, X, 3);
+	check_mul(isa, &t, X, 17);
+	check_mul(isa, &t, X, 64);
+	check_vec_t(isa, &t, 0, rows);
+	check_vec_t(isa, &t, rows / 3, rows / 2 + 1);
+	check_row(isa, &t);
+	check_threads(isa, &t, X);
+	free(X);
+	tmat_free(&t);
+}
+
+/* An fp8 NaN code (0x7F) makes its row's products NaN and decodes to NaN; others stay finite. */
+static void check_fp8_nan(const char *isa)
+{
+	char name[160];
+	tmat t;
+	if (tmat_make(&t, COLI_ENC_FP8, 40, 200, 128, 128) < 0)
+		return;
+	t.buf[5 * t.blob.row_bytes + 150] = 0x7F;
+	t.buf[9 * t.blob.row_bytes + 3] = 0xFF;
+	float *x = rand_vec(200 * 5), y[40 * 5], out[200];
+	mat_vec(&t.m, x, y);
+	int ok = 1;
+	for (int r = 0; r < 40; r++)
+		ok &= (r == 5 || r == 9) == (isnan(y[r]) != 0);
+	snprintf(name, sizeof(name), "%s fp8 NaN code gives a NaN row in mat_vec", isa);
+	T_CHECK(name, ok, "y[5] %g y[9] %g y[0] %g", (double)y[5], (double)y[9], (double)y[0]);
+	mat_mul(&t.m, x, 5, y);
+	ok = 1;
+	for (int k = 0; k < 5; k++)
+		for (int r = 0; r < 40; r++)
+			ok &= (r == 5 || r == 9) == (isnan(y[k * 40 + r]) != 0);
+	snprintf(name, sizeof(name), "%s fp8 NaN code gives a NaN row in mat_mul", isa);
+	T_CHECK(name, ok, "a NaN row is finite or a finite row is NaN");
+	mat_row(&t.m, 5, out);
+	snprintf(name, sizeof(name), "%s fp8 NaN code decodes to NaN in mat_row", isa);
+	T_CHECK(name, isnan(out[150]) && !isnan(out[149]), "out[150] %g", (double)out[150]);
+	free(x);
+	tmat_free(&t);
+}
+
+static const char *const isas[] = {"scalar", "avx2", "avx512"};
+
+static void check_isa(const char *isa)
+{
+	static const int64_t shapes[][2] = {{37, 160}, {19, 1000}, {5, 33}, {300, 1000}};
+	coli_err e;
+	if (kernels_force(isa, &e) < 0) {
+		printf("SKIP %s kernels: %s\n", isa, e.msg);
+		return;
+	}
+	for (int enc = 0; enc < COLI_ENC_COUNT; enc++) {
+		if (enc == COLI_ENC_FP8)
+			continue;
+		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+			check_matrix(isa, (coli_enc)enc, shapes[s][0], shapes[s][1], 0, 0);
+	}
+	/* fp8: partial 128-blocks both ways, and block widths the SIMD slices may not divide */
+	check_matrix(isa, COLI_ENC_FP8, 150, 300, 128, 128);
+	check_matrix(isa, COLI_ENC_FP8, 300, 1000, 128, 128);
+	check_matrix(isa, COLI_ENC_FP8, 37, 160, 64, 48);
+	check_matrix(isa, COLI_ENC_FP8, 37, 160, 16, 40);
+	check_matrix(isa, COLI_ENC_FP8, 21, 100, 7, 20);
+	check_fp8_nan(isa);
+}
+
+static void check_choice(void)
+{
+	coli_err e;
+	int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		     __builtin_cpu_supports("avx512vl");
+	setenv("COLI_ISA", "bogus", 1);
+	int rc = kernels_init(&e);
+	T_CHECK("COLI_ISA=bogus is rejected", rc < 0 && strstr(e.msg, "COLI_ISA=bogus"), "rc %d: %s", rc,
+		rc < 0 ? e.msg : "");
+	setenv("COLI_ISA", "scalar", 1);
+	rc = kernels_init(&e);
+	T_CHECK("COLI_ISA=scalar is used", rc == 0 && strcmp(kernels_isa(), "scalar") == 0, "rc %d isa %s",
+		rc, kernels_isa());
+	setenv("COLI_ISA", "avx512", 1);
+	rc = kernels_init(&e);
+	if (avx512)
+		T_CHECK("COLI_ISA=avx512 is used", rc == 0 && strcmp(kernels_isa(), "avx512") == 0,
+			"rc %d isa %s", rc, kernels_isa());
+	else
+		T_CHECK("COLI_ISA=avx512 without AVX-512 is an error",
+			rc < 0 && strstr(e.msg, "COLI_ISA=avx512: this CPU lacks AVX-512"), "rc %d: %s", rc,
+			rc < 0 ? e.msg : "");
+	setenv("COLI_ISA", "avx2", 1);
+	rc = kernels_init(&e);
+	if (kernels_available("avx2"))
+		T_CHECK("COLI_ISA=avx2 is used", rc == 0 && strcmp(kernels_isa(), "avx2") == 0, "rc %d isa %s",
+			rc, kernels_isa());
+	unsetenv("COLI_ISA");
+	rc = kernels_init(&e);
+	const char *best = kernels_available("avx512") ? "avx512" : kernels_available("avx2") ? "avx2" : "scalar";
+	T_CHECK("no COLI_ISA picks the best variant", rc == 0 && strcmp(kernels_isa(), best) == 0,
+		"isa %s, expected %s", kernels_isa(), best);
+	T_CHECK("threads default to at least one", kernels_threads() >= 1, "%d", kernels_threads());
+}
+
+/* ---- benchmark (COLI_KERNEL_BENCH=1) ---- */
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Median seconds of one call over `reps` calls, cycling through `ncopies` matrices. */
+static double time_median(tmat *m, int ncopies, const float *X, float *Y, int n, int reps)
+{
+	double t[64];
+	for (int i = 0; i < reps + 2; i++) {
+		tmat *w = &m[i % ncopies];
+		double t0 = now();
+		if (n == 0)
+			mat_vec(&w->m, X, Y);
+		else
+			mat_mul(&w->m, X, n, Y);
+		if (i >= 2)
+			t[i - 2] = now() - t0;
+	}
+	qsort(t, (size_t)reps, sizeof(double), cmp_double);
+	return t[reps / 2];
+}
+
+static void bench(void)
+{
+	static const int64_t shapes[][2] = {{4096, 4096}, {7168, 2048}};
+	printf("\n| variant | threads | q4 matrix | matvec GB/s (in cache) | matvec GB/s (from RAM) | "
+	       "mat_mul n=64 GFLOP/s |\n|---|---|---|---|---|---|\n");
+	for (size_t s = 0; s < 2; s++) {
+		int64_t rows = shapes[s][1], cols = shapes[s][0];
+		enum { COPIES = 24 }; /* 24 x 8.5 MB: well past the last-level cache */
+		tmat m[COPIES];
+		for (int i = 0; i < COPIES; i++)
+			if (tmat_make(&m[i], COLI_ENC_Q4, rows, cols, 0, 0) < 0)
+				return;
+		float *X = rand_vec(64 * cols), *Y = malloc((size_t)(64 * rows) * sizeof(float));
+		double bytes = (double)m[0].blob.nbytes;
+		for (size_t v = 0; v < 3; v++) {
+			if (kernels_force(isas[v], NULL) < 0)
+				continue;
+			for (int th = 1; th <= 2; th++) {
+				kernels_set_threads(th);
+				double hot = time_median(m, 1, X, Y, 0, 41), cold = time_median(m, COPIES, X, Y, 0, 41);
+				double mm = time_median(m, 1, X, Y, 64, v == 0 ? 3 : 9);
+				printf("| %s | %d | %lldx%lld | %.1f | %.1f | %.1f |\n", isas[v], th, (long long)rows,
+				       (long long)cols, bytes / hot / 1e9, bytes / cold / 1e9,
+				       2.0 * (double)(rows * cols) * 64 / mm / 1e9);
+				fflush(stdout);
+			}
+		}
+		for (int i = 0; i < COPIES; i++)
+			tmat_free(&m[i]);
+		free(X);
+		free(Y);
+	}
+	printf("\nweight bytes = codes + scales; median of 41 calls (mat_mul: 9, scalar 3); 'from RAM' "
+	       "cycles through %d copies.\n", 24);
+}
+
+int main(void)
+{
+	__builtin_cpu_init();
+	check_choice();
+	for (size_t v = 0; v < sizeof(isas) / sizeof(isas[0]); v++)
+		check_isa(isas[v]);
+	const char *b = getenv("COLI_KERNEL_BENCH");
+	if (b && strcmp(b, "1") == 0)
+		bench();
+	kernels_release();
+	T_EXIT();
+}
