@@ -1,6 +1,8 @@
 /* quant.c: number formats (bf16, f16, fp8-e4m3) and gs64 int4/int8 quantization, bit-exact. */
 #include "quant.h"
 
+#include "hot.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -89,15 +91,8 @@ float coli_fp8e4m3_to_f32(uint8_t c)
 	return fp8_table[c];
 }
 
-/* The hot row loops are built for AVX-512, AVX2 and baseline x86-64 and picked at load time
- * (gcc function multiversioning); every variant computes the same bits, since the loops use
- * only exact operations (division, integer compares, conversions) in a fixed order. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define COLI_HOT __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define COLI_HOT
-#endif
-
+/* The hot row loops are multiversioned (hot.h); every variant computes the same bits, since the
+ * loops use only exact operations (division, integer compares, conversions) in a fixed order. */
 /* The fp16 scale of one group of 64: (fp16)(amax / qmax), float32 division. The max runs on the
  * bits of |w| (ordered like the values, vectorizable); a NaN weight gives a NaN scale. */
 static inline __attribute__((always_inline)) uint16_t group_scale(const float *w, float qmax)

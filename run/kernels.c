@@ -167,7 +167,7 @@ typedef struct job {
 static void vec_piece(void *arg, int64_t b, int64_t e)
 {
 	const job *j = arg;
-	j->k->vec(j->W, j->x, j->xp, j->y, b, e);
+	j->k->vec(j->W, j->x, j->xp, j->y + b, j->r0 + b, j->r0 + e);
 }
 
 static void mul_piece(void *arg, int64_t b, int64_t e)
@@ -182,13 +182,20 @@ static void vec_t_piece(void *arg, int64_t b, int64_t e)
 	j->k->vec_t(j->W, j->r0, j->nr, j->a, j->y, b, e < j->W->cols ? e : j->W->cols);
 }
 
+void mat_vec_range(const coli_mat *W, int64_t r0, int64_t nr, const float *x, float *y)
+{
+	job j = {.k = ops(), .W = W, .x = x, .y = y, .r0 = r0};
+	int64_t grain;
+	if (nr <= 0)
+		return;
+	int t = split(nr * W->cols, nr, VEC_UNIT, &grain);
+	j.xp = prepare(j.k, W, x, 1);
+	kpool_for(t, nr, grain, vec_piece, &j);
+}
+
 void mat_vec(const coli_mat *W, const float *x, float *y)
 {
-	job j = {.k = ops(), .W = W, .x = x, .y = y};
-	int64_t grain;
-	int t = split(W->rows * W->cols, W->rows, VEC_UNIT, &grain);
-	j.xp = prepare(j.k, W, x, 1);
-	kpool_for(t, W->rows, grain, vec_piece, &j);
+	mat_vec_range(W, 0, W->rows, x, y);
 }
 
 void mat_mul(const coli_mat *W, const float *X, int n, float *Y)

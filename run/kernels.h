@@ -52,6 +52,9 @@ int kernels_threads(void);
 /* y[rows] = W x[cols]. */
 void mat_vec(const coli_mat *W, const float *x, float *y);
 
+/* y[j] = W[r0 + j] . x for j < nr: a band of rows (one attention head's slice). */
+void mat_vec_range(const coli_mat *W, int64_t r0, int64_t nr, const float *x, float *y);
+
 /* Y[n][rows] = X[n][cols] W^T: n tokens at once (prefill, verify); reads W once. */
 void mat_mul(const coli_mat *W, const float *X, int n, float *Y);
 

@@ -67,6 +67,7 @@ K256_INLINE float hsum(__m256 a)
 	return _mm_cvtss_f32(s);
 }
 
+/* y[t * ys + r - r0] = W[r] . x_t for T tokens of prepared x (xs floats apart), r in [r0, r1). */
 K256_INLINE void q4_rows(const coli_mat *W, const float *xp, int64_t xs, int T, float *y, int64_t ys,
 			 int64_t r0, int64_t r1)
 {
@@ -83,7 +84,7 @@ K256_INLINE void q4_rows(const coli_mat *W, const float *xp, int64_t xs, int T, 
 				 xp + 64 * g, xs, T, acc);
 		}
 		for (int t = 0; t < T; t++)
-			y[t * ys + r] = hsum(acc[t]);
+			y[t * ys + r - r0] = hsum(acc[t]);
 	}
 }
 
@@ -94,6 +95,8 @@ K256_INLINE __m256 load_x_part(const float *x, int64_t n)
 	return _mm256_maskload_ps(x, k256_first(n));
 }
 
+/* The same for T tokens of plain x: 32 columns per step into four accumulators per token,
+ * one scale group at a time, partial slices through k256_d8_part. */
 K256_INLINE void gen_rows(coli_enc enc, const coli_mat *W, const float *x, int64_t xs, int T, float *y,
 			  int64_t ys, int64_t r0, int64_t r1)
 {
@@ -128,7 +131,7 @@ K256_INLINE void gen_rows(coli_enc enc, const coli_mat *W, const float *x, int64
 		}
 		for (int t = 0; t < T; t++) {
 			__m256 a = _mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]), _mm256_add_ps(acc[t][2], acc[t][3]));
-			y[t * ys + r] = hsum(a);
+			y[t * ys + r - r0] = hsum(a);
 		}
 	}
 }
@@ -193,7 +196,7 @@ static void mul(const coli_mat *W, const float *X, const float *XP, int n, float
 		for (int t0 = 0; t0 < n; t0 += 4) {
 			int nt = n - t0 < 4 ? n - t0 : 4;
 			const rows_fn *f = q4p ? q4p_rows : plain_rows[W->enc];
-			f[nt - 1](W, x + t0 * xs, xs, Y + t0 * W->rows, W->rows, rb, re);
+			f[nt - 1](W, x + t0 * xs, xs, Y + t0 * W->rows + rb, W->rows, rb, re);
 		}
 	}
 }

@@ -67,8 +67,8 @@ K512_INLINE void q4_chunk(__m512i v, __m512 sv, const float *xp, int64_t xs, int
 	}
 }
 
-/* y[t][r] for T tokens of prepared x (xs floats apart) and rows [r0, r1). Scales are widened
- * 16 at a time; vpermps spreads the pair of chunk p over the two half-vectors. */
+/* y[t * ys + r - r0] = W[r] . x_t for T tokens of prepared x (xs floats apart), r in [r0, r1).
+ * Scales are widened 16 at a time; vpermps spreads chunk p's pair over the two half-vectors. */
 K512_INLINE void q4_rows(const coli_mat *W, const float *xp, int64_t xs, int T, float *y, int64_t ys,
 			 int64_t r0, int64_t r1)
 {
@@ -96,13 +96,13 @@ K512_INLINE void q4_rows(const coli_mat *W, const float *xp, int64_t xs, int T, 
 			q4_chunk(v, sv, xp + 128 * full, xs, T, acc);
 		}
 		for (int t = 0; t < T; t++)
-			y[t * ys + r] = _mm512_reduce_add_ps(acc[t]);
+			y[t * ys + r - r0] = _mm512_reduce_add_ps(acc[t]);
 	}
 }
 
 /* ---- every encoding through k512_d16 (q4 too, when x is not prepared) ---- */
 
-/* y[t][r] for T tokens of plain x: 64 columns per step into four accumulators per token,
+/* The same for T tokens of plain x: 64 columns per step into four accumulators per token,
  * one scale group at a time, partial slices masked. */
 K512_INLINE void gen_rows(coli_enc enc, const coli_mat *W, const float *x, int64_t xs, int T, float *y,
 			  int64_t ys, int64_t r0, int64_t r1)
@@ -140,7 +140,7 @@ K512_INLINE void gen_rows(coli_enc enc, const coli_mat *W, const float *x, int64
 		}
 		for (int t = 0; t < T; t++) {
 			__m512 a = _mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]), _mm512_add_ps(acc[t][2], acc[t][3]));
-			y[t * ys + r] = _mm512_reduce_add_ps(a);
+			y[t * ys + r - r0] = _mm512_reduce_add_ps(a);
 		}
 	}
 }
@@ -208,7 +208,7 @@ static void mul(const coli_mat *W, const float *X, const float *XP, int n, float
 		for (int t0 = 0; t0 < n; t0 += 4) {
 			int nt = n - t0 < 4 ? n - t0 : 4;
 			const rows_fn *f = q4p ? q4p_rows : plain_rows[W->enc];
-			f[nt - 1](W, x + t0 * xs, xs, Y + t0 * W->rows, W->rows, rb, re);
+			f[nt - 1](W, x + t0 * xs, xs, Y + t0 * W->rows + rb, W->rows, rb, re);
 		}
 	}
 }

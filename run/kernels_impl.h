@@ -23,9 +23,10 @@ typedef struct kern_ops {
 	const char *name;
 	int64_t (*prep_floats)(const coli_mat *W);
 	void (*prep)(const coli_mat *W, const float *x, float *xp);
-	/* y[r] = W[r] . x for r in [r0, r1). */
+	/* y[r - r0] = W[r] . x for r in [r0, r1). */
 	void (*vec)(const coli_mat *W, const float *x, const float *xp, float *y, int64_t r0, int64_t r1);
-	/* Y[t][r] = W[r] . X[t] for t < n, r in [r0, r1); XP: n prepared tokens or NULL. */
+	/* Y[t][r] = W[r] . X[t] for t < n, r in [r0, r1), Y being [n][W->rows]; XP: n prepared
+	 * tokens or NULL. */
 	void (*mul)(const coli_mat *W, const float *X, const float *XP, int n, float *Y, int64_t r0,
 		    int64_t r1);
 	/* y[c] += sum over r in [r0, r0 + nr) of a[r - r0] * W[r][c], for c in [c0, c1). */

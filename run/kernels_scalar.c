@@ -47,7 +47,7 @@ static void vec(const coli_mat *W, const float *x, const float *xp, float *y, in
 			decode(W, r, c0, c1, w);
 			acc += dot(w, x + c0, c1 - c0);
 		}
-		y[r] = (float)acc;
+		y[r - r0] = (float)acc;
 	}
 }
 
