@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# demo.sh: `make demo`: a synthetic MoE checkpoint -> coli-convert -> container summary.
+# demo.sh: `make demo`: a synthetic MoE checkpoint -> coli-convert -> coli-run.
 # Everything goes to build/demo/ (rerunning starts over).
 set -eu
 cd "$(dirname "$0")/.."
@@ -16,4 +16,8 @@ step "3. what the container holds" \
   "bin/coli-convert --info $out/model.coli"
 step "4. re-read and check every byte" \
   "bin/coli-convert --verify $out/model.coli"
-printf '\nDemo done. Container: %s/model.coli (see docs/coli-convert.md, formats/container.md).\n' "$out"
+step "5. run it: the tokenizer, the forward pass, 24 tokens (random weights: expect gibberish)" \
+  "bin/coli-run -m $out/model.coli --prompt 'The capital of France is' -n 24 --ignore-eos"
+step "6. the same, resumable: a session saved after 12 tokens and continued for 12 more" \
+  "bin/coli-run -q -m $out/model.coli --prompt 'The capital of France is' -n 12 --ignore-eos --session $out/chat.coli_kv && bin/coli-run -m $out/model.coli -n 12 --ignore-eos --session $out/chat.coli_kv"
+printf '\nDemo done. Container: %s/model.coli (docs/coli-convert.md, docs/coli-run.md, formats/container.md).\n' "$out"
