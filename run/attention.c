@@ -6,6 +6,7 @@
 
 #include "blocks.h"
 #include "fileio.h"
+#include "kernels_pool.h"
 
 /* Per-head RMSNorm (qwen3_moe, glm4_moe) or one over the whole projection (olmoe). */
 static void qk_norm(const model *m, float *x, const float *w, int heads, int hd)
@@ -66,27 +67,60 @@ static void gqa_project(const model *m, const layer_w *L, kv_cache *kv, int l, c
 	}
 }
 
+/* The (token, head) pairs of a batch, shared out over the kernels' threads. */
+typedef struct gqa_job {
+	const model *m;
+	const kv_cache *kv;
+	int l;
+	const float *Q;
+	float *A;
+	int failed;
+} gqa_job;
+
+static void gqa_pairs(void *arg, int64_t begin, int64_t end)
+{
+	gqa_job *j = arg;
+	const coli_model *c = j->m->cfg;
+	int hd = c->head_dim, qw = c->n_heads * hd, group = c->n_heads / c->n_kv_heads;
+	float *att = malloc((size_t)(j->kv->n + end / c->n_heads + 1) * sizeof(float));
+	if (!att) {
+		j->failed = 1;
+		return;
+	}
+	for (int64_t p = begin; p < end; p++) {
+		int i = (int)(p / c->n_heads), h = (int)(p % c->n_heads);
+		attend(j->Q + (int64_t)i * qw + h * hd, j->kv, j->l, h / group, hd, j->kv->n + i,
+		       (float)j->m->attn_scale, att, j->A + (int64_t)i * qw + h * hd);
+	}
+	free(att);
+}
+
 int attn_gqa(const model *m, int l, kv_cache *kv, const float *X, int n, float *out, coli_err *e)
 {
 	const coli_model *c = m->cfg;
 	const layer_w *L = &m->w.layers[l];
-	int hd = c->head_dim, qw = c->n_heads * hd, group = c->n_heads / c->n_kv_heads;
+	int qw = c->n_heads * c->head_dim;
 	float *Q = coli_malloc((size_t)n * qw * sizeof(float), e);
 	float *A = coli_malloc((size_t)n * qw * sizeof(float), e);
-	float *att = coli_malloc((size_t)(kv->n + n) * sizeof(float), e);
-	if (!Q || !A || !att) {
-		free(Q), free(A), free(att);
+	if (!Q || !A) {
+		free(Q), free(A);
 		return -1;
 	}
 	gqa_project(m, L, kv, l, X, n, Q);
-	for (int i = 0; i < n; i++)
-		for (int h = 0; h < c->n_heads; h++)
-			attend(Q + (int64_t)i * qw + h * hd, kv, l, h / group, hd, kv->n + i, (float)m->attn_scale, att,
-			       A + (int64_t)i * qw + h * hd);
-	mat_mul(&L->o, A, n, out);
-	add_bias(out, L->o_bias, n, c->hidden_size);
-	free(Q), free(A), free(att);
-	return 0;
+	gqa_job j = {m, kv, l, Q, A, 0};
+	/* Threads only when there is enough work to pay for waking them (a prefill, a long context). */
+	int64_t pairs = (int64_t)n * c->n_heads, work = pairs * (kv->n + n) * c->head_dim;
+	if (work < (1 << 22))
+		gqa_pairs(&j, 0, pairs);
+	else
+		kpool_for(kernels_threads(), pairs, pairs / (4 * kernels_threads()) + 1, gqa_pairs, &j);
+	int rc = j.failed ? coli_errf(e, COLI_ENOMEM, "out of memory for attention scores") : 0;
+	if (rc == 0) {
+		mat_mul(&L->o, A, n, out);
+		add_bias(out, L->o_bias, n, c->hidden_size);
+	}
+	free(Q), free(A);
+	return rc;
 }
 
 /* MLA scratch for one batch. */
