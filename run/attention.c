@@ -125,13 +125,12 @@ int attn_gqa(const model *m, int l, kv_cache *kv, const float *X, int n, float *
 
 /* MLA scratch for one batch. */
 typedef struct mla_ws {
-	float *Q, *CKV, *QA, *A, *att, *qc, *ctx, *row;
+	float *Q, *CKV, *QA, *A, *att, *qc, *ctx;
 } mla_ws;
 
 static int mla_alloc(mla_ws *w, const coli_model *c, int n, int ctx_len, coli_err *e)
 {
 	int qk = c->qk_nope_head_dim + c->qk_rope_head_dim, ql = c->q_lora_rank > 0 ? c->q_lora_rank : 1;
-	int width = c->kv_lora_rank > c->hidden_size ? c->kv_lora_rank : c->hidden_size;
 	w->Q = coli_malloc((size_t)n * c->n_heads * qk * sizeof(float), e);
 	w->CKV = coli_malloc((size_t)n * (c->kv_lora_rank + c->qk_rope_head_dim) * sizeof(float), e);
 	w->QA = coli_malloc((size_t)n * ql * sizeof(float), e);
@@ -139,13 +138,12 @@ static int mla_alloc(mla_ws *w, const coli_model *c, int n, int ctx_len, coli_er
 	w->att = coli_malloc((size_t)ctx_len * sizeof(float), e);
 	w->qc = coli_malloc((size_t)c->kv_lora_rank * sizeof(float), e);
 	w->ctx = coli_malloc((size_t)c->kv_lora_rank * sizeof(float), e);
-	w->row = coli_malloc((size_t)width * sizeof(float), e);
-	return w->Q && w->CKV && w->QA && w->A && w->att && w->qc && w->ctx && w->row ? 0 : -1;
+	return w->Q && w->CKV && w->QA && w->A && w->att && w->qc && w->ctx ? 0 : -1;
 }
 
 static void mla_free(mla_ws *w)
 {
-	free(w->Q), free(w->CKV), free(w->QA), free(w->A), free(w->att), free(w->qc), free(w->ctx), free(w->row);
+	free(w->Q), free(w->CKV), free(w->QA), free(w->A), free(w->att), free(w->qc), free(w->ctx);
 }
 
 /* Queries and the cached latent + rope key of the batch. */
@@ -190,7 +188,7 @@ static void mla_head(const model *m, const layer_w *L, const kv_cache *kv, int l
 	memset(w->ctx, 0, (size_t)lat * sizeof(float));
 	for (int t = 0; t <= pos; t++)
 		axpy(w->ctx, w->att[t], kv->k[l] + (int64_t)t * lat, lat);
-	mat_vec_rows(&L->kv_b, band + nope, vd, w->ctx, out, w->row); /* v = W_vb_h ctx */
+	mat_vec_range(&L->kv_b, band + nope, vd, w->ctx, out); /* v = W_vb_h ctx */
 }
 
 int attn_mla(const model *m, int l, kv_cache *kv, const float *X, int n, float *out, coli_err *e)

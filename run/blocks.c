@@ -57,14 +57,6 @@ COLI_HOT void axpy(float *y, float a, const float *x, int n)
 		y[i] += a * x[i];
 }
 
-void mat_vec_rows(const coli_mat *W, int64_t r0, int64_t nr, const float *x, float *y, float *row_scratch)
-{
-	for (int64_t j = 0; j < nr; j++) {
-		mat_row(W, r0 + j, row_scratch);
-		y[j] = dot(row_scratch, x, (int)W->cols);
-	}
-}
-
 void add_bias(float *Y, const float *b, int n, int d)
 {
 	if (!b)

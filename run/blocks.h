@@ -20,9 +20,6 @@ float dot(const float *a, const float *b, int n);
 /* y += a * x over n values. */
 void axpy(float *y, float a, const float *x, int n);
 
-/* y[j] = W[r0 + j] . x for j < nr: a product over a band of rows (MLA's value heads). */
-void mat_vec_rows(const coli_mat *W, int64_t r0, int64_t nr, const float *x, float *y, float *row_scratch);
-
 /* Y[i][:] += b for n rows of width d (projection biases). */
 void add_bias(float *Y, const float *b, int n, int d);
 

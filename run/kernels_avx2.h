@@ -69,6 +69,20 @@ K256_INLINE __m256 k256_fp8_nan(__m256 w, const uint8_t *c)
 	return _mm256_loadu_ps(f);
 }
 
+/* fp8 W' of the 8 codes at c, none of them NaN (see k256_fp8_clean). */
+K256_INLINE __m256 k256_fp8_8(const uint8_t *c, __m256 s)
+{
+	__m128i h = _mm_slli_epi16(_mm_cvtepi8_epi16(_mm_loadl_epi64((const void *)c)), 7);
+	return _mm256_mul_ps(_mm256_cvtph_ps(_mm_and_si128(h, _mm_set1_epi16((short)0xBFFF))), s);
+}
+
+/* Whether none of the 32 fp8 codes at c is NaN (0x7F, 0xFF): one test for four k256_fp8_8. */
+K256_INLINE int k256_fp8_clean(const uint8_t *c)
+{
+	__m256i b = _mm256_and_si256(_mm256_loadu_si256((const void *)c), _mm256_set1_epi8(0x7F));
+	return _mm256_movemask_epi8(_mm256_cmpeq_epi8(b, _mm256_set1_epi8(0x7F))) == 0;
+}
+
 /* W'[k .. k+8) of the row whose codes start at c (a whole slice); s from k256_scale. */
 K256_INLINE __m256 k256_d8(coli_enc enc, const uint8_t *c, int64_t k, __m256 s)
 {

@@ -32,22 +32,34 @@ K256_INLINE void transpose8(__m256 *r)
 	}
 }
 
-/* wt[k][i] = W'[p + i][k0 + k] for k < kc (rounded up to 8), i < 16; zero for i >= nr. */
+/* Bytes of a row's codes that hold n columns (n a multiple of 64 for q4). */
+static inline int64_t code_bytes(coli_enc enc, int64_t n)
+{
+	return enc == COLI_ENC_Q4 ? n / 2 : k256_bpc(enc) * n;
+}
+
+/* wt[k][i] = W'[p + i][k0 + k] for k < kc (rounded up to 8), i < 16; zero for i >= nr; the
+ * rows' next chunk is prefetched meanwhile (see kernels_avx512_gemm.c). */
 K256_INLINE void build(coli_enc enc, const coli_mat *W, int64_t p, int nr, int64_t k0, int64_t kc,
 		       const uint8_t *const *sr, float *wt)
 {
-	const int64_t sw = kern_scale_width(W);
+	const int64_t sw = kern_scale_width(W), next = code_bytes(enc, k0 + KC), nb = code_bytes(enc, KC);
+	for (int i = 0; i < nr && k0 + KC < W->cols; i++)
+		for (int64_t o = 0; o < nb; o += 64)
+			_mm_prefetch((const char *)((uintptr_t)W->codes + (uintptr_t)((p + i) * W->row_bytes + next + o)),
+				     _MM_HINT_T0);
 	for (int h = 0; h < 2; h++) {
 		for (int64_t kb = 0; kb < kc; kb += 8) {
 			int64_t n = kc - kb, b = (k0 + kb) / sw;
 			__m256 v[8];
 #pragma GCC unroll 8
 			for (int i = 0; i < 8; i++) {
+				v[i] = _mm256_setzero_ps();
+				if (8 * h + i >= nr)
+					continue;
 				const uint8_t *c = W->codes + (p + 8 * h + i) * W->row_bytes;
-				__m256 s = 8 * h + i < nr ? k256_scale(enc, sr[8 * h + i], b) : _mm256_setzero_ps();
-				v[i] = 8 * h + i >= nr ? _mm256_setzero_ps()
-				       : n >= 8	       ? k256_d8(enc, c, k0 + kb, s)
-						       : k256_d8_part(enc, c, k0 + kb, n, s);
+				__m256 s = k256_scale(enc, sr[8 * h + i], b);
+				v[i] = n >= 8 ? k256_d8(enc, c, k0 + kb, s) : k256_d8_part(enc, c, k0 + kb, n, s);
 			}
 			transpose8(v);
 #pragma GCC unroll 8

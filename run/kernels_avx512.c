@@ -1,23 +1,47 @@
-/* kernels_avx512.c: AVX-512 matrix-vector kernels (one row at a time, 1-4 tokens), the
- * transposed product and row decoding; the batched product's GEMM is kernels_avx512_gemm.c.
+/* kernels_avx512.c: AVX-512 matrix-vector kernels (1 to 4 tokens per pass), the transposed
+ * product and row decoding; the batched product's GEMM is kernels_avx512_gemm.c.
  *
  * q4 matvec: a 64-byte chunk (two groups) is loaded whole; shifting its dwords right by 4j
  * brings nibble j of every dword to bits 0..3, where vpermps reads it as an index into the
  * table -8..7: 8 shifts-and-permutes give 128 weights. x is prepared once per product in the
  * matching order (prep), so the weights are never reordered. Lanes 0-7 come from the first
- * group, 8-15 from the second; the chunk's sum is scaled by [s0 x8, s1 x8]. Rows are read one
- * after another (several interleaved rows defeat the hardware prefetcher) with a software
- * prefetch ahead in the code stream.
+ * group, 8-15 from the second; the chunk's sum is scaled by [s0 x8, s1 x8].
+ *
+ * Rows go in blocks of RB, read one after another (interleaving rows defeats the hardware
+ * prefetcher): whole when the tokens' x fits in L1 (XL1 floats), else in column blocks, so x
+ * never streams from L2 (that halved the speed). From RAM two more things mattered on Zen 5:
+ * the scales are prefetched like the codes, and a code chunk is loaded once (q4_chunk).
  */
 #include "kernels_avx512.h"
 
-#define PF_BYTES 8192 /* prefetch distance in the code stream (measured on Zen 5) */
-#define SMALL_N 4     /* mat_mul up to this many tokens uses the matvec kernels */
-#define ROW_BLOCK 16  /* rows a token loop revisits while they are in cache */
+#define RB 16        /* rows per block (the next block is prefetched meanwhile) */
+#define XL1 8192     /* floats of x kept in L1: a block has XL1 / T columns */
+#define SMALL_N 16   /* mat_mul up to small_n(enc) <= SMALL_N tokens uses the matvec kernels */
 
-K512_INLINE void prefetch(const uint8_t *p, int64_t ahead)
+#define PF_AHEAD 8192 /* bytes, when rows are read whole: one stream */
+
+/* The scales of row r (q4/q8: 2 bytes per group), fetched a block of rows ahead: a scale
+ * that misses in the cache stalls everything that depends on it (measured: -25% from RAM). */
+K512_INLINE void prefetch_scales(const coli_mat *W, int64_t r)
 {
-	_mm_prefetch((const char *)((uintptr_t)p + (uintptr_t)ahead), _MM_HINT_T0);
+	uintptr_t s = (uintptr_t)W->scales + (uintptr_t)(2 * r * kern_groups(W));
+	for (int64_t o = 0; o < 2 * kern_groups(W); o += 64)
+		_mm_prefetch((const char *)(s + (uintptr_t)o), _MM_HINT_T0);
+}
+
+/* The code stream's prefetch for the 64 bytes at c. Rows read whole make one stream: fetch
+ * PF_AHEAD bytes ahead of c (an address derived from the load's own pointer: a separately
+ * advanced pointer halved the speed from RAM on Zen 5). Rows read in column blocks: fetch the
+ * next row block (its rows are contiguous) in address order through pf, spread over this
+ * block's work. Addresses may lie past the matrix: a prefetch never faults. */
+K512_INLINE void prefetch_next(const uint8_t *c, uintptr_t *pf, int whole)
+{
+	if (whole) {
+		_mm_prefetch((const char *)((uintptr_t)c + PF_AHEAD), _MM_HINT_T0);
+	} else {
+		_mm_prefetch((const char *)*pf, _MM_HINT_T1);
+		*pf += 64;
+	}
 }
 
 /* ---- q4 in the nibble-chunk order ---- */
@@ -46,6 +70,9 @@ static void prep(const coli_mat *W, const float *x, float *xp)
 /* acc[t] += (sum over the chunk's 128 weights of q * xp_t) * sv, for T tokens xs apart. */
 K512_INLINE void q4_chunk(__m512i v, __m512 sv, const float *xp, int64_t xs, int T, __m512 *acc)
 {
+	/* Keeps v in a register: folded into the shifts as memory operands, the chunk is loaded
+	 * eight times, and from RAM that halved the speed on Zen 5. */
+	__asm__("" : "+v"(v));
 	const __m512 tbl = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
 	__m512 w[8];
 	w[0] = _mm512_permutexvar_ps(v, tbl);
@@ -68,80 +95,133 @@ K512_INLINE void q4_chunk(__m512i v, __m512 sv, const float *xp, int64_t xs, int
 }
 
 /* y[t * ys + r - r0] = W[r] . x_t for T tokens of prepared x (xs floats apart), r in [r0, r1).
- * Scales are widened 16 at a time; vpermps spreads chunk p's pair over the two half-vectors. */
+ * Blocks of RB rows x XL1 / T columns: the tokens' x block stays in L1 while the rows pass, the
+ * accumulators wait in acc between column blocks (each row's sum keeps its order), and the
+ * next row block is prefetched into L2 one cache line per chunk, in address order. Scales are
+ * widened 16 at a time; vpermps spreads chunk p's pair over the two half-vectors. */
 K512_INLINE void q4_rows(const coli_mat *W, const float *xp, int64_t xs, int T, float *y, int64_t ys,
 			 int64_t r0, int64_t r1)
 {
-	const int64_t G = kern_groups(W), full = G / 2;
-	for (int64_t r = r0; r < r1; r++) {
-		const uint8_t *c = W->codes + r * W->row_bytes, *sr = W->scales + 2 * r * G;
-		__m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-				 _mm512_setzero_ps()};
-		for (int64_t p0 = 0; p0 < full; p0 += 8) {
-			int64_t np = full - p0 < 8 ? full - p0 : 8;
-			__m512 s16 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k512_first(2 * np), sr + 4 * p0));
-			__m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-			for (int64_t p = p0; p < p0 + np; p++) {
-				prefetch(c + 64 * p, PF_BYTES);
-				q4_chunk(_mm512_loadu_si512(c + 64 * p), _mm512_permutexvar_ps(idx, s16),
-					 xp + 128 * p, xs, T, acc);
-				idx = _mm512_add_epi32(idx, _mm512_set1_epi32(2));
+	const int64_t G = kern_groups(W), P = (G + 1) / 2, full = G / 2;
+	const __m512i two = _mm512_set1_epi32(2);
+	__m512 acc[RB][4];
+	for (int64_t b0 = r0; b0 < r1; b0 += RB) {
+		int nr = r1 - b0 < RB ? (int)(r1 - b0) : RB, whole = P <= XL1 / 128 / T;
+		uintptr_t pf = (uintptr_t)W->codes + (uintptr_t)((b0 + RB) * W->row_bytes);
+		for (int i = 0; i < nr; i++)
+			for (int t = 0; t < T; t++)
+				acc[i][t] = _mm512_setzero_ps();
+		for (int64_t p0 = 0; p0 < P; p0 += XL1 / 128 / T) {
+			int64_t p1 = P - p0 < XL1 / 128 / T ? P : p0 + XL1 / 128 / T;
+			for (int i = 0; i < nr; i++) {
+				const uint8_t *c = W->codes + (b0 + i) * W->row_bytes, *sr = W->scales + 2 * (b0 + i) * G;
+				__m512 s16 = _mm512_setzero_ps();
+				if (p0 == 0)
+					prefetch_scales(W, b0 + i + RB);
+				__m512i idx = _mm512_setzero_si512();
+				__m512 a[4];
+#pragma GCC unroll 4
+				for (int t = 0; t < T; t++)
+					a[t] = acc[i][t];
+				for (int64_t p = p0; p < p1; p++) {
+					if ((p - p0) % 8 == 0) {
+						s16 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k512_first(G - 2 * p), sr + 4 * p));
+						idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+					}
+					/* a last group alone: its upper half is zero codes, x and scale */
+					__m512i v = p < full ? _mm512_loadu_si512(c + 64 * p)
+							     : _mm512_maskz_loadu_epi32(0x00FF, c + 64 * p);
+					prefetch_next(c + 64 * p, &pf, whole);
+					q4_chunk(v, _mm512_permutexvar_ps(idx, s16), xp + 128 * p, xs, T, a);
+					idx = _mm512_add_epi32(idx, two);
+				}
+#pragma GCC unroll 4
+				for (int t = 0; t < T; t++)
+					acc[i][t] = a[t];
 			}
 		}
-		if (G & 1) { /* a last group alone: the upper half is zero codes against zero x */
-			uint16_t h;
-			memcpy(&h, sr + 2 * (G - 1), 2);
-			__m512i v = _mm512_maskz_loadu_epi32(0x00FF, c + 64 * full);
-			__m512 sv = _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(_cvtsh_ss(h)));
-			q4_chunk(v, sv, xp + 128 * full, xs, T, acc);
-		}
-		for (int t = 0; t < T; t++)
-			y[t * ys + r - r0] = _mm512_reduce_add_ps(acc[t]);
+		for (int i = 0; i < nr; i++)
+			for (int t = 0; t < T; t++)
+				y[t * ys + b0 + i - r0] = _mm512_reduce_add_ps(acc[i][t]);
 	}
 }
 
 /* ---- every encoding through k512_d16 (q4 too, when x is not prepared) ---- */
 
-/* The same for T tokens of plain x: 64 columns per step into four accumulators per token,
- * one scale group at a time, partial slices masked. */
+/* Columns sharing one scale (unscaled encodings: 1024), and columns per block for T tokens:
+ * whole scale groups, about XL1 / T. */
+static inline int64_t scale_width(const coli_mat *W)
+{
+	int q = W->enc == COLI_ENC_Q4 || W->enc == COLI_ENC_Q8 || W->enc == COLI_ENC_FP8;
+	return q ? kern_scale_width(W) : 1024;
+}
+
+static inline int64_t block_width(const coli_mat *W, int T)
+{
+	int64_t sw = scale_width(W), cb = XL1 / T;
+	return sw >= cb ? sw : cb / sw * sw;
+}
+
+/* The same for T tokens of plain x, in the same blocks: 64 columns per step into four
+ * accumulators per token, one scale group at a time, partial slices masked; the four are
+ * summed at the end of each column block. */
 K512_INLINE void gen_rows(coli_enc enc, const coli_mat *W, const float *x, int64_t xs, int T, float *y,
 			  int64_t ys, int64_t r0, int64_t r1)
 {
-	const int64_t cols = W->cols, sw = kern_scale_width(W);
+	const int64_t cols = W->cols, sw = scale_width(W), bw = block_width(W, T);
 	const int64_t bpc = enc == COLI_ENC_F32 ? 4 : enc == COLI_ENC_BF16 || enc == COLI_ENC_F16 ? 2 : 1;
-	for (int64_t r = r0; r < r1; r++) {
-		const uint8_t *c = W->codes + r * W->row_bytes, *sr = k512_row_scales(W, r);
-		__m512 acc[4][4];
-		for (int t = 0; t < T; t++)
-			for (int u = 0; u < 4; u++)
-				acc[t][u] = _mm512_setzero_ps();
-		for (int64_t b0 = 0, b = 0; b0 < cols; b0 += sw, b++) {
-			__m512 s = k512_scale(enc, sr, b);
-			int64_t b1 = b0 + sw < cols ? b0 + sw : cols, k = b0;
-			for (; k + 64 <= b1; k += 64) {
-				for (int64_t o = 0; o < 64 * bpc; o += 64)
-					prefetch(c + k * bpc + o, PF_BYTES);
+	__m512 acc[RB][4];
+	for (int64_t b0 = r0; b0 < r1; b0 += RB) {
+		int nr = r1 - b0 < RB ? (int)(r1 - b0) : RB, whole = bw >= cols;
+		uintptr_t pf = (uintptr_t)W->codes + (uintptr_t)((b0 + RB) * W->row_bytes);
+		for (int i = 0; i < nr; i++)
+			for (int t = 0; t < T; t++)
+				acc[i][t] = _mm512_setzero_ps();
+		for (int64_t c0 = 0; c0 < cols; c0 += bw) {
+			int64_t c1 = cols - c0 < bw ? cols : c0 + bw;
+			for (int i = 0; i < nr; i++) {
+				const uint8_t *c = W->codes + (b0 + i) * W->row_bytes, *sr = k512_row_scales(W, b0 + i);
+				__m512 a[4][4];
+				if (c0 == 0 && enc == COLI_ENC_Q8)
+					prefetch_scales(W, b0 + i + RB);
 #pragma GCC unroll 4
-				for (int u = 0; u < 4; u++) {
-					__m512 w = k512_d16(enc, c, k + 16 * u, 0xFFFF, s);
-#pragma GCC unroll 4
-					for (int t = 0; t < T; t++)
-						acc[t][u] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + t * xs + k + 16 * u),
-									    acc[t][u]);
+				for (int t = 0; t < T; t++) {
+					a[t][0] = acc[i][t];
+					a[t][1] = a[t][2] = a[t][3] = _mm512_setzero_ps();
 				}
-			}
-			for (; k < b1; k += 16) {
-				__mmask16 m = k512_first(b1 - k);
-				__m512 w = k512_d16(enc, c, k, m, s);
+				for (int64_t g0 = c0, g = c0 / sw; g0 < c1; g0 += sw, g++) {
+					__m512 s = k512_scale(enc, sr, g);
+					int64_t g1 = c1 - g0 < sw ? c1 : g0 + sw, k = g0;
+					for (; k + 64 <= g1; k += 64) {
+						for (int64_t o = 0; o < 64 * bpc; o += 64)
+							prefetch_next(c + k * bpc + o, &pf, whole);
+						int clean = enc == COLI_ENC_FP8 && k512_fp8_clean(c + k);
+#pragma GCC unroll 4
+						for (int u = 0; u < 4; u++) {
+							__m512 w = clean ? k512_fp8_16(c + k + 16 * u, s)
+									 : k512_d16(enc, c, k + 16 * u, 0xFFFF, s);
+#pragma GCC unroll 4
+							for (int t = 0; t < T; t++)
+								a[t][u] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + t * xs + k + 16 * u),
+											  a[t][u]);
+						}
+					}
+					for (; k < g1; k += 16) {
+						__mmask16 m = k512_first(g1 - k);
+						__m512 w = k512_d16(enc, c, k, m, s);
+#pragma GCC unroll 4
+						for (int t = 0; t < T; t++)
+							a[t][0] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(m, x + t * xs + k), a[t][0]);
+					}
+				}
 #pragma GCC unroll 4
 				for (int t = 0; t < T; t++)
-					acc[t][0] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(m, x + t * xs + k), acc[t][0]);
+					acc[i][t] = _mm512_add_ps(_mm512_add_ps(a[t][0], a[t][1]), _mm512_add_ps(a[t][2], a[t][3]));
 			}
 		}
-		for (int t = 0; t < T; t++) {
-			__m512 a = _mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]), _mm512_add_ps(acc[t][2], acc[t][3]));
-			y[t * ys + r - r0] = _mm512_reduce_add_ps(a);
-		}
+		for (int i = 0; i < nr; i++)
+			for (int t = 0; t < T; t++)
+				y[t * ys + b0 + i - r0] = _mm512_reduce_add_ps(acc[i][t]);
 	}
 }
 
@@ -188,12 +268,19 @@ static void vec(const coli_mat *W, const float *x, const float *xp, float *y, in
 		plain_rows[W->enc][0](W, x, 0, y, 0, r0, r1);
 }
 
-/* Up to SMALL_N tokens: blocks of ROW_BLOCK rows, each visited by every token block while it
- * is in cache; more tokens: the GEMM. */
+/* Tokens up to which passes of the matvec kernels beat the GEMM's decoding and transposing
+ * (measured on 2048x7168 matrices, Zen 5). */
+static int small_n(coli_enc enc)
+{
+	return enc == COLI_ENC_Q4 ? 16 : enc == COLI_ENC_Q8 || enc == COLI_ENC_FP8 ? 4 : 8;
+}
+
+/* Up to small_n tokens: the matvec kernels, up to 4 tokens per pass, the passes over one block
+ * of RB rows after another (the block stays in L2); more tokens: the GEMM. */
 static void mul(const coli_mat *W, const float *X, const float *XP, int n, float *Y, int64_t r0,
 		int64_t r1)
 {
-	if (n > SMALL_N) {
+	if (n > small_n(W->enc)) {
 		if (k512_slices_ok(W))
 			k512_gemm(W, X, n, Y, r0, r1);
 		else
@@ -201,14 +288,14 @@ static void mul(const coli_mat *W, const float *X, const float *XP, int n, float
 		return;
 	}
 	int q4p = W->enc == COLI_ENC_Q4 && XP;
-	int64_t xs = q4p ? prep_floats(W) : W->cols;
+	const rows_fn *f = q4p ? q4p_rows : plain_rows[W->enc];
 	const float *x = q4p ? XP : X;
-	for (int64_t rb = r0; rb < r1; rb += ROW_BLOCK) {
-		int64_t re = rb + ROW_BLOCK < r1 ? rb + ROW_BLOCK : r1;
+	int64_t xs = q4p ? prep_floats(W) : W->cols;
+	for (int64_t b0 = r0; b0 < r1; b0 += n > 4 ? RB : r1 - r0) {
+		int64_t b1 = n <= 4 || r1 - b0 < RB ? r1 : b0 + RB;
 		for (int t0 = 0; t0 < n; t0 += 4) {
 			int nt = n - t0 < 4 ? n - t0 : 4;
-			const rows_fn *f = q4p ? q4p_rows : plain_rows[W->enc];
-			f[nt - 1](W, x + t0 * xs, xs, Y + t0 * W->rows + rb, W->rows, rb, re);
+			f[nt - 1](W, x + t0 * xs, xs, Y + t0 * W->rows + b0, W->rows, b0, b1);
 		}
 	}
 }
@@ -216,7 +303,7 @@ static void mul(const coli_mat *W, const float *X, const float *XP, int n, float
 /* ---- transposed product and rows ---- */
 
 /* y[k0 .. k0+128) += sum_r a[r] W[r][...]: eight accumulators over every row of the range,
- * then stored; the scale group of each 16-column slice is found once per block. */
+ * then stored. A row's scale is widened once per scale group (newg), not per slice. */
 K512_INLINE void vec_t_enc(coli_enc enc, const coli_mat *W, int64_t r0, int64_t nr, const float *a,
 			   float *y, int64_t c0, int64_t c1)
 {
@@ -225,20 +312,59 @@ K512_INLINE void vec_t_enc(coli_enc enc, const coli_mat *W, int64_t r0, int64_t 
 		__m512 acc[8];
 		__mmask16 m[8];
 		int64_t b[8];
+		int newg[8];
 #pragma GCC unroll 8
 		for (int i = 0; i < 8; i++) {
 			int64_t k = k0 + 16 * i < c1 ? k0 + 16 * i : c1 - 1; /* empty slices: a valid group */
 			m[i] = k512_first(c1 - k0 - 16 * i);
 			acc[i] = _mm512_maskz_loadu_ps(m[i], y + k0 + 16 * i);
 			b[i] = k / sw;
+			newg[i] = i == 0 || b[i] != b[i - 1];
 		}
 		for (int64_t r = r0; r < r0 + nr; r++) {
 			const uint8_t *c = W->codes + r * W->row_bytes, *sr = k512_row_scales(W, r);
-			__m512 ar = _mm512_set1_ps(a[r - r0]);
+			__m512 ar = _mm512_set1_ps(a[r - r0]), s = ar;
 #pragma GCC unroll 8
 			for (int i = 0; i < 8; i++) {
-				__m512 w = k512_d16(enc, c, k0 + 16 * i, m[i], k512_scale(enc, sr, b[i]));
-				acc[i] = _mm512_fmadd_ps(w, ar, acc[i]);
+				if (newg[i])
+					s = k512_scale(enc, sr, b[i]);
+				acc[i] = _mm512_fmadd_ps(k512_d16(enc, c, k0 + 16 * i, m[i], s), ar, acc[i]);
+			}
+		}
+#pragma GCC unroll 8
+		for (int i = 0; i < 8; i++)
+			_mm512_mask_storeu_ps(y + k0 + 16 * i, m[i], acc[i]);
+	}
+}
+
+/* q4: per row and group the table -8..7 is scaled by a[r] * s once, so 16 weights cost a
+ * permute and an add. k0 is a multiple of 64 (the pool splits at multiples of 128). */
+K512_INLINE void q4_vec_t(const coli_mat *W, int64_t r0, int64_t nr, const float *a, float *y,
+			  int64_t c0, int64_t c1)
+{
+	const __m512 tbl = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+	const int64_t G = kern_groups(W);
+	for (int64_t k0 = c0; k0 < c1; k0 += 128) {
+		const int64_t g0 = k0 / 64, ng = g0 + 1 < G && k0 + 64 < c1 ? 2 : 1;
+		__m512 acc[8];
+		__mmask16 m[8];
+#pragma GCC unroll 8
+		for (int i = 0; i < 8; i++) {
+			m[i] = k512_first(c1 - k0 - 16 * i);
+			acc[i] = _mm512_maskz_loadu_ps(m[i], y + k0 + 16 * i);
+		}
+		for (int64_t r = r0; r < r0 + nr; r++) {
+			const uint8_t *c = W->codes + r * W->row_bytes + 32 * g0, *sr = W->scales + 2 * (r * G + g0);
+			for (int h = 0; h < ng; h++) {
+				uint16_t sh;
+				memcpy(&sh, sr + 2 * h, 2);
+				__m512 t = _mm512_mul_ps(tbl, _mm512_set1_ps(a[r - r0] * _cvtsh_ss(sh)));
+				__m512i d0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(c + 32 * h)));
+				__m512i d1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(c + 32 * h + 16)));
+				acc[4 * h] = _mm512_add_ps(acc[4 * h], _mm512_permutexvar_ps(d0, t));
+				acc[4 * h + 1] = _mm512_add_ps(acc[4 * h + 1], _mm512_permutexvar_ps(d1, t));
+				acc[4 * h + 2] = _mm512_add_ps(acc[4 * h + 2], _mm512_permutexvar_ps(_mm512_srli_epi32(d0, 4), t));
+				acc[4 * h + 3] = _mm512_add_ps(acc[4 * h + 3], _mm512_permutexvar_ps(_mm512_srli_epi32(d1, 4), t));
 			}
 		}
 #pragma GCC unroll 8
@@ -256,7 +382,7 @@ static K512 void vec_t(const coli_mat *W, int64_t r0, int64_t nr, const float *a
 	case COLI_ENC_F16: vec_t_enc(COLI_ENC_F16, W, r0, nr, a, y, c0, c1); break;
 	case COLI_ENC_FP8: vec_t_enc(COLI_ENC_FP8, W, r0, nr, a, y, c0, c1); break;
 	case COLI_ENC_Q8: vec_t_enc(COLI_ENC_Q8, W, r0, nr, a, y, c0, c1); break;
-	case COLI_ENC_Q4: vec_t_enc(COLI_ENC_Q4, W, r0, nr, a, y, c0, c1); break;
+	case COLI_ENC_Q4: q4_vec_t(W, r0, nr, a, y, c0, c1); break;
 	default: kern_scalar.vec_t(W, r0, nr, a, y, c0, c1); break;
 	}
 }

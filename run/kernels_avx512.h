@@ -60,6 +60,20 @@ K512_INLINE __m512 k512_scale(coli_enc enc, const uint8_t *sr, int64_t b)
 	return _mm512_set1_ps(1.0f);
 }
 
+/* fp8 W' of the 16 codes at c, none of them NaN (see k512_fp8_clean). */
+K512_INLINE __m512 k512_fp8_16(const uint8_t *c, __m512 s)
+{
+	__m256i h = _mm256_slli_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const void *)c)), 7);
+	return _mm512_mul_ps(_mm512_cvtph_ps(_mm256_and_si256(h, _mm256_set1_epi16((short)0xBFFF))), s);
+}
+
+/* Whether none of the 64 fp8 codes at c is NaN (0x7F, 0xFF): one test for four k512_fp8_16. */
+K512_INLINE int k512_fp8_clean(const uint8_t *c)
+{
+	__m512i b = _mm512_and_si512(_mm512_loadu_si512(c), _mm512_set1_epi8(0x7F));
+	return _mm512_cmpeq_epi8_mask(b, _mm512_set1_epi8(0x7F)) == 0;
+}
+
 /* W'[k .. k+16) of the row whose codes start at c; lanes outside m are zero. k is a multiple
  * of 16 for q4 (so the 16 columns lie in one half of a group); s from k512_scale. */
 K512_INLINE __m512 k512_d16(coli_enc enc, const uint8_t *c, int64_t k, __mmask16 m, __m512 s)

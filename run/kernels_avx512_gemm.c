@@ -10,7 +10,7 @@
 
 #define MR 32  /* rows of a panel: two vectors */
 #define NR 12  /* tokens per micro-kernel call: 24 accumulators */
-#define KC 128 /* columns per decoded chunk: wt is 16 KiB, in L1 with a 6 KiB x tile */
+#define KC 256 /* columns per decoded chunk: wt is 32 KiB, in L1 with a 12 KiB x tile */
 
 /* In-register transpose of 16 vectors of 16 floats. */
 K512_INLINE void transpose16(__m512 *r)
@@ -43,11 +43,23 @@ K512_INLINE void transpose16(__m512 *r)
 	}
 }
 
-/* wt[k][i] = W'[p + i][k0 + k] for k < kc (rounded up to 16), i < 32; zero for i >= nr. */
+/* Bytes of a row's codes that hold n columns (n a multiple of 64 for q4). */
+static inline int64_t code_bytes(coli_enc enc, int64_t n)
+{
+	return enc == COLI_ENC_Q4 ? n / 2 : enc == COLI_ENC_F32 ? 4 * n : enc == COLI_ENC_BF16 || enc == COLI_ENC_F16 ? 2 * n : n;
+}
+
+/* wt[k][i] = W'[p + i][k0 + k] for k < kc (rounded up to 16), i < 32; zero for i >= nr. The
+ * rows' next chunk is prefetched meanwhile: a panel reads its rows piecewise, which the
+ * hardware prefetcher alone serves poorly from RAM. */
 K512_INLINE void build(coli_enc enc, const coli_mat *W, int64_t p, int nr, int64_t k0, int64_t kc,
 		       const uint8_t *const *sr, float *wt)
 {
-	const int64_t sw = kern_scale_width(W);
+	const int64_t sw = kern_scale_width(W), next = code_bytes(enc, k0 + KC), nb = code_bytes(enc, KC);
+	for (int i = 0; i < nr && k0 + KC < W->cols; i++)
+		for (int64_t o = 0; o < nb; o += 64)
+			_mm_prefetch((const char *)((uintptr_t)W->codes + (uintptr_t)((p + i) * W->row_bytes + next + o)),
+				     _MM_HINT_T0);
 	for (int h = 0; h < 2; h++) {
 		for (int64_t kb = 0; kb < kc; kb += 16) {
 			__mmask16 m = k512_first(kc - kb);

@@ -5,35 +5,65 @@
 
 #define CHUNK 256 /* columns decoded at a time (a multiple of 64) */
 
-/* W'[r][c] for c in [c0, c1), c1 - c0 <= CHUNK: the float32 value the encoding defines. */
+/* W'[r][c] for c in [c0, c1), c1 - c0 <= CHUNK: the float32 value the encoding defines. One
+ * scale group at a time, one loop per encoding. */
 static void decode(const coli_mat *W, int64_t r, int64_t c0, int64_t c1, float *w)
 {
 	const uint8_t *row = W->codes + r * W->row_bytes;
-	int64_t sw = kern_scale_width(W);
+	const int64_t sw = kern_scale_width(W);
 	for (int64_t c = c0; c < c1;) {
-		float s = kern_scale(W, r, c / sw);
-		int64_t end = (c / sw + 1) * sw < c1 ? (c / sw + 1) * sw : c1;
-		for (; c < end; c++) {
-			uint16_t h;
-			switch (W->enc) {
-			case COLI_ENC_F32: memcpy(&w[c - c0], row + 4 * c, 4); break;
-			case COLI_ENC_BF16: memcpy(&h, row + 2 * c, 2); w[c - c0] = coli_bf16_to_f32(h); break;
-			case COLI_ENC_F16: memcpy(&h, row + 2 * c, 2); w[c - c0] = coli_f16_to_f32(h); break;
-			case COLI_ENC_FP8: w[c - c0] = coli_fp8e4m3_to_f32(row[c]) * s; break;
-			case COLI_ENC_Q8: w[c - c0] = (float)(int8_t)row[c] * s; break;
-			case COLI_ENC_Q4: w[c - c0] = (float)coli_q4_code(row, (size_t)c) * s; break;
-			default: w[c - c0] = 0; break;
+		const int64_t b = c / sw, end = (b + 1) * sw < c1 ? (b + 1) * sw : c1;
+		const float s = kern_scale(W, r, b);
+		uint16_t h;
+		switch (W->enc) {
+		case COLI_ENC_F32:
+			memcpy(w + (c - c0), row + 4 * c, (size_t)(4 * (end - c)));
+			c = end;
+			break;
+		case COLI_ENC_BF16:
+			for (; c < end; c++) {
+				memcpy(&h, row + 2 * c, 2);
+				w[c - c0] = coli_bf16_to_f32(h);
 			}
+			break;
+		case COLI_ENC_F16:
+			for (; c < end; c++) {
+				memcpy(&h, row + 2 * c, 2);
+				w[c - c0] = coli_f16_to_f32(h);
+			}
+			break;
+		case COLI_ENC_FP8:
+			for (; c < end; c++)
+				w[c - c0] = coli_fp8e4m3_to_f32(row[c]) * s;
+			break;
+		case COLI_ENC_Q8:
+			for (; c < end; c++)
+				w[c - c0] = (float)(int8_t)row[c] * s;
+			break;
+		case COLI_ENC_Q4: /* quant.h packing: group g, byte 32g + (c % 32), high nibble past 32 */
+			for (; c < end; c++) {
+				uint8_t byte = row[32 * b + (c & 31)];
+				w[c - c0] = (float)(((c & 32) ? byte >> 4 : byte & 15) - 8) * s;
+			}
+			break;
+		default:
+			for (; c < end; c++)
+				w[c - c0] = 0;
 		}
 	}
 }
 
+/* Four chains, so the adds overlap; the products are exact in double. */
 static double dot(const float *w, const float *x, int64_t n)
 {
-	double acc = 0;
-	for (int64_t i = 0; i < n; i++)
-		acc += (double)w[i] * x[i];
-	return acc;
+	double a[4] = {0, 0, 0, 0};
+	int64_t i = 0;
+	for (; i + 4 <= n; i += 4)
+		for (int j = 0; j < 4; j++)
+			a[j] += (double)w[i + j] * x[i + j];
+	for (; i < n; i++)
+		a[0] += (double)w[i] * x[i];
+	return (a[0] + a[1]) + (a[2] + a[3]);
 }
 
 static void vec(const coli_mat *W, const float *x, const float *xp, float *y, int64_t r0, int64_t r1)
