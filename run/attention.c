@@ -47,9 +47,14 @@ static void gqa_project(const model *m, const layer_w *L, kv_cache *kv, int l, c
 	const coli_model *c = m->cfg;
 	int hd = c->head_dim, qw = c->n_heads * hd, kw = c->n_kv_heads * hd;
 	float *K = kv->k[l] + (int64_t)kv->n * kw, *V = kv->v[l] + (int64_t)kv->n * kw;
-	mat_mul(&L->q, X, n, Q);
-	mat_mul(&L->k, X, n, K);
-	mat_mul(&L->v, X, n, V);
+	const coli_mat *W[3] = {&L->q, &L->k, &L->v};
+	const float *xs[3] = {X, X, X};
+	float *ys[3] = {Q, K, V};
+	if (n != 1 || mat_vec_batch(W, xs, ys, 3) < 0) { /* decode: the three in one dispatch */
+		mat_mul(&L->q, X, n, Q);
+		mat_mul(&L->k, X, n, K);
+		mat_mul(&L->v, X, n, V);
+	}
 	add_bias(Q, L->q_bias, n, qw);
 	add_bias(K, L->k_bias, n, kw);
 	add_bias(V, L->v_bias, n, kw);

@@ -194,6 +194,57 @@ void mat_vec_range(const coli_mat *W, int64_t r0, int64_t nr, const float *x, fl
 	kpool_for(t, nr, grain, vec_piece, &j);
 }
 
+/* Several independent products in one pool dispatch: their rows form one index space, so two
+ * threads share out small matrices (a decode token's experts) without a sync per matrix. */
+typedef struct batch_job {
+	const kern_ops *k;
+	const coli_mat *const *W;
+	const float *const *x;
+	const float **xp;
+	float *const *y;
+	const int64_t *first; /* first global row of each item; first[count] = total */
+	int count;
+} batch_job;
+
+static void batch_piece(void *arg, int64_t b, int64_t e)
+{
+	const batch_job *j = arg;
+	for (int i = 0; i < j->count; i++) {
+		int64_t lo = b > j->first[i] ? b : j->first[i], hi = e < j->first[i + 1] ? e : j->first[i + 1];
+		if (lo < hi)
+			j->k->vec(j->W[i], j->x[i], j->xp[i], j->y[i] + (lo - j->first[i]), lo - j->first[i],
+				  hi - j->first[i]);
+	}
+}
+
+int mat_vec_batch(const coli_mat *const *W, const float *const *x, float *const *y, int count)
+{
+	const kern_ops *k = ops();
+	int64_t first[65], per[64], total = 0, work = 0, floats = 0, grain;
+	const float *xp[64];
+	if (count <= 0 || count > 64)
+		return -1;
+	for (int i = 0; i < count; i++) {
+		first[i] = total;
+		total += W[i]->rows;
+		work += W[i]->rows * W[i]->cols;
+		floats += per[i] = k->prep_floats(W[i]);
+	}
+	first[count] = total;
+	float *buf = floats ? prep_buffer((size_t)floats) : NULL;
+	if (floats && !buf)
+		return -1;
+	for (int i = 0, at = 0; i < count; at += (int)per[i], i++) {
+		xp[i] = per[i] ? buf + at : NULL;
+		if (per[i])
+			k->prep(W[i], x[i], buf + at);
+	}
+	batch_job j = {k, W, x, xp, y, first, count};
+	int t = split(work, total, VEC_UNIT, &grain);
+	kpool_for(t, total, grain, batch_piece, &j);
+	return 0;
+}
+
 void mat_vec(const coli_mat *W, const float *x, float *y)
 {
 	mat_vec_range(W, 0, W->rows, x, y);

@@ -55,6 +55,11 @@ void mat_vec(const coli_mat *W, const float *x, float *y);
 /* y[j] = W[r0 + j] . x for j < nr: a band of rows (one attention head's slice). */
 void mat_vec_range(const coli_mat *W, int64_t r0, int64_t nr, const float *x, float *y);
 
+/* y[i] = W[i] x[i] for count (<= 64) independent products in one dispatch over the threads:
+ * the decode path for many small matrices (a token's experts). -1 if count is out of range or
+ * memory is short (nothing computed then). */
+int mat_vec_batch(const coli_mat *const *W, const float *const *x, float *const *y, int count);
+
 /* Y[n][rows] = X[n][cols] W^T: n tokens at once (prefill, verify); reads W once. */
 void mat_mul(const coli_mat *W, const float *X, int n, float *Y);
 

@@ -91,13 +91,19 @@ void route(const coli_model *c, const float *corr_bias, const float *logits, int
 	sort_pairs(ids, w, k);
 }
 
-/* down(silu(gate X) * up X) for m rows of X; H: [m][ffn] x2 scratch. */
+/* down(silu(gate X) * up X) for m rows of X; H: [m][ffn] x2 scratch. One row (decode): gate
+ * and up in one dispatch. */
 static void swiglu_mlp(const coli_mat *gate, const coli_mat *up, const coli_mat *down, const float *X, int m,
 		       float *H, float *U, float *out)
 {
 	int ffn = (int)gate->rows;
-	mat_mul(gate, X, m, H);
-	mat_mul(up, X, m, U);
+	const coli_mat *W[2] = {gate, up};
+	const float *xs[2] = {X, X};
+	float *ys[2] = {H, U};
+	if (m != 1 || mat_vec_batch(W, xs, ys, 2) < 0) {
+		mat_mul(gate, X, m, H);
+		mat_mul(up, X, m, U);
+	}
 	swiglu(H, U, m * ffn);
 	mat_mul(down, H, m, out);
 }
@@ -119,9 +125,10 @@ static int moe_alloc(moe_ws *w, const coli_model *c, int n, int ffn, coli_err *e
 	w->R = coli_malloc((size_t)n * E * sizeof(float), e);
 	w->scratch = coli_malloc((size_t)2 * E * sizeof(float), e);
 	w->G = coli_malloc((size_t)n * d * sizeof(float), e);
-	w->H = coli_malloc((size_t)n * ffn * sizeof(float), e);
-	w->U = coli_malloc((size_t)n * ffn * sizeof(float), e);
-	w->D = coli_malloc((size_t)n * d * sizeof(float), e);
+	int rows = n > k ? n : k; /* decode keeps one row per chosen expert */
+	w->H = coli_malloc((size_t)rows * ffn * sizeof(float), e);
+	w->U = coli_malloc((size_t)rows * ffn * sizeof(float), e);
+	w->D = coli_malloc((size_t)rows * d * sizeof(float), e);
 	w->W = coli_malloc((size_t)n * k * sizeof(float), e);
 	w->wt = coli_malloc((size_t)n * sizeof(float), e);
 	w->ids = coli_malloc((size_t)n * k * sizeof(int32_t), e);
@@ -153,6 +160,48 @@ static int run_expert(const model *m, int l, int x, const float *X, int n, moe_w
 	return 0;
 }
 
+/* Decode (one token): its top_k experts' gate and up products in one dispatch, then their down
+ * products in another, summed in ascending expert order as the batched path does. */
+static int experts_one_token(const model *m, int l, const float *x, moe_ws *w, float *out, coli_err *e)
+{
+	const coli_model *c = m->cfg;
+	int k = c->top_k, d = c->hidden_size, ffn = c->moe_intermediate_size, order[64];
+	const coli_mat *W[128] = {0};
+	const float *xs[128] = {0};
+	float *ys[128] = {0};
+	const coli_expert *ex[64] = {0};
+	for (int j = 0; j < k; j++)
+		order[j] = j;
+	for (int a = 1; a < k; a++) /* ascending expert id */
+		for (int b = a; b > 0 && w->ids[order[b]] < w->ids[order[b - 1]]; b--) {
+			int t = order[b];
+			order[b] = order[b - 1], order[b - 1] = t;
+		}
+	int rc = 0, got = 0;
+	for (; rc == 0 && got < k; got++)
+		if (!(ex[got] = store_get(m->store, l, w->ids[order[got]], e)))
+			rc = -1;
+	for (int j = 0; rc == 0 && j < k; j++) {
+		W[2 * j] = &ex[j]->gate, W[2 * j + 1] = &ex[j]->up;
+		xs[2 * j] = xs[2 * j + 1] = x;
+		ys[2 * j] = w->H + (int64_t)j * ffn, ys[2 * j + 1] = w->U + (int64_t)j * ffn;
+	}
+	if (rc == 0 && mat_vec_batch(W, xs, ys, 2 * k) < 0)
+		rc = coli_errf(e, COLI_ENOMEM, "out of memory for the experts' products");
+	for (int j = 0; rc == 0 && j < k; j++) {
+		swiglu(w->H + (int64_t)j * ffn, w->U + (int64_t)j * ffn, ffn);
+		W[j] = &ex[j]->down, xs[j] = w->H + (int64_t)j * ffn, ys[j] = w->D + (int64_t)j * d;
+	}
+	if (rc == 0 && mat_vec_batch(W, xs, ys, k) < 0)
+		rc = coli_errf(e, COLI_ENOMEM, "out of memory for the experts' products");
+	for (int j = 0; j < (rc == 0 ? k : 0); j++)
+		axpy(out, w->W[order[j]], w->D + (int64_t)j * d, d);
+	while (got-- > 0)
+		if (ex[got])
+			store_release(m->store, l, w->ids[order[got]]);
+	return rc;
+}
+
 static int moe_block(const model *m, int l, const float *X, int n, float *out, int32_t *ids, float *wts, coli_err *e)
 {
 	const coli_model *c = m->cfg;
@@ -168,7 +217,9 @@ static int moe_block(const model *m, int l, const float *X, int n, float *out, i
 			route(c, L->corr_bias, w.R + (int64_t)i * E, w.ids + i * k, w.W + i * k, w.scratch);
 		memset(out, 0, (size_t)n * d * sizeof(float));
 	}
-	for (int x = 0; rc == 0 && x < E; x++)
+	if (rc == 0 && n == 1 && k <= 64)
+		rc = experts_one_token(m, l, X, &w, out, e);
+	for (int x = 0; rc == 0 && n > 1 && x < E; x++)
 		rc = run_expert(m, l, x, X, n, &w, out, e);
 	if (rc == 0 && L->sh_gate.rows) {
 		swiglu_mlp(&L->sh_gate, &L->sh_up, &L->sh_down, X, n, w.H, w.U, w.D);
