@@ -10,6 +10,8 @@
 
 int session_push(session *s, const int32_t *ids, int n, coli_err *e)
 {
+	if (n <= 0)
+		return 0;
 	if (s->n_tokens + n > s->cap) {
 		int cap = (s->n_tokens + n) * 2 + 16;
 		int32_t *t = realloc(s->tokens, (size_t)cap * sizeof(*t));
