@@ -46,7 +46,8 @@ static void gqa_project(const model *m, const layer_w *L, kv_cache *kv, int l, c
 {
 	const coli_model *c = m->cfg;
 	int hd = c->head_dim, qw = c->n_heads * hd, kw = c->n_kv_heads * hd;
-	float *K = kv->k[l] + (int64_t)kv->n * kw, *V = kv->v[l] + (int64_t)kv->n * kw;
+	float *K = kv->k[l] + (int64_t)kv->n * kw; /* [n][kv_heads * hd], appended to the cache */
+	float *V = kv->v[l] + (int64_t)kv->n * kw; /* [n][kv_heads * hd] */
 	const coli_mat *W[3] = {&L->q, &L->k, &L->v};
 	const float *xs[3] = {X, X, X};
 	float *ys[3] = {Q, K, V};
@@ -105,8 +106,8 @@ int attn_gqa(const model *m, int l, kv_cache *kv, const float *X, int n, float *
 	const coli_model *c = m->cfg;
 	const layer_w *L = &m->w.layers[l];
 	int qw = c->n_heads * c->head_dim;
-	float *Q = coli_malloc((size_t)n * qw * sizeof(float), e);
-	float *A = coli_malloc((size_t)n * qw * sizeof(float), e);
+	float *Q = coli_malloc((size_t)n * qw * sizeof(float), e); /* [n][heads * hd] queries */
+	float *A = coli_malloc((size_t)n * qw * sizeof(float), e); /* [n][heads * hd] attention output */
 	if (!Q || !A) {
 		free(Q), free(A);
 		return -1;
@@ -130,7 +131,13 @@ int attn_gqa(const model *m, int l, kv_cache *kv, const float *X, int n, float *
 
 /* MLA scratch for one batch. */
 typedef struct mla_ws {
-	float *Q, *CKV, *QA, *A, *att, *qc, *ctx;
+	float *Q;   /* [n][heads][nope + rope] queries */
+	float *CKV; /* [n][kv_lora + rope] kv_a_proj output */
+	float *QA;  /* [n][q_lora] q_a_proj output */
+	float *A;   /* [n][heads * v_head_dim] attention output */
+	float *att; /* [ctx] one head's scores */
+	float *qc;  /* [kv_lora] one head's query absorbed into the latent space */
+	float *ctx; /* [kv_lora] one head's attention-weighted latent */
 } mla_ws;
 
 static int mla_alloc(mla_ws *w, const coli_model *c, int n, int ctx_len, coli_err *e)
@@ -169,7 +176,8 @@ static void mla_project(const model *m, const layer_w *L, kv_cache *kv, int l, c
 	add_bias(w->CKV, L->kv_a_bias, n, lat + rd);
 	for (int i = 0; i < n; i++) {
 		const float *ckv = w->CKV + (int64_t)i * (lat + rd);
-		float *cl = kv->k[l] + (int64_t)(kv->n + i) * lat, *kr = kv->v[l] + (int64_t)(kv->n + i) * rd;
+		float *cl = kv->k[l] + (int64_t)(kv->n + i) * lat; /* [kv_lora] normed latent, cached */
+		float *kr = kv->v[l] + (int64_t)(kv->n + i) * rd;  /* [rope] rotated shared key, cached */
 		rmsnorm(cl, ckv, L->kv_a_norm, lat, 1e-6f);
 		memcpy(kr, ckv + lat, (size_t)rd * sizeof(float));
 		rope_apply(&m->rope, kr, kv->n + i);

@@ -109,8 +109,15 @@ static void swiglu_mlp(const coli_mat *gate, const coli_mat *up, const coli_mat 
 }
 
 typedef struct moe_ws {
-	float *R, *scratch, *G, *H, *U, *D, *W, *wt;
-	int32_t *ids, *rows;
+	float *R;       /* [n][experts] router logits */
+	float *scratch; /* [2 * experts] router scores */
+	float *G;       /* [n][hidden] the rows of the tokens that chose one expert */
+	float *H, *U;   /* [max(n, top_k)][ffn] gate and up products */
+	float *D;       /* [max(n, top_k)][hidden] down products */
+	float *W;       /* [n][top_k] routing weights */
+	float *wt;      /* [n] one expert's weight for each of its tokens */
+	int32_t *ids;   /* [n][top_k] chosen experts */
+	int32_t *rows;  /* [n] the tokens that chose one expert */
 } moe_ws;
 
 static void moe_free(moe_ws *w)
