@@ -11,13 +11,22 @@
 #include "fileio.h"
 #include "moe.h"
 
-int model_open(model *m, const char *path, coli_err *e)
+/* The expert store the options ask for. */
+static int open_store(model *m, const model_opts *o, coli_err *e)
+{
+	if (!o || !o->stream)
+		return store_ram_open(&m->store, m->ct, e);
+	store_stream_opts so = {o->cache_slots};
+	return store_stream_open(&m->store, m->ct, &so, e);
+}
+
+int model_open(model *m, const char *path, const model_opts *o, coli_err *e)
 {
 	memset(m, 0, sizeof(*m));
 	if (coli_container_open(&m->ct, path, e) < 0)
 		return -1;
 	m->cfg = &m->ct->model;
-	if (weights_load(&m->w, m->ct, e) < 0 || store_ram_open(&m->store, m->ct, e) < 0 ||
+	if (weights_load(&m->w, m->ct, e) < 0 || open_store(m, o, e) < 0 ||
 	    rope_init(&m->rope, m->cfg, e) < 0) {
 		model_close(m);
 		return -1;

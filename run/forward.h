@@ -38,7 +38,14 @@ typedef struct routing_log {
 	float *weights;            /* same shape, or NULL */
 } routing_log;
 
-int model_open(model *m, const char *path, coli_err *e);
+/* How the model is opened: which expert store stands behind the forward pass. */
+typedef struct model_opts {
+	int stream;               /* 1: experts streamed from disk (store_stream), 0: all in RAM */
+	int cache_slots;          /* with stream: experts resident per MoE layer; 0: top_k x 4 */
+} model_opts;
+
+/* o may be NULL (all in RAM). */
+int model_open(model *m, const char *path, const model_opts *o, coli_err *e);
 void model_close(model *m);
 
 int kv_init(kv_cache *kv, const model *m, int cap, coli_err *e);

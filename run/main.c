@@ -32,6 +32,9 @@ static const char usage[] =
 	"  --session FILE         resume the conversation saved in FILE (.coli_kv) and save it back\n"
 	"  --ctx N                KV cache capacity in tokens beyond a resumed session\n"
 	"  --threads N            compute threads (default: physical cores)\n"
+	"  --stream               read routed experts from disk on demand (default: all in RAM)\n"
+	"  --cache-slots N        experts kept in RAM per MoE layer when streaming (implies\n"
+	"                         --stream; default top_k x 4)\n"
 	"  --tokenizer FILE       tokenizer.json for --encode / --decode\n"
 	"  --encode               read UTF-8 text on stdin, print its ids (no special tokens added)\n"
 	"  --decode \"IDS\"         print the text of the ids\n"
@@ -41,7 +44,7 @@ static const char usage[] =
 enum {
 	OPT_PROMPT_IDS = 256, OPT_GREEDY, OPT_PRINT_IDS, OPT_TEACHER, OPT_DUMP_LOGITS, OPT_DUMP_ROUTING,
 	OPT_THREADS, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_IGNORE_EOS, OPT_SESSION, OPT_CHAT, OPT_CTX,
-	OPT_TOKENIZER, OPT_ENCODE, OPT_DECODE,
+	OPT_TOKENIZER, OPT_ENCODE, OPT_DECODE, OPT_STREAM, OPT_CACHE_SLOTS,
 };
 
 static const struct option options[] = {
@@ -62,6 +65,8 @@ static const struct option options[] = {
 	{"session", required_argument, NULL, OPT_SESSION},
 	{"ctx", required_argument, NULL, OPT_CTX},
 	{"threads", required_argument, NULL, OPT_THREADS},
+	{"stream", no_argument, NULL, OPT_STREAM},
+	{"cache-slots", required_argument, NULL, OPT_CACHE_SLOTS},
 	{"tokenizer", required_argument, NULL, OPT_TOKENIZER},
 	{"encode", no_argument, NULL, OPT_ENCODE},
 	{"decode", required_argument, NULL, OPT_DECODE},
@@ -121,6 +126,8 @@ static int take(run_opts *o, int c, const char *arg)
 	case OPT_SESSION: o->session = arg; return 0;
 	case OPT_CTX: if (parse_int(arg, 1, 1 << 24, &v) < 0) return bad_usage("--ctx: '%s' is not a token count", arg); o->ctx = (int)v; return 0;
 	case OPT_THREADS: if (parse_int(arg, 1, 1024, &v) < 0) return bad_usage("--threads: '%s' is not a count in 1..1024", arg); o->threads = (int)v; return 0;
+	case OPT_STREAM: o->stream = 1; return 0;
+	case OPT_CACHE_SLOTS: if (parse_int(arg, 1, 1 << 20, &v) < 0) return bad_usage("--cache-slots: '%s' is not a count in 1..1048576", arg); o->cache_slots = (int)v; o->stream = 1; return 0;
 	case OPT_TOKENIZER: o->tokenizer = arg; return 0;
 	case OPT_ENCODE: o->encode = 1; return 0;
 	case OPT_DECODE: o->decode = arg; return 0;

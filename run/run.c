@@ -23,6 +23,7 @@ typedef struct runner {
 	int n_eos;
 	double prefill_s, decode_s;
 	int prefilled, decoded;
+	store_stats st0;            /* streaming counters when decoding began */
 } runner;
 
 static double now(void)
@@ -139,6 +140,7 @@ static int generate(runner *r, float *logits, coli_err *e)
 	if (r->o->dump_logits && !steps)
 		rc = -1;
 	double t = now();
+	store_stream_stats(r->m.store, &r->st0);
 	while (rc == 0 && out && k < r->o->n_gen) {
 		if (steps)
 			memcpy(steps + (size_t)k * V, logits, (size_t)V * sizeof(float));
@@ -235,6 +237,23 @@ static int chat(runner *r, float *logits, coli_err *e)
 	return rc;
 }
 
+/* The streaming store's counters over the decode (over the whole run without one). */
+static void report_stream(const runner *r)
+{
+	store_stats st;
+	if (store_stream_stats(r->m.store, &st) < 0)
+		return;
+	int n = r->decoded ? r->decoded : r->prefilled;
+	if (r->decoded) {
+		st.hits -= r->st0.hits, st.misses -= r->st0.misses;
+		st.bytes_read -= r->st0.bytes_read, st.read_s -= r->st0.read_s;
+	}
+	uint64_t gets = st.hits + st.misses;
+	fprintf(stderr, "coli-run: stream: hit rate %.1f%%, %llu misses, %.1f MiB read per token, read %.2f GB/s\n",
+		gets ? 100.0 * (double)st.hits / (double)gets : 0.0, (unsigned long long)st.misses,
+		n ? (double)st.bytes_read / 1048576 / n : 0.0, st.read_s > 0 ? (double)st.bytes_read / st.read_s / 1e9 : 0.0);
+}
+
 static void report(const runner *r)
 {
 	struct rusage ru;
@@ -244,6 +263,7 @@ static void report(const runner *r)
 		"%.1f MiB of weights per token, %.1f GB/s), %s kernels x%d, peak RSS %.0f MiB\n",
 		r->prefilled, r->prefill_s, r->prefill_s > 0 ? r->prefilled / r->prefill_s : 0.0, r->decoded, r->decode_s,
 		tps, mib, mib * 1048576 * tps / 1e9, kernels_isa(), kernels_threads(), (double)ru.ru_maxrss / 1024);
+	report_stream(r);
 }
 
 static int setup(runner *r, coli_err *e)
@@ -254,7 +274,8 @@ static int setup(runner *r, coli_err *e)
 		return -1;
 	if (o->threads)
 		kernels_set_threads(o->threads);
-	if (model_open(&r->m, o->model, e) < 0)
+	model_opts mo = {o->stream || o->cache_slots > 0, o->cache_slots};
+	if (model_open(&r->m, o->model, &mo, e) < 0)
 		return -1;
 	if (!extra) { /* room for this prompt and the tokens to generate, or a chat's default */
 		int32_t *ids = NULL;

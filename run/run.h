@@ -30,6 +30,8 @@ typedef struct run_opts {
 	const char *tokenizer;    /* tokenizer-only modes */
 	int encode;
 	const char *decode;
+	int stream;               /* --stream: experts read from disk on demand */
+	int cache_slots;          /* --cache-slots N per MoE layer (implies stream); 0: top_k x 4 */
 } run_opts;
 
 int run_main(const run_opts *o, coli_err *e);

@@ -43,4 +43,25 @@ static inline void store_close(coli_store *s)
 /* Every expert record read into RAM at open, each CRC checked. */
 int store_ram_open(coli_store **out, const coli_container *c, coli_err *e);
 
+/* Options of the streaming store. */
+typedef struct store_stream_opts {
+	int cache_slots;          /* experts kept resident per MoE layer; 0: top_k x 4 */
+} store_stream_opts;
+
+/* Counters of the streaming store since open. */
+typedef struct store_stats {
+	uint64_t hits, misses;
+	uint64_t bytes_read;
+	double read_s;            /* wall time spent in reads */
+} store_stats;
+
+/* Experts read from experts.bin on demand (O_DIRECT when the filesystem allows), one whole
+ * record per miss, its CRC checked, kept in per-layer LRU slots. A layer holds up to
+ * max(cache_slots, top_k) experts while they are in use (decode holds all top_k at once) and
+ * keeps cache_slots of them resident once released. o may be NULL (defaults). */
+int store_stream_open(coli_store **out, const coli_container *c, const store_stream_opts *o, coli_err *e);
+
+/* The counters of a streaming store into *st; -1 (st untouched) for any other store. */
+int store_stream_stats(const coli_store *s, store_stats *st);
+
 #endif

@@ -203,7 +203,7 @@ static void run_family(const char *fam, const char *dir)
 		f.fam = fam, f.suf = sufs[i], f.bits = bits[i];
 		coli_err e = {0, ""};
 		snprintf(path, sizeof(path), "%s/%s-%d.coli", dir, fam, bits[i]);
-		int rc = convert(fam, bits[i], path) == 0 ? model_open(&f.m, path, &e) : -1;
+		int rc = convert(fam, bits[i], path) == 0 ? model_open(&f.m, path, NULL, &e) : -1;
 		f.prompt = load(fam, "prompt_ids.i32.bin", &f.n_prompt);
 		snprintf(name, sizeof(name), "forward: %s %d-bit experts: container converts and loads", fam, bits[i]);
 		T_CHECK(name, rc == 0 && f.prompt, "%s", e.msg);

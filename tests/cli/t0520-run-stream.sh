@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# t0520-run-stream.sh: --stream reads experts from disk and multiplies the same bytes as RAM.
+. "$(dirname "$0")/lib.sh"
+
+ids_of() { od -An -t d4 -v "$1" | tr -s ' \n' ' ' | sed 's/^ //; s/ $//'; }
+
+for fam in qwen3_moe deepseek_v3 mixtral; do
+	F=$FIX/$fam-tiny
+	M=$SCRATCH/$fam.coli
+	test_expect_success "$fam: convert the fixture" '
+		coli-convert -q "$F/checkpoint" "$M"
+	'
+	test_expect_success "$fam: greedy tokens in RAM equal --stream at 1, 2 and 1000 slots" '
+		p="$(ids_of "$F/prompt_ids.i32.bin")" &&
+		coli-run -q -m "$M" --prompt-ids "$p" -n 16 --ignore-eos --print-ids >ram &&
+		test "$(wc -w <ram)" = 16 &&
+		for n in 1 2 1000; do
+			coli-run -q -m "$M" --prompt-ids "$p" -n 16 --ignore-eos --print-ids --stream --cache-slots $n >s$n &&
+			cmp ram s$n || exit 1
+		done &&
+		coli-run -q -m "$M" --prompt-ids "$p" -n 16 --ignore-eos --print-ids --stream >sdef &&
+		cmp ram sdef
+	'
+	test_expect_success "$fam: --teacher-force logits are bit-identical in RAM and at 1 slot" '
+		p="$(ids_of "$F/prompt_ids.i32.bin")" &&
+		coli-run -q -m "$M" --prompt-ids "$p" --teacher-force --dump-logits ram.bin &&
+		coli-run -q -m "$M" --prompt-ids "$p" --teacher-force --dump-logits s1.bin --cache-slots 1 &&
+		cmp ram.bin s1.bin
+	'
+	test_expect_success "$fam: greedy step logits are bit-identical in RAM and at 1 slot" '
+		coli-run -q -m "$M" --prompt-ids "1 2 3" -n 8 --ignore-eos --print-ids --dump-logits ram.bin >/dev/null &&
+		coli-run -q -m "$M" --prompt-ids "1 2 3" -n 8 --ignore-eos --print-ids --dump-logits s1.bin --cache-slots 1 >/dev/null &&
+		cmp ram.bin s1.bin
+	'
+done
+
+M=$SCRATCH/qwen3_moe.coli
+test_expect_success "stream: the closing line reports the cache" '
+	coli-run -m "$M" --prompt-ids "1 2 3" -n 8 --ignore-eos --print-ids --cache-slots 2 >out 2>err &&
+	grep -q "stream: hit rate [0-9.]*%, [0-9]* misses, [0-9.]* MiB read per token, read [0-9.]* GB/s" err &&
+	coli-run -m "$M" --prompt-ids "1 2 3" -n 8 --ignore-eos --print-ids >out 2>err &&
+	! grep -q "stream:" err
+'
+# The byte flipped is inside the record of the first expert token 0 routes to at layer 0
+# (qwen3_moe-tiny: 4 MoE layers x 32 experts, records of equal size).
+test_expect_success "stream: a flipped byte in an expert record is reported, naming it" '
+	coli-run -q -m "$M" --prompt-ids "1 2 3" --teacher-force --dump-routing r.bin &&
+	x=$(od -An -t d4 -N 4 r.bin | tr -d " ") &&
+	rs=$((($(wc -c <"$M/experts.bin") - 4096) / (4 * 32))) &&
+	off=$((4096 + x * rs)) &&
+	cp -r "$M" m.coli &&
+	printf "\377" | dd of=m.coli/experts.bin bs=1 seek=$((off + 100)) conv=notrunc 2>/dev/null &&
+	expect_exit 1 coli-run -q -m m.coli --prompt-ids "1 2 3" -n 4 --ignore-eos --print-ids --stream &&
+	err_has "m.coli/experts.bin" "[layer 0][expert $x]" "offset $off" "crc32" &&
+	expect_exit 1 coli-run -q -m m.coli --prompt-ids "1 2 3" -n 4 --ignore-eos --print-ids &&
+	err_has "[layer 0][expert $x]" "crc32"
+'
+test_expect_success "usage: --cache-slots must be a positive count" '
+	expect_exit 2 coli-run -m "$M" --prompt-ids "1" --cache-slots 0 && err_has "--cache-slots" &&
+	expect_exit 2 coli-run -m "$M" --prompt-ids "1" --cache-slots x && err_has "--cache-slots" &&
+	expect_exit 2 coli-run -m "$M" --prompt-ids "1" --cache-slots -3 && err_has "--cache-slots"
+'
+
+test_done
