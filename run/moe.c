@@ -118,12 +118,13 @@ typedef struct moe_ws {
 	float *wt;      /* [n] one expert's weight for each of its tokens */
 	int32_t *ids;   /* [n][top_k] chosen experts */
 	int32_t *rows;  /* [n] the tokens that chose one expert */
+	int *uni;       /* [experts] the union of the batch's experts, ascending */
 } moe_ws;
 
 static void moe_free(moe_ws *w)
 {
 	free(w->R), free(w->scratch), free(w->G), free(w->H), free(w->U), free(w->D), free(w->W), free(w->wt), free(w->ids),
-		free(w->rows);
+		free(w->rows), free(w->uni);
 }
 
 static int moe_alloc(moe_ws *w, const coli_model *c, int n, int ffn, coli_err *e)
@@ -140,7 +141,9 @@ static int moe_alloc(moe_ws *w, const coli_model *c, int n, int ffn, coli_err *e
 	w->wt = coli_malloc((size_t)n * sizeof(float), e);
 	w->ids = coli_malloc((size_t)n * k * sizeof(int32_t), e);
 	w->rows = coli_malloc((size_t)n * sizeof(int32_t), e);
-	return w->R && w->scratch && w->G && w->H && w->U && w->D && w->W && w->wt && w->ids && w->rows ? 0 : -1;
+	w->uni = coli_calloc((size_t)E, sizeof(int), e);
+	int ok = w->R && w->scratch && w->G && w->H && w->U && w->D && w->W && w->wt && w->ids && w->rows;
+	return ok && w->uni ? 0 : -1;
 }
 
 /* One expert over the tokens of the batch that chose it: read once, multiplied once. */
@@ -184,7 +187,10 @@ static int experts_one_token(const model *m, int l, const float *x, moe_ws *w, f
 			int t = order[b];
 			order[b] = order[b - 1], order[b - 1] = t;
 		}
-	int rc = 0, got = 0;
+	int rc = 0, got = 0, want[64] = {0};
+	for (int j = 0; j < k; j++)
+		want[j] = w->ids[order[j]];
+	store_prefetch(m->store, l, want, k); /* the k reads overlap */
 	for (; rc == 0 && got < k; got++)
 		if (!(ex[got] = store_get(m->store, l, w->ids[order[got]], e)))
 			rc = -1;
@@ -209,6 +215,32 @@ static int experts_one_token(const model *m, int l, const float *x, moe_ws *w, f
 	return rc;
 }
 
+/* The batch's experts, each once, ascending, into w->uni; their count. */
+static int batch_union(const coli_model *c, int n, moe_ws *w)
+{
+	int E = c->n_experts, k = c->top_k, nu = 0;
+	memset(w->uni, 0, (size_t)E * sizeof(int));
+	for (int i = 0; i < n * k; i++)
+		if (w->ids[i] >= 0 && w->ids[i] < E)
+			w->uni[w->ids[i]] = 1;
+	for (int x = 0; x < E; x++)
+		if (w->uni[x])
+			w->uni[nu++] = x;
+	return nu;
+}
+
+/* Prefill: the union's experts in ascending order (the sums as before), each expert's read
+ * prefetched top_k experts ahead (a window the store can always hold: it has >= top_k slots). */
+static int experts_batch(const model *m, int l, const float *X, int n, moe_ws *w, float *out, coli_err *e)
+{
+	int nu = batch_union(m->cfg, n, w), k = m->cfg->top_k, rc = 0;
+	for (int u = 0; rc == 0 && u < nu; u++) {
+		store_prefetch(m->store, l, w->uni + u, nu - u < k ? nu - u : k);
+		rc = run_expert(m, l, w->uni[u], X, n, w, out, e);
+	}
+	return rc;
+}
+
 static int moe_block(const model *m, int l, const float *X, int n, float *out, int32_t *ids, float *wts, coli_err *e)
 {
 	const coli_model *c = m->cfg;
@@ -226,8 +258,8 @@ static int moe_block(const model *m, int l, const float *X, int n, float *out, i
 	}
 	if (rc == 0 && n == 1 && k <= 64)
 		rc = experts_one_token(m, l, X, &w, out, e);
-	for (int x = 0; rc == 0 && n > 1 && x < E; x++)
-		rc = run_expert(m, l, x, X, n, &w, out, e);
+	if (rc == 0 && n > 1)
+		rc = experts_batch(m, l, X, n, &w, out, e);
 	if (rc == 0 && L->sh_gate.rows) {
 		swiglu_mlp(&L->sh_gate, &L->sh_up, &L->sh_down, X, n, w.H, w.U, w.D);
 		for (int i = 0; i < n * d; i++)

@@ -20,6 +20,9 @@ typedef struct coli_store_ops {
 	/* The expert's matrices, valid until released; NULL with e filled on error. */
 	const coli_expert *(*get)(coli_store *s, int layer, int expert, coli_err *e);
 	void (*release)(coli_store *s, int layer, int expert);
+	/* A hint: the experts will be got soon; a store may start reading them now. Never evicts an
+	 * expert in use, never makes a later get fail; errors surface at get. */
+	void (*prefetch)(coli_store *s, int layer, const int *experts, int n);
 	void (*close)(coli_store *s);
 } coli_store_ops;
 
@@ -34,6 +37,11 @@ static inline const coli_expert *store_get(coli_store *s, int layer, int expert,
 
 static inline void store_release(coli_store *s, int layer, int expert) { s->ops->release(s, layer, expert); }
 
+static inline void store_prefetch(coli_store *s, int layer, const int *experts, int n)
+{
+	s->ops->prefetch(s, layer, experts, n);
+}
+
 static inline void store_close(coli_store *s)
 {
 	if (s)
@@ -42,6 +50,9 @@ static inline void store_close(coli_store *s)
 
 /* Every expert record read into RAM at open, each CRC checked. */
 int store_ram_open(coli_store **out, const coli_container *c, coli_err *e);
+
+/* I/O threads of the streaming store (its read queue depth). */
+#define STORE_IO_THREADS 8
 
 /* Options of the streaming store. */
 typedef struct store_stream_opts {
@@ -52,11 +63,13 @@ typedef struct store_stream_opts {
 typedef struct store_stats {
 	uint64_t hits, misses;
 	uint64_t bytes_read;
-	double read_s;            /* wall time spent in reads */
+	double read_s;            /* wall time with at least one read in flight */
 } store_stats;
 
 /* Experts read from experts.bin on demand (O_DIRECT when the filesystem allows), one whole
- * record per miss, its CRC checked, kept in per-layer LRU slots. A layer holds up to
+ * record per miss, its CRC checked, kept in per-layer LRU slots. Reads run on a pool of
+ * STORE_IO_THREADS threads: a prefetch queues the misses it has free or evictable slots for
+ * (concurrently, queue depth = the pool size), a get of a miss queues it first and waits. A layer holds up to
  * max(cache_slots, top_k) experts while they are in use (decode holds all top_k at once) and
  * keeps cache_slots of them resident once released. o may be NULL (defaults). */
 int store_stream_open(coli_store **out, const coli_container *c, const store_stream_opts *o, coli_err *e);

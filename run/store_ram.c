@@ -31,6 +31,11 @@ static void ram_release(coli_store *s, int layer, int expert)
 	(void)s, (void)layer, (void)expert;
 }
 
+static void ram_prefetch(coli_store *s, int layer, const int *experts, int n)
+{
+	(void)s, (void)layer, (void)experts, (void)n;
+}
+
 static void ram_close(coli_store *s)
 {
 	ram_store *r = (ram_store *)s;
@@ -41,7 +46,7 @@ static void ram_close(coli_store *s)
 	free(r);
 }
 
-static const coli_store_ops ram_ops = {ram_get, ram_release, ram_close};
+static const coli_store_ops ram_ops = {.get = ram_get, .release = ram_release, .prefetch = ram_prefetch, .close = ram_close};
 
 static int index_layer(ram_store *r, const coli_lexperts *x, coli_err *e)
 {

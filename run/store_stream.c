@@ -1,7 +1,8 @@
-/* store_stream.c: the streaming expert store: records read from experts.bin on demand into
- * per-layer LRU cache slots, each read's CRC checked against the manifest. */
+/* store_stream.c: the streaming expert store: records read from experts.bin on demand or by
+ * prefetch, on a pool of I/O threads, into per-layer LRU cache slots, each CRC checked. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -11,12 +12,20 @@
 #include "fileio.h"
 #include "store.h"
 
+enum { S_EMPTY, S_FLIGHT, S_FILLED, S_READY }; /* a slot's state: queued or being read, read, checked */
+
 /* One cache slot: a 4096-aligned buffer holding one expert record, and its views. */
 typedef struct slot {
-	uint8_t *buf;             /* record_size bytes, allocated on first use */
+	uint8_t *buf;             /* record_size bytes, allocated (and pre-faulted) on first use */
+	const coli_lexperts *x;   /* its layer's records */
 	int expert;               /* -1 when empty */
+	int state;                /* S_*: in flight never evicted; read and not yet got: not trimmed */
 	int refs;                 /* gets not yet released: never evicted while > 0 */
-	uint64_t last;            /* LRU tick of the last get */
+	uint64_t last;            /* LRU tick of the last get or prefetch */
+	int io_rc;                /* the read's result (S_FILLED) */
+	uint32_t crc;             /* of the bytes read (S_FILLED) */
+	coli_err err;             /* the read's error when io_rc < 0 */
+	struct slot *next;        /* in the read queue */
 	coli_expert view;
 } slot;
 
@@ -25,7 +34,7 @@ typedef struct stream_layer {
 	const coli_lexperts *x;
 	slot *slots;              /* [n_work] */
 	int *where;               /* [n_experts] -> slot index, -1 when not resident */
-	int resident;             /* slots holding an expert */
+	int resident;             /* slots holding an expert (also in flight) */
 } stream_layer;
 
 typedef struct stream_store {
@@ -39,6 +48,12 @@ typedef struct stream_store {
 	int n_layers;
 	uint64_t tick;
 	store_stats st;
+	pthread_mutex_t mu;       /* guards everything below and every slot's state */
+	pthread_cond_t queued, done;
+	slot *qhead, *qtail;      /* reads not yet started */
+	int stop, n_threads, inflight;
+	double busy_since;        /* when inflight last became nonzero */
+	pthread_t threads[STORE_IO_THREADS];
 } stream_store;
 
 static double now_s(void)
@@ -48,27 +63,81 @@ static double now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* Reads p's record and its CRC (no lock held: the slot is in flight, nobody else touches it). */
+static void read_slot(stream_store *s, slot *p)
+{
+	p->io_rc = coli_pread_full(s->fd, p->buf, p->x->record_size, coli_record_offset(p->x, p->expert), s->path, &p->err);
+	if (p->io_rc == 0)
+		p->crc = (uint32_t)crc32_z(0, p->buf, p->x->record_size);
+}
+
+/* An I/O thread: takes queued reads until the store closes (the queue drained). */
+static void *io_main(void *arg)
+{
+	stream_store *s = arg;
+	pthread_mutex_lock(&s->mu);
+	for (;;) {
+		while (!s->qhead && !s->stop)
+			pthread_cond_wait(&s->queued, &s->mu);
+		slot *p = s->qhead;
+		if (!p)
+			break;
+		if (!(s->qhead = p->next))
+			s->qtail = NULL;
+		if (s->inflight++ == 0)
+			s->busy_since = now_s();
+		pthread_mutex_unlock(&s->mu);
+		read_slot(s, p);
+		pthread_mutex_lock(&s->mu);
+		if (--s->inflight == 0)
+			s->st.read_s += now_s() - s->busy_since;
+		s->st.bytes_read += p->io_rc == 0 ? p->x->record_size : 0;
+		p->state = S_FILLED;
+		pthread_cond_broadcast(&s->done);
+	}
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
 /* Drops slot i's expert (its buffer stays for reuse). */
 static void evict(stream_layer *L, int i)
 {
 	L->where[L->slots[i].expert] = -1;
 	L->slots[i].expert = -1;
+	L->slots[i].state = S_EMPTY;
 	L->resident--;
 }
 
-/* The least recently used slot holding a released expert; -1 when none. */
-static int lru_released(const stream_store *s, const stream_layer *L)
+static int listed(int x, const int *list, int n)
+{
+	for (int j = 0; j < n; j++)
+		if (list[j] == x)
+			return 1;
+	return 0;
+}
+
+/* Whether slot p may be evicted: released, not in flight; for a prefetch (only) also already
+ * got once and not listed in it. */
+static int evictable(const slot *p, const int *list, int n, int prefetching)
+{
+	if (p->expert < 0 || p->refs > 0 || p->state == S_FLIGHT)
+		return 0;
+	return !prefetching || (p->state == S_READY && !listed(p->expert, list, n));
+}
+
+/* The least recently used evictable slot; -1 when none. */
+static int lru_slot(const stream_store *s, const stream_layer *L, const int *list, int n, int prefetching)
 {
 	int lru = -1;
 	for (int i = 0; i < s->work; i++)
-		if (L->slots[i].expert >= 0 && L->slots[i].refs == 0 && (lru < 0 || L->slots[i].last < L->slots[lru].last))
+		if (evictable(&L->slots[i], list, n, prefetching) && (lru < 0 || L->slots[i].last < L->slots[lru].last))
 			lru = i;
 	return lru;
 }
 
 /* A slot for a new expert: an empty one (one with a buffer first), else the least recently
- * used released one, evicted; -1 when every slot is in use. */
-static int pick_slot(const stream_store *s, stream_layer *L)
+ * used evictable one, evicted; -1 when none. */
+static int pick_slot(const stream_store *s, stream_layer *L, const int *list, int n, int prefetching)
 {
 	int empty = -1;
 	for (int i = 0; i < s->work; i++)
@@ -76,63 +145,129 @@ static int pick_slot(const stream_store *s, stream_layer *L)
 			empty = i;
 	if (empty >= 0)
 		return empty;
-	int lru = lru_released(s, L);
+	int lru = lru_slot(s, L, list, n, prefetching);
 	if (lru >= 0)
 		evict(L, lru);
 	return lru;
 }
 
-/* Reads expert x's whole record into p and checks its CRC; p stays empty on error. */
-static int load(stream_store *s, stream_layer *L, slot *p, int x, coli_err *e)
+/* Whether a read nobody has got yet is in flight (it will become evictable). */
+static int unclaimed_in_flight(const stream_store *s, const stream_layer *L)
 {
-	const coli_lexperts *lx = L->x;
-	uint64_t off = coli_record_offset(lx, x);
-	void *buf = NULL;
-	if (!p->buf && posix_memalign(&buf, 4096, lx->record_size) != 0)
-		return coli_errf(e, COLI_ENOMEM, "out of memory allocating a %llu-byte cache slot for layer %d",
-				 (unsigned long long)lx->record_size, lx->layer);
-	if (buf)
-		p->buf = buf;
-	double t = now_s();
-	if (coli_pread_full(s->fd, p->buf, lx->record_size, off, s->path, e) < 0)
-		return -1;
-	s->st.read_s += now_s() - t;
-	s->st.bytes_read += lx->record_size;
-	uint32_t crc = (uint32_t)crc32_z(0, p->buf, lx->record_size);
-	if (crc != lx->crc[x])
-		return coli_errf(e, COLI_EDATA,
-				 "%s: expert record [layer %d][expert %d] at offset %llu: crc32 0x%08x, expected 0x%08x",
-				 s->path, lx->layer, x, (unsigned long long)off, crc, lx->crc[x]);
-	p->view.gate = coli_mat_of(&lx->part[0], p->buf + lx->part_off[0]);
-	p->view.up = coli_mat_of(&lx->part[1], p->buf + lx->part_off[1]);
-	p->view.down = coli_mat_of(&lx->part[2], p->buf + lx->part_off[2]);
+	for (int i = 0; i < s->work; i++)
+		if (L->slots[i].state == S_FLIGHT && L->slots[i].refs == 0)
+			return 1;
 	return 0;
 }
 
-static const coli_expert *stream_get(coli_store *base, int layer, int expert, coli_err *e)
+/* Queues the read of expert x into slot i (its buffer allocated and pre-faulted first), at the
+ * front of the queue when a get waits for it. */
+static int queue_read(stream_store *s, stream_layer *L, int i, int x, int front, coli_err *e)
 {
-	stream_store *s = (stream_store *)base;
+	slot *p = &L->slots[i];
+	void *buf = NULL;
+	if (!p->buf && posix_memalign(&buf, 4096, L->x->record_size) != 0)
+		return coli_errf(e, COLI_ENOMEM, "out of memory allocating a %llu-byte cache slot for layer %d",
+				 (unsigned long long)L->x->record_size, L->x->layer);
+	if (buf)
+		p->buf = memset(buf, 0, L->x->record_size);
+	p->expert = x, p->state = S_FLIGHT, p->last = ++s->tick, p->next = NULL;
+	L->where[x] = i;
+	L->resident++;
+	s->st.misses++;
+	if (!s->qhead)
+		s->qhead = s->qtail = p;
+	else if (front)
+		p->next = s->qhead, s->qhead = p;
+	else
+		s->qtail->next = p, s->qtail = p;
+	pthread_cond_signal(&s->queued);
+	return 0;
+}
+
+/* Checks a read slot: its read's result and its CRC; then its views. */
+static int check(stream_store *s, slot *p, coli_err *e)
+{
+	const coli_lexperts *lx = p->x;
+	int x = p->expert;
+	if (p->io_rc < 0)
+		return e ? (*e = p->err, -1) : -1;
+	if (p->crc != lx->crc[x])
+		return coli_errf(e, COLI_EDATA,
+				 "%s: expert record [layer %d][expert %d] at offset %llu: crc32 0x%08x, expected 0x%08x",
+				 s->path, lx->layer, x, (unsigned long long)coli_record_offset(lx, x), p->crc, lx->crc[x]);
+	p->view.gate = coli_mat_of(&lx->part[0], p->buf + lx->part_off[0]);
+	p->view.up = coli_mat_of(&lx->part[1], p->buf + lx->part_off[1]);
+	p->view.down = coli_mat_of(&lx->part[2], p->buf + lx->part_off[2]);
+	p->state = S_READY;
+	return 0;
+}
+
+/* The slot holding expert x, its read queued first on a miss; -1 with e filled on error. */
+static int find_or_queue(stream_store *s, stream_layer *L, int x, coli_err *e)
+{
+	int i = L->where[x];
+	if (i >= 0) {
+		s->st.hits += L->slots[i].state == S_READY;
+		return i;
+	}
+	while ((i = pick_slot(s, L, NULL, 0, 0)) < 0 && unclaimed_in_flight(s, L))
+		pthread_cond_wait(&s->done, &s->mu);
+	if (i < 0)
+		return coli_errf(e, COLI_EUSAGE, "expert store: layer %d: all %d cache slots in use", L->x->layer, s->work);
+	return queue_read(s, L, i, x, 1, e) < 0 ? -1 : i;
+}
+
+static stream_layer *layer_of(stream_store *s, int layer, int expert, coli_err *e)
+{
 	stream_layer *L = layer >= 0 && layer < s->n_layers ? &s->layers[layer] : NULL;
 	if (!L || !L->x)
 		return coli_errf(e, COLI_EUSAGE, "expert store: layer %d has no experts", layer), NULL;
 	if (expert < 0 || expert >= L->x->n_experts)
 		return coli_errf(e, COLI_EUSAGE, "expert store: expert %d of layer %d out of range", expert, layer), NULL;
-	int i = L->where[expert];
-	if (i >= 0) {
-		s->st.hits++;
-	} else {
-		if ((i = pick_slot(s, L)) < 0)
-			return coli_errf(e, COLI_EUSAGE, "expert store: layer %d: all %d cache slots in use", layer, s->work), NULL;
-		s->st.misses++;
-		if (load(s, L, &L->slots[i], expert, e) < 0)
-			return NULL;
-		L->slots[i].expert = expert;
-		L->where[expert] = i;
-		L->resident++;
+	return L;
+}
+
+static const coli_expert *stream_get(coli_store *base, int layer, int expert, coli_err *e)
+{
+	stream_store *s = (stream_store *)base;
+	stream_layer *L = layer_of(s, layer, expert, e);
+	if (!L)
+		return NULL;
+	pthread_mutex_lock(&s->mu);
+	int i = find_or_queue(s, L, expert, e);
+	slot *p = i >= 0 ? &L->slots[i] : NULL;
+	if (p) {
+		p->refs++;
+		p->last = ++s->tick;
+		while (p->state == S_FLIGHT)
+			pthread_cond_wait(&s->done, &s->mu);
+		if (p->state == S_FILLED && check(s, p, e) < 0) {
+			p->refs--;
+			evict(L, i);
+			p = NULL;
+		}
 	}
-	L->slots[i].refs++;
-	L->slots[i].last = ++s->tick;
-	return &L->slots[i].view;
+	pthread_mutex_unlock(&s->mu);
+	return p ? &p->view : NULL;
+}
+
+/* Queues reads of the listed experts not resident, as many as slots allow without evicting an
+ * expert in use, in flight, not yet got or listed. */
+static void stream_prefetch(coli_store *base, int layer, const int *experts, int n)
+{
+	stream_store *s = (stream_store *)base;
+	if (layer < 0 || layer >= s->n_layers || !s->layers[layer].x)
+		return;
+	stream_layer *L = &s->layers[layer];
+	pthread_mutex_lock(&s->mu);
+	for (int j = 0, i; j < n; j++) {
+		if (experts[j] < 0 || experts[j] >= L->x->n_experts || L->where[experts[j]] >= 0)
+			continue;
+		if ((i = pick_slot(s, L, experts, n, 1)) < 0 || queue_read(s, L, i, experts[j], 0, NULL) < 0)
+			break;
+	}
+	pthread_mutex_unlock(&s->mu);
 }
 
 /* Releases one use; then evicts released slots, least recently used first, down to keep. */
@@ -140,17 +275,32 @@ static void stream_release(coli_store *base, int layer, int expert)
 {
 	stream_store *s = (stream_store *)base;
 	stream_layer *L = &s->layers[layer];
+	pthread_mutex_lock(&s->mu);
 	int i = L->where[expert];
-	if (i < 0 || L->slots[i].refs == 0)
-		return;
-	L->slots[i].refs--;
-	for (int lru; L->resident > s->keep && (lru = lru_released(s, L)) >= 0;)
-		evict(L, lru);
+	if (i >= 0 && L->slots[i].refs > 0) {
+		L->slots[i].refs--;
+		for (int lru; L->resident > s->keep && (lru = lru_slot(s, L, NULL, 0, 1)) >= 0;)
+			evict(L, lru);
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* Stops the I/O threads once the queued reads are done. */
+static void stop_threads(stream_store *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->stop = 1;
+	pthread_cond_broadcast(&s->queued);
+	pthread_mutex_unlock(&s->mu);
+	for (int t = 0; t < s->n_threads; t++)
+		pthread_join(s->threads[t], NULL);
+	s->n_threads = 0;
 }
 
 static void stream_close(coli_store *base)
 {
 	stream_store *s = (stream_store *)base;
+	stop_threads(s);
 	for (int l = 0; s->layers && l < s->n_layers; l++) {
 		for (int i = 0; s->layers[l].slots && i < s->work; i++)
 			free(s->layers[l].slots[i].buf);
@@ -161,10 +311,14 @@ static void stream_close(coli_store *base)
 	if (s->own_fd)
 		close(s->fd);
 	free(s->path);
+	pthread_mutex_destroy(&s->mu);
+	pthread_cond_destroy(&s->queued);
+	pthread_cond_destroy(&s->done);
 	free(s);
 }
 
-static const coli_store_ops stream_ops = {stream_get, stream_release, stream_close};
+static const coli_store_ops stream_ops = {
+	.get = stream_get, .release = stream_release, .prefetch = stream_prefetch, .close = stream_close};
 
 /* experts.bin with O_DIRECT, probed with one aligned read of its header; the container's
  * buffered descriptor when the filesystem refuses (tmpfs). */
@@ -200,7 +354,7 @@ static int init_layer(stream_store *s, const coli_lexperts *x, coli_err *e)
 	if (!L->slots || !L->where)
 		return -1;
 	for (int i = 0; i < s->work; i++)
-		L->slots[i].expert = -1;
+		L->slots[i].expert = -1, L->slots[i].x = x;
 	for (int k = 0; k < x->n_experts; k++)
 		L->where[k] = -1;
 	return 0;
@@ -216,6 +370,9 @@ int store_stream_open(coli_store **out, const coli_container *c, const store_str
 		return -1;
 	s->base.ops = &stream_ops;
 	s->c = c;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->queued, NULL);
+	pthread_cond_init(&s->done, NULL);
 	s->keep = n ? n : top_k * 4;
 	s->work = s->keep > top_k ? s->keep : top_k;
 	s->n_layers = c->model.n_layers + c->model.n_mtp_layers;
@@ -227,6 +384,11 @@ int store_stream_open(coli_store **out, const coli_container *c, const store_str
 		rc = open_direct(s, e);
 	for (int i = 0; rc == 0 && i < c->layout.n_elayers; i++)
 		rc = init_layer(s, &c->layout.elayers[i], e);
+	while (rc == 0 && s->n_threads < STORE_IO_THREADS)
+		if ((rc = pthread_create(&s->threads[s->n_threads], NULL, io_main, s)) != 0)
+			rc = coli_errf(e, COLI_ENOMEM, "cannot start an I/O thread: %s", strerror(rc));
+		else
+			s->n_threads++;
 	if (rc < 0) {
 		stream_close(&s->base);
 		return -1;
@@ -239,6 +401,9 @@ int store_stream_stats(const coli_store *s, store_stats *st)
 {
 	if (!s || s->ops != &stream_ops)
 		return -1;
-	*st = ((const stream_store *)s)->st;
+	stream_store *ss = (stream_store *)s;
+	pthread_mutex_lock(&ss->mu);
+	*st = ss->st;
+	pthread_mutex_unlock(&ss->mu);
 	return 0;
 }

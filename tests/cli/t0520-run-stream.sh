@@ -34,6 +34,17 @@ for fam in qwen3_moe deepseek_v3 mixtral; do
 	'
 done
 
+# deepseek_v3-tiny has 16 experts: 8 slots evict while prefetching, 64 hold them all.
+test_expect_success "deepseek_v3: tokens and logits in RAM equal --stream at 8 and 64 slots (prefetched)" '
+	M=$SCRATCH/deepseek_v3.coli &&
+	p="$(ids_of "$FIX/deepseek_v3-tiny/prompt_ids.i32.bin")" &&
+	coli-run -q -m "$M" --prompt-ids "$p" -n 16 --ignore-eos --print-ids --dump-logits ram.bin >ram &&
+	for n in 8 64; do
+		coli-run -q -m "$M" --prompt-ids "$p" -n 16 --ignore-eos --print-ids --dump-logits s$n.bin --cache-slots $n >s$n &&
+		cmp ram s$n && cmp ram.bin s$n.bin || exit 1
+	done
+'
+
 M=$SCRATCH/qwen3_moe.coli
 test_expect_success "stream: the closing line reports the cache" '
 	coli-run -m "$M" --prompt-ids "1 2 3" -n 8 --ignore-eos --print-ids --cache-slots 2 >out 2>err &&
