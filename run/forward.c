@@ -133,6 +133,8 @@ static int layer(model *m, kv_cache *kv, int l, int n, fwd_ws *w, int32_t *ids, 
 		return -1;
 	for (int64_t i = 0; i < (int64_t)n * d; i++)
 		w->X[i] += w->B[i];
+	if (n == 1) /* the next layer's experts, predicted: their reads overlap this MLP and its attention */
+		moe_predict(m, l + 1, w->X);
 	for (int i = 0; i < n; i++)
 		rmsnorm(w->N + (int64_t)i * d, w->X + (int64_t)i * d, L->mlp_norm, d, eps);
 	if (mlp_block(m, l, w->N, n, w->B, ids, wts, e) < 0)

@@ -35,6 +35,8 @@ static const char usage[] =
 	"  --stream               read routed experts from disk on demand (default: all in RAM)\n"
 	"  --cache-slots N        experts kept in RAM per MoE layer when streaming (implies\n"
 	"                         --stream; default top_k x 4)\n"
+	"  --prefetch on|off      when streaming, predict the next layer's experts while decoding\n"
+	"                         and read them ahead (default off)\n"
 	"  --tokenizer FILE       tokenizer.json for --encode / --decode\n"
 	"  --encode               read UTF-8 text on stdin, print its ids (no special tokens added)\n"
 	"  --decode \"IDS\"         print the text of the ids\n"
@@ -45,6 +47,7 @@ enum {
 	OPT_PROMPT_IDS = 256, OPT_GREEDY, OPT_PRINT_IDS, OPT_TEACHER, OPT_DUMP_LOGITS, OPT_DUMP_ROUTING,
 	OPT_THREADS, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_IGNORE_EOS, OPT_SESSION, OPT_CHAT, OPT_CTX,
 	OPT_TOKENIZER, OPT_ENCODE, OPT_DECODE, OPT_STREAM, OPT_CACHE_SLOTS,
+	OPT_PREFETCH,
 };
 
 static const struct option options[] = {
@@ -67,6 +70,7 @@ static const struct option options[] = {
 	{"threads", required_argument, NULL, OPT_THREADS},
 	{"stream", no_argument, NULL, OPT_STREAM},
 	{"cache-slots", required_argument, NULL, OPT_CACHE_SLOTS},
+	{"prefetch", required_argument, NULL, OPT_PREFETCH},
 	{"tokenizer", required_argument, NULL, OPT_TOKENIZER},
 	{"encode", no_argument, NULL, OPT_ENCODE},
 	{"decode", required_argument, NULL, OPT_DECODE},
@@ -128,6 +132,11 @@ static int take(run_opts *o, int c, const char *arg)
 	case OPT_THREADS: if (parse_int(arg, 1, 1024, &v) < 0) return bad_usage("--threads: '%s' is not a count in 1..1024", arg); o->threads = (int)v; return 0;
 	case OPT_STREAM: o->stream = 1; return 0;
 	case OPT_CACHE_SLOTS: if (parse_int(arg, 1, 1 << 20, &v) < 0) return bad_usage("--cache-slots: '%s' is not a count in 1..1048576", arg); o->cache_slots = (int)v; o->stream = 1; return 0;
+	case OPT_PREFETCH:
+		if (strcmp(arg, "on") && strcmp(arg, "off"))
+			return bad_usage("--prefetch: '%s' is not on or off", arg);
+		o->prefetch = !strcmp(arg, "on");
+		return 0;
 	case OPT_TOKENIZER: o->tokenizer = arg; return 0;
 	case OPT_ENCODE: o->encode = 1; return 0;
 	case OPT_DECODE: o->decode = arg; return 0;

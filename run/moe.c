@@ -254,6 +254,8 @@ static int moe_block(const model *m, int l, const float *X, int n, float *out, i
 		mat_mul(&L->router, X, n, w.R);
 		for (int i = 0; i < n; i++)
 			route(c, L->corr_bias, w.R + (int64_t)i * E, w.ids + i * k, w.W + i * k, w.scratch);
+		if (n == 1)
+			store_predict_check(m->store, l, w.ids, k);
 		memset(out, 0, (size_t)n * d * sizeof(float));
 	}
 	if (rc == 0 && n == 1 && k <= 64)
@@ -271,6 +273,26 @@ static int moe_block(const model *m, int l, const float *X, int n, float *out, i
 		memcpy(wts, w.W, (size_t)n * k * sizeof(float));
 	moe_free(&w);
 	return rc;
+}
+
+void moe_predict(const model *m, int l, const float *x)
+{
+	const coli_model *c = m->cfg;
+	if (l < 0 || l >= c->n_layers || !c->is_moe[l] || c->top_k > 64 || !store_predicting(m->store))
+		return;
+	const layer_w *L = &m->w.layers[l];
+	int E = c->n_experts, k = c->top_k, d = c->hidden_size, ids[64];
+	float *N = malloc((size_t)d * sizeof(float)), *R = malloc((size_t)3 * E * sizeof(float)), w[64];
+	int32_t id32[64];
+	if (N && R) {
+		rmsnorm(N, x, L->mlp_norm, d, (float)c->rms_norm_eps);
+		mat_vec(&L->router, N, R);
+		route(c, L->corr_bias, R, id32, w, R + E);
+		for (int j = 0; j < k; j++)
+			ids[j] = id32[j];
+		store_predict(m->store, l, ids, k);
+	}
+	free(N), free(R);
 }
 
 int mlp_block(const model *m, int l, const float *X, int n, float *out, int32_t *ids, float *wts, coli_err *e)

@@ -247,11 +247,19 @@ static void report_stream(const runner *r)
 	if (r->decoded) {
 		st.hits -= r->st0.hits, st.misses -= r->st0.misses;
 		st.bytes_read -= r->st0.bytes_read, st.read_s -= r->st0.read_s;
+		st.predicted -= r->st0.predicted, st.predict_hits -= r->st0.predict_hits;
+		st.predict_wasted_bytes -= r->st0.predict_wasted_bytes;
 	}
 	uint64_t gets = st.hits + st.misses;
-	fprintf(stderr, "coli-run: stream: hit rate %.1f%%, %llu misses, %.1f MiB read per token, read %.2f GB/s\n",
+	char pred[96] = "";
+	if (r->o->prefetch)
+		snprintf(pred, sizeof(pred), ", prefetch recall %.1f%%, %.1f MiB wasted per token",
+			 st.predicted ? 100.0 * (double)st.predict_hits / (double)st.predicted : 0.0,
+			 n ? (double)st.predict_wasted_bytes / 1048576 / n : 0.0);
+	fprintf(stderr, "coli-run: stream: hit rate %.1f%%, %llu misses, %.1f MiB read per token, read %.2f GB/s%s\n",
 		gets ? 100.0 * (double)st.hits / (double)gets : 0.0, (unsigned long long)st.misses,
-		n ? (double)st.bytes_read / 1048576 / n : 0.0, st.read_s > 0 ? (double)st.bytes_read / st.read_s / 1e9 : 0.0);
+		n ? (double)st.bytes_read / 1048576 / n : 0.0, st.read_s > 0 ? (double)st.bytes_read / st.read_s / 1e9 : 0.0,
+		pred);
 }
 
 static void report(const runner *r)
@@ -277,6 +285,7 @@ static int setup(runner *r, coli_err *e)
 	model_opts mo = {o->stream || o->cache_slots > 0, o->cache_slots};
 	if (model_open(&r->m, o->model, &mo, e) < 0)
 		return -1;
+	store_stream_set_predict(r->m.store, o->prefetch); /* -1 (nothing to do) in RAM */
 	if (!extra) { /* room for this prompt and the tokens to generate, or a chat's default */
 		int32_t *ids = NULL;
 		int n = 0;

@@ -61,9 +61,12 @@ typedef struct store_stream_opts {
 
 /* Counters of the streaming store since open. */
 typedef struct store_stats {
-	uint64_t hits, misses;
+	uint64_t hits, misses;     /* gets of a checked record; records read (a prediction's once chosen) */
 	uint64_t bytes_read;
 	double read_s;            /* wall time with at least one read in flight */
+	uint64_t predicted;       /* experts predicted for a layer whose real routing followed */
+	uint64_t predict_hits;    /* of those, chosen by the real routing */
+	uint64_t predict_wasted_bytes; /* read for a prediction, not chosen */
 } store_stats;
 
 /* Experts read from experts.bin on demand (O_DIRECT when the filesystem allows), one whole
@@ -76,5 +79,17 @@ int store_stream_open(coli_store **out, const coli_container *c, const store_str
 
 /* The counters of a streaming store into *st; -1 (st untouched) for any other store. */
 int store_stream_stats(const coli_store *s, store_stats *st);
+
+/* Next-layer prediction (decode, streaming store only; off at open): the forward pass runs
+ * layer l+1's router on layer l's post-attention state and calls store_predict with the
+ * experts it would pick; their reads are queued behind every get and prefetch, into slots a
+ * prefetch may take. When layer l+1's real routing is known, store_predict_check scores the
+ * prediction (predicted / predict_hits / predict_wasted_bytes), drops predicted reads not yet
+ * started that were not chosen, and lets prefetches evict the ones already read. Only a hint:
+ * never changes what a get returns. set_predict: -1 for any other store. */
+int store_stream_set_predict(coli_store *s, int on);
+int store_predicting(const coli_store *s);
+void store_predict(coli_store *s, int layer, const int *experts, int n);
+void store_predict_check(coli_store *s, int layer, const int32_t *chosen, int n);
 
 #endif

@@ -13,6 +13,7 @@
 #include "store.h"
 
 enum { S_EMPTY, S_FLIGHT, S_FILLED, S_READY }; /* a slot's state: queued or being read, read, checked */
+enum { Q_PREDICT, Q_PREFETCH, Q_GET }; /* read queue order: gets, then prefetches, then predictions */
 
 /* One cache slot: a 4096-aligned buffer holding one expert record, and its views. */
 typedef struct slot {
@@ -26,6 +27,8 @@ typedef struct slot {
 	uint32_t crc;             /* of the bytes read (S_FILLED) */
 	coli_err err;             /* the read's error when io_rc < 0 */
 	struct slot *next;        /* in the read queue */
+	int prio;                 /* in the queue: Q_PREDICT, Q_PREFETCH or Q_GET */
+	int stale;                /* predicted, not chosen, never got: a prefetch may evict it */
 	coli_expert view;
 } slot;
 
@@ -35,6 +38,7 @@ typedef struct stream_layer {
 	slot *slots;              /* [n_work] */
 	int *where;               /* [n_experts] -> slot index, -1 when not resident */
 	int resident;             /* slots holding an expert (also in flight) */
+	int pred[64], pred_read[64], n_pred; /* the last prediction, its reads queued; n_pred 0: none */
 } stream_layer;
 
 typedef struct stream_store {
@@ -52,6 +56,7 @@ typedef struct stream_store {
 	pthread_cond_t queued, done;
 	slot *qhead, *qtail;      /* reads not yet started */
 	int stop, n_threads, inflight;
+	int predict;              /* decode predicts the next layer's experts */
 	double busy_since;        /* when inflight last became nonzero */
 	pthread_t threads[STORE_IO_THREADS];
 } stream_store;
@@ -122,7 +127,7 @@ static int evictable(const slot *p, const int *list, int n, int prefetching)
 {
 	if (p->expert < 0 || p->refs > 0 || p->state == S_FLIGHT)
 		return 0;
-	return !prefetching || (p->state == S_READY && !listed(p->expert, list, n));
+	return !prefetching || ((p->state == S_READY || p->stale) && !listed(p->expert, list, n));
 }
 
 /* The least recently used evictable slot; -1 when none. */
@@ -160,9 +165,45 @@ static int unclaimed_in_flight(const stream_store *s, const stream_layer *L)
 	return 0;
 }
 
+/* Puts p in the read queue after every entry of its priority or higher. */
+static void enqueue(stream_store *s, slot *p, int prio)
+{
+	slot **at = &s->qhead;
+	p->prio = prio;
+	while (*at && (*at)->prio >= prio)
+		at = &(*at)->next;
+	p->next = *at;
+	*at = p;
+	if (!p->next)
+		s->qtail = p;
+	pthread_cond_signal(&s->queued);
+}
+
+/* Takes p out of the read queue; 0 when it is not there (being read, or read). */
+static int dequeue(stream_store *s, slot *p)
+{
+	slot *prev = NULL;
+	for (slot **at = &s->qhead; *at; prev = *at, at = &(*at)->next)
+		if (*at == p) {
+			*at = p->next;
+			if (s->qtail == p)
+				s->qtail = prev;
+			p->next = NULL;
+			return 1;
+		}
+	return 0;
+}
+
+/* Moves p, when still queued, up to priority prio. */
+static void promote(stream_store *s, slot *p, int prio)
+{
+	if (p->state == S_FLIGHT && p->prio < prio && dequeue(s, p))
+		enqueue(s, p, prio);
+}
+
 /* Queues the read of expert x into slot i (its buffer allocated and pre-faulted first), at the
- * front of the queue when a get waits for it. */
-static int queue_read(stream_store *s, stream_layer *L, int i, int x, int front, coli_err *e)
+ * queue's order prio (Q_GET: a get waits for it). */
+static int queue_read(stream_store *s, stream_layer *L, int i, int x, int prio, coli_err *e)
 {
 	slot *p = &L->slots[i];
 	void *buf = NULL;
@@ -171,17 +212,11 @@ static int queue_read(stream_store *s, stream_layer *L, int i, int x, int front,
 				 (unsigned long long)L->x->record_size, L->x->layer);
 	if (buf)
 		p->buf = memset(buf, 0, L->x->record_size);
-	p->expert = x, p->state = S_FLIGHT, p->last = ++s->tick, p->next = NULL;
+	p->expert = x, p->state = S_FLIGHT, p->last = ++s->tick, p->next = NULL, p->stale = 0;
 	L->where[x] = i;
 	L->resident++;
-	s->st.misses++;
-	if (!s->qhead)
-		s->qhead = s->qtail = p;
-	else if (front)
-		p->next = s->qhead, s->qhead = p;
-	else
-		s->qtail->next = p, s->qtail = p;
-	pthread_cond_signal(&s->queued);
+	s->st.misses += prio != Q_PREDICT; /* a prediction's read: a miss once chosen */
+	enqueue(s, p, prio);
 	return 0;
 }
 
@@ -209,13 +244,14 @@ static int find_or_queue(stream_store *s, stream_layer *L, int x, coli_err *e)
 	int i = L->where[x];
 	if (i >= 0) {
 		s->st.hits += L->slots[i].state == S_READY;
+		promote(s, &L->slots[i], Q_GET);
 		return i;
 	}
 	while ((i = pick_slot(s, L, NULL, 0, 0)) < 0 && unclaimed_in_flight(s, L))
 		pthread_cond_wait(&s->done, &s->mu);
 	if (i < 0)
 		return coli_errf(e, COLI_EUSAGE, "expert store: layer %d: all %d cache slots in use", L->x->layer, s->work);
-	return queue_read(s, L, i, x, 1, e) < 0 ? -1 : i;
+	return queue_read(s, L, i, x, Q_GET, e) < 0 ? -1 : i;
 }
 
 static stream_layer *layer_of(stream_store *s, int layer, int expert, coli_err *e)
@@ -239,6 +275,7 @@ static const coli_expert *stream_get(coli_store *base, int layer, int expert, co
 	slot *p = i >= 0 ? &L->slots[i] : NULL;
 	if (p) {
 		p->refs++;
+		p->stale = 0;
 		p->last = ++s->tick;
 		while (p->state == S_FLIGHT)
 			pthread_cond_wait(&s->done, &s->mu);
@@ -253,20 +290,33 @@ static const coli_expert *stream_get(coli_store *base, int layer, int expert, co
 }
 
 /* Queues reads of the listed experts not resident, as many as slots allow without evicting an
- * expert in use, in flight, not yet got or listed. */
+ * expert in use, in flight, not yet got (unless stale) or listed; queued[j] (may be NULL): 1
+ * when expert j's read was queued. Queued reads of listed experts move up to prio. */
+static void prefetch_locked(stream_store *s, stream_layer *L, const int *experts, int n, int prio, int *queued)
+{
+	for (int j = 0; queued && j < n; j++)
+		queued[j] = 0;
+	for (int j = 0, i; j < n; j++) {
+		if (experts[j] < 0 || experts[j] >= L->x->n_experts)
+			continue;
+		if ((i = L->where[experts[j]]) >= 0) {
+			promote(s, &L->slots[i], prio);
+			continue;
+		}
+		if ((i = pick_slot(s, L, experts, n, 1)) < 0 || queue_read(s, L, i, experts[j], prio, NULL) < 0)
+			break;
+		if (queued)
+			queued[j] = 1;
+	}
+}
+
 static void stream_prefetch(coli_store *base, int layer, const int *experts, int n)
 {
 	stream_store *s = (stream_store *)base;
 	if (layer < 0 || layer >= s->n_layers || !s->layers[layer].x)
 		return;
-	stream_layer *L = &s->layers[layer];
 	pthread_mutex_lock(&s->mu);
-	for (int j = 0, i; j < n; j++) {
-		if (experts[j] < 0 || experts[j] >= L->x->n_experts || L->where[experts[j]] >= 0)
-			continue;
-		if ((i = pick_slot(s, L, experts, n, 1)) < 0 || queue_read(s, L, i, experts[j], 0, NULL) < 0)
-			break;
-	}
+	prefetch_locked(s, &s->layers[layer], experts, n, Q_PREFETCH, NULL);
 	pthread_mutex_unlock(&s->mu);
 }
 
@@ -395,6 +445,62 @@ int store_stream_open(coli_store **out, const coli_container *c, const store_str
 	}
 	*out = &s->base;
 	return 0;
+}
+
+int store_stream_set_predict(coli_store *s, int on)
+{
+	if (!s || s->ops != &stream_ops)
+		return -1;
+	((stream_store *)s)->predict = on;
+	return 0;
+}
+
+int store_predicting(const coli_store *s)
+{
+	return s && s->ops == &stream_ops && ((const stream_store *)s)->predict;
+}
+
+void store_predict(coli_store *base, int layer, const int *experts, int n)
+{
+	stream_store *s = (stream_store *)base;
+	if (!store_predicting(base) || layer < 0 || layer >= s->n_layers || !s->layers[layer].x || n > 64)
+		return;
+	stream_layer *L = &s->layers[layer];
+	pthread_mutex_lock(&s->mu);
+	prefetch_locked(s, L, experts, n, Q_PREDICT, L->pred_read);
+	memcpy(L->pred, experts, (size_t)n * sizeof(int));
+	L->n_pred = n;
+	pthread_mutex_unlock(&s->mu);
+}
+
+void store_predict_check(coli_store *base, int layer, const int32_t *chosen, int n)
+{
+	stream_store *s = (stream_store *)base;
+	if (!store_predicting(base) || layer < 0 || layer >= s->n_layers || !s->layers[layer].n_pred)
+		return;
+	stream_layer *L = &s->layers[layer];
+	pthread_mutex_lock(&s->mu);
+	s->st.predicted += (uint64_t)L->n_pred;
+	for (int j = 0; j < L->n_pred; j++) {
+		int hit = 0, x = L->pred[j], i = L->where[x];
+		for (int t = 0; t < n && !hit; t++)
+			hit = chosen[t] == x;
+		s->st.predict_hits += (uint64_t)hit;
+		s->st.misses += (uint64_t)(hit && L->pred_read[j]);
+		if (hit || !L->pred_read[j] || i < 0)
+			continue;
+		slot *p = &L->slots[i];
+		if (p->refs > 0 || p->state == S_READY) /* got since (another use): not a prediction's */
+			continue;
+		if (p->state == S_FLIGHT && dequeue(s, p)) { /* not started: never read */
+			evict(L, i);
+			continue;
+		}
+		p->stale = 1;
+		s->st.predict_wasted_bytes += L->x->record_size;
+	}
+	L->n_pred = 0;
+	pthread_mutex_unlock(&s->mu);
 }
 
 int store_stream_stats(const coli_store *s, store_stats *st)

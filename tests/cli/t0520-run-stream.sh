@@ -45,10 +45,24 @@ test_expect_success "deepseek_v3: tokens and logits in RAM equal --stream at 8 a
 	done
 '
 
+# Next-layer prediction only warms the cache: at 8 slots it reads (and wastes) some experts,
+# never changing a token or a logit.
+for fam in qwen3_moe deepseek_v3; do
+	test_expect_success "$fam: --prefetch on and off give the same tokens and step logits at 8 slots" '
+		M=$SCRATCH/$fam.coli &&
+		p="$(ids_of "$FIX/$fam-tiny/prompt_ids.i32.bin")" &&
+		coli-run -q -m "$M" --prompt-ids "$p" -n 16 --ignore-eos --print-ids --dump-logits on.bin --cache-slots 8 --prefetch on >on &&
+		coli-run -q -m "$M" --prompt-ids "$p" -n 16 --ignore-eos --print-ids --dump-logits off.bin --cache-slots 8 --prefetch off >off &&
+		test "$(wc -w <on)" = 16 && cmp on off && cmp on.bin off.bin
+	'
+done
+
 M=$SCRATCH/qwen3_moe.coli
 test_expect_success "stream: the closing line reports the cache" '
+	coli-run -m "$M" --prompt-ids "1 2 3" -n 8 --ignore-eos --print-ids --cache-slots 2 --prefetch on >out 2>err &&
+	grep -q "stream: hit rate [0-9.]*%, [0-9]* misses, [0-9.]* MiB read per token, read [0-9.]* GB/s, prefetch recall [0-9.]*%, [0-9.]* MiB wasted per token$" err &&
 	coli-run -m "$M" --prompt-ids "1 2 3" -n 8 --ignore-eos --print-ids --cache-slots 2 >out 2>err &&
-	grep -q "stream: hit rate [0-9.]*%, [0-9]* misses, [0-9.]* MiB read per token, read [0-9.]* GB/s" err &&
+	grep -q "stream: hit rate [0-9.]*%, [0-9]* misses, [0-9.]* MiB read per token, read [0-9.]* GB/s$" err &&
 	coli-run -m "$M" --prompt-ids "1 2 3" -n 8 --ignore-eos --print-ids >out 2>err &&
 	! grep -q "stream:" err
 '
@@ -70,6 +84,10 @@ test_expect_success "usage: --cache-slots must be a positive count" '
 	expect_exit 2 coli-run -m "$M" --prompt-ids "1" --cache-slots 0 && err_has "--cache-slots" &&
 	expect_exit 2 coli-run -m "$M" --prompt-ids "1" --cache-slots x && err_has "--cache-slots" &&
 	expect_exit 2 coli-run -m "$M" --prompt-ids "1" --cache-slots -3 && err_has "--cache-slots"
+'
+test_expect_success "usage: --prefetch takes on or off" '
+	expect_exit 2 coli-run -m "$M" --prompt-ids "1" --stream --prefetch maybe && err_has "--prefetch" "maybe" &&
+	expect_exit 2 coli-run -m "$M" --prompt-ids "1" --stream --prefetch && err_has "--prefetch"
 '
 
 test_done
