@@ -29,6 +29,8 @@ typedef struct model {
 	coli_store *store;
 	rope rope;
 	double attn_scale;         /* softmax scale */
+	double *usage;             /* NULL, or routing counts [n_layers + n_mtp_layers][n_experts]
+				    * the MoE blocks add 1 to for each expert each token chooses */
 } model;
 
 /* Routing of the last forward call, when asked for: [moe layer][token][top_k], experts

@@ -37,6 +37,8 @@ static const char usage[] =
 	"                         --stream; default top_k x 4)\n"
 	"  --prefetch on|off      when streaming, predict the next layer's experts while decoding\n"
 	"                         and read them ahead (default off)\n"
+	"  --usage FILE           count each expert's routings in this run and fold them into\n"
+	"                         FILE (.coli_usage, read by coli-plan; decay 0.9 per run)\n"
 	"  --tokenizer FILE       tokenizer.json for --encode / --decode\n"
 	"  --encode               read UTF-8 text on stdin, print its ids (no special tokens added)\n"
 	"  --decode \"IDS\"         print the text of the ids\n"
@@ -47,7 +49,7 @@ enum {
 	OPT_PROMPT_IDS = 256, OPT_GREEDY, OPT_PRINT_IDS, OPT_TEACHER, OPT_DUMP_LOGITS, OPT_DUMP_ROUTING,
 	OPT_THREADS, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_IGNORE_EOS, OPT_SESSION, OPT_CHAT, OPT_CTX,
 	OPT_TOKENIZER, OPT_ENCODE, OPT_DECODE, OPT_STREAM, OPT_CACHE_SLOTS,
-	OPT_PREFETCH,
+	OPT_PREFETCH, OPT_USAGE,
 };
 
 static const struct option options[] = {
@@ -71,6 +73,7 @@ static const struct option options[] = {
 	{"stream", no_argument, NULL, OPT_STREAM},
 	{"cache-slots", required_argument, NULL, OPT_CACHE_SLOTS},
 	{"prefetch", required_argument, NULL, OPT_PREFETCH},
+	{"usage", required_argument, NULL, OPT_USAGE},
 	{"tokenizer", required_argument, NULL, OPT_TOKENIZER},
 	{"encode", no_argument, NULL, OPT_ENCODE},
 	{"decode", required_argument, NULL, OPT_DECODE},
@@ -137,6 +140,7 @@ static int take(run_opts *o, int c, const char *arg)
 			return bad_usage("--prefetch: '%s' is not on or off", arg);
 		o->prefetch = !strcmp(arg, "on");
 		return 0;
+	case OPT_USAGE: o->usage = arg; return 0;
 	case OPT_TOKENIZER: o->tokenizer = arg; return 0;
 	case OPT_ENCODE: o->encode = 1; return 0;
 	case OPT_DECODE: o->decode = arg; return 0;

@@ -254,6 +254,9 @@ static int moe_block(const model *m, int l, const float *X, int n, float *out, i
 		mat_mul(&L->router, X, n, w.R);
 		for (int i = 0; i < n; i++)
 			route(c, L->corr_bias, w.R + (int64_t)i * E, w.ids + i * k, w.W + i * k, w.scratch);
+		for (int i = 0; m->usage && i < n * k; i++) /* single-threaded here: no atomics */
+			if (w.ids[i] >= 0 && w.ids[i] < E)
+				m->usage[(int64_t)l * E + w.ids[i]] += 1.0;
 		if (n == 1)
 			store_predict_check(m->store, l, w.ids, k);
 		memset(out, 0, (size_t)n * d * sizeof(float));

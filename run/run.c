@@ -2,6 +2,7 @@
  * teacher-force or generate, stream the text, save the session, report speed and memory. */
 #include "run.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 
 #include "fileio.h"
 #include "sampler.h"
+#include "usage.h"
 
 typedef struct runner {
 	const run_opts *o;
@@ -24,6 +26,8 @@ typedef struct runner {
 	double prefill_s, decode_s;
 	int prefilled, decoded;
 	store_stats st0;            /* streaming counters when decoding began */
+	coli_usage usage;           /* --usage: the statistics of earlier runs */
+	double *counts;             /* --usage: this run's routing counts (r->m.usage points here) */
 } runner;
 
 static double now(void)
@@ -274,6 +278,31 @@ static void report(const runner *r)
 	report_stream(r);
 }
 
+/* --usage: the earlier statistics read (a foreign or corrupt file refused before any work)
+ * and this run's counters set up for the MoE blocks. */
+static int usage_open(runner *r, coli_err *e)
+{
+	const coli_model *c = r->m.cfg;
+	const char *path = r->o->usage;
+	int L = c->n_layers + c->n_mtp_layers, E = c->n_experts;
+	if (!path)
+		return 0;
+	if (E <= 0)
+		return coli_errf(e, COLI_EUSAGE, "--usage: %s has no routed experts", r->m.ct->dir);
+	if (access(path, F_OK) == 0 || errno != ENOENT) {
+		if (coli_usage_read(path, r->m.ct->identity, &r->usage, e) < 0)
+			return -1;
+		if (r->usage.n_layers != L || r->usage.n_experts != E)
+			return coli_errf(e, COLI_EDATA, "%s: n_layers x n_experts %d x %d, the model has %d x %d", path,
+					 r->usage.n_layers, r->usage.n_experts, L, E);
+	} else if (coli_usage_init(&r->usage, r->m.ct->identity, L, E, e) < 0) {
+		return -1;
+	}
+	r->counts = coli_calloc((size_t)L * (size_t)E, sizeof(double), e);
+	r->m.usage = r->counts;
+	return r->counts ? 0 : -1;
+}
+
 static int setup(runner *r, coli_err *e)
 {
 	const run_opts *o = r->o;
@@ -286,6 +315,8 @@ static int setup(runner *r, coli_err *e)
 	if (model_open(&r->m, o->model, &mo, e) < 0)
 		return -1;
 	store_stream_set_predict(r->m.store, o->prefetch); /* -1 (nothing to do) in RAM */
+	if (usage_open(r, e) < 0)
+		return -1;
 	if (!extra) { /* room for this prompt and the tokens to generate, or a chat's default */
 		int32_t *ids = NULL;
 		int n = 0;
@@ -316,9 +347,15 @@ int run_main(const run_opts *o, coli_err *e)
 		rc = o->chat ? chat(&r, logits, e) : turn(&r, o->prompt, r.s.n_tokens == 0, logits, e);
 	if (rc == 0 && o->session)
 		rc = session_save(&r.s, &r.kv, &r.m, o->session, e);
+	if (rc == 0 && o->usage) {
+		coli_usage_fold(&r.usage, r.counts, 0.9);
+		rc = coli_usage_write(o->usage, &r.usage, e);
+	}
 	if (rc == 0 && !o->quiet)
 		report(&r);
 	free(logits);
+	free(r.counts);
+	coli_usage_release(&r.usage);
 	free(r.s.tokens);
 	sampler_release(&r.smp);
 	kv_release(&r.kv);

@@ -1,0 +1,207 @@
+/* usage.c: writing and validating .coli_usage routing statistics. */
+#include "usage.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "fileio.h"
+
+static const uint8_t usage_magic[8] = {0x89, 'C', 'O', 'L', 'I', 'U', 'S', '\n'};
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	put32(p, (uint32_t)v);
+	put32(p + 4, (uint32_t)(v >> 32));
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static void putf64(uint8_t *p, double d)
+{
+	uint64_t v;
+	memcpy(&v, &d, 8);
+	put64(p, v);
+}
+
+static double getf64(const uint8_t *p)
+{
+	uint64_t v = get64(p);
+	double d;
+	memcpy(&d, &v, 8);
+	return d;
+}
+
+static uint64_t payload_bytes(int n_layers, int n_experts)
+{
+	return (uint64_t)n_layers * (uint64_t)n_experts * 8;
+}
+
+int coli_usage_init(coli_usage *u, const uint8_t identity[32], int n_layers, int n_experts, coli_err *e)
+{
+	memset(u, 0, sizeof(*u));
+	if (n_layers <= 0 || n_experts <= 0 || n_layers > COLI_USAGE_MAX_LAYERS || n_experts > COLI_USAGE_MAX_EXPERTS)
+		return coli_errf(e, COLI_EUSAGE, "usage table: shape %d x %d out of range", n_layers, n_experts);
+	memcpy(u->identity, identity, 32);
+	u->n_layers = n_layers, u->n_experts = n_experts, u->decay = 1.0;
+	u->counts = coli_calloc((size_t)n_layers * (size_t)n_experts, sizeof(double), e);
+	return u->counts ? 0 : -1;
+}
+
+void coli_usage_fold(coli_usage *u, const double *run, double decay)
+{
+	size_t n = (size_t)u->n_layers * (size_t)u->n_experts;
+	for (size_t i = 0; i < n; i++)
+		u->counts[i] = u->counts[i] * decay + run[i];
+	u->runs++;
+	u->decay = decay;
+}
+
+void coli_usage_release(coli_usage *u)
+{
+	free(u->counts);
+	memset(u, 0, sizeof(*u));
+}
+
+int coli_usage_write(const char *path, const coli_usage *u, coli_err *e)
+{
+	char tmp[4096];
+	uint64_t n = payload_bytes(u->n_layers, u->n_experts);
+	uint8_t *buf = coli_malloc((size_t)(COLI_USAGE_HEADER + n), e), *h = buf;
+	if (!buf)
+		return -1;
+	for (uint64_t i = 0; i < n / 8; i++)
+		putf64(buf + COLI_USAGE_HEADER + 8 * i, u->counts[i]);
+	memset(h, 0, COLI_USAGE_HEADER);
+	memcpy(h, usage_magic, 8);
+	put32(h + 8, COLI_USAGE_VERSION);
+	put32(h + 12, COLI_USAGE_HEADER);
+	memcpy(h + 16, u->identity, 32);
+	put32(h + 48, (uint32_t)u->n_layers);
+	put32(h + 52, (uint32_t)u->n_experts);
+	put32(h + 56, u->runs);
+	putf64(h + 64, u->decay);
+	put64(h + 72, n);
+	put32(h + 80, (uint32_t)crc32_z(crc32(0, NULL, 0), buf + COLI_USAGE_HEADER, (size_t)n));
+	put32(h + 124, (uint32_t)crc32(0, h, 124));
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	int rc = 0, fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		free(buf);
+		return coli_errf(e, COLI_EIO, "%s: %s", tmp, strerror(errno));
+	}
+	rc = coli_pwrite_full(fd, buf, (size_t)(COLI_USAGE_HEADER + n), 0, tmp, e);
+	free(buf);
+	if (rc == 0 && fsync(fd) < 0)
+		rc = coli_errf(e, COLI_EIO, "%s: fsync: %s", tmp, strerror(errno));
+	close(fd);
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = coli_errf(e, COLI_EIO, "%s: rename: %s", path, strerror(errno));
+	if (rc < 0) {
+		unlink(tmp);
+		return -1;
+	}
+	return coli_fsync_dir_of(path, e);
+}
+
+static int check_header(const uint8_t *h, uint64_t size, const uint8_t identity[32], const char *path,
+			coli_usage *u, coli_err *e)
+{
+	if (size < COLI_USAGE_HEADER || memcmp(h, usage_magic, 8) != 0)
+		return coli_errf(e, COLI_EDATA, "%s: not a coli usage file (bad magic)", path);
+	if (get32(h + 124) != (uint32_t)crc32(0, h, 124))
+		return coli_errf(e, COLI_EDATA, "%s: header crc32 mismatch (torn or corrupt usage file)", path);
+	if (get32(h + 8) != COLI_USAGE_VERSION)
+		return coli_errf(e, COLI_EDATA, "%s: version %u unsupported (this reader knows %u)", path, get32(h + 8),
+				 COLI_USAGE_VERSION);
+	if (get32(h + 12) != COLI_USAGE_HEADER)
+		return coli_errf(e, COLI_EDATA, "%s: header_size %u, expected %u", path, get32(h + 12), COLI_USAGE_HEADER);
+	if (memcmp(h + 16, identity, 32) != 0)
+		return coli_errf(e, COLI_EDATA, "%s: identity: usage statistics of another model or another conversion of it",
+				 path);
+	uint32_t nl = get32(h + 48), ne = get32(h + 52);
+	if (nl == 0 || ne == 0 || nl > COLI_USAGE_MAX_LAYERS || ne > COLI_USAGE_MAX_EXPERTS)
+		return coli_errf(e, COLI_EDATA, "%s: n_layers %u / n_experts %u out of range [1, %d] / [1, %d]", path, nl, ne,
+				 COLI_USAGE_MAX_LAYERS, COLI_USAGE_MAX_EXPERTS);
+	double decay = getf64(h + 64);
+	if (!(decay >= 0.0 && decay <= 1.0))
+		return coli_errf(e, COLI_EDATA, "%s: decay %g out of range [0, 1]", path, decay);
+	for (int i = 60; i < 64; i++)
+		if (h[i])
+			return coli_errf(e, COLI_EDATA, "%s: reserved byte %d is %u, must be 0", path, i, h[i]);
+	for (int i = 84; i < 124; i++)
+		if (h[i])
+			return coli_errf(e, COLI_EDATA, "%s: reserved byte %d is %u, must be 0", path, i, h[i]);
+	uint64_t n = get64(h + 72), want = payload_bytes((int)nl, (int)ne);
+	if (n != want || COLI_USAGE_HEADER + n != size)
+		return coli_errf(e, COLI_EDATA, "%s: payload_size %llu, file size %llu, shape implies %llu", path,
+				 (unsigned long long)n, (unsigned long long)size, (unsigned long long)want);
+	memcpy(u->identity, h + 16, 32);
+	u->n_layers = (int)nl, u->n_experts = (int)ne, u->runs = get32(h + 56), u->decay = decay;
+	return 0;
+}
+
+static int read_payload(int fd, const char *path, coli_usage *u, uint32_t want, coli_err *e)
+{
+	size_t n = (size_t)payload_bytes(u->n_layers, u->n_experts);
+	uint8_t *buf = coli_malloc(n, e);
+	u->counts = coli_malloc(n, e);
+	int rc = buf && u->counts ? coli_pread_full(fd, buf, n, COLI_USAGE_HEADER, path, e) : -1;
+	uint32_t crc = rc == 0 ? (uint32_t)crc32_z(crc32(0, NULL, 0), buf, n) : 0;
+	if (rc == 0 && crc != want)
+		rc = coli_errf(e, COLI_EDATA, "%s: payload crc32 0x%08x, expected 0x%08x (corrupt usage file)", path,
+			       (unsigned)crc, (unsigned)want);
+	for (size_t i = 0; rc == 0 && i < n / 8; i++) {
+		double c = getf64(buf + 8 * i);
+		if (!(c >= 0.0 && isfinite(c)))
+			rc = coli_errf(e, COLI_EDATA, "%s: counts[%zu][%zu] = %g, must be finite and >= 0", path,
+				       i / (size_t)u->n_experts, i % (size_t)u->n_experts, c);
+		u->counts[i] = c;
+	}
+	free(buf);
+	return rc;
+}
+
+int coli_usage_read(const char *path, const uint8_t identity[32], coli_usage *u, coli_err *e)
+{
+	uint8_t h[COLI_USAGE_HEADER];
+	struct stat st;
+	memset(u, 0, sizeof(*u));
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		int err = errno;
+		if (fd >= 0)
+			close(fd);
+		return coli_errf(e, COLI_EIO, "%s: %s", path, strerror(err));
+	}
+	memset(h, 0, sizeof(h));
+	int rc = (uint64_t)st.st_size >= COLI_USAGE_HEADER ? coli_pread_full(fd, h, sizeof(h), 0, path, e) : 0;
+	if (rc == 0)
+		rc = check_header(h, (uint64_t)st.st_size, identity, path, u, e);
+	if (rc == 0)
+		rc = read_payload(fd, path, u, get32(h + 80), e);
+	close(fd);
+	if (rc < 0)
+		coli_usage_release(u);
+	return rc;
+}
