@@ -44,6 +44,9 @@ typedef struct routing_log {
 typedef struct model_opts {
 	int stream;               /* 1: experts streamed from disk (store_stream), 0: all in RAM */
 	int cache_slots;          /* with stream: experts resident per MoE layer; 0: top_k x 4 */
+	int pins;                 /* with stream and usage: experts pinned in RAM per MoE layer */
+	const double *usage;      /* NULL, or routing counts [layer * n_experts + expert] (layers
+				   * as in the container, MTP included) choosing the pinned experts */
 } model_opts;
 
 /* o may be NULL (all in RAM). */

@@ -39,6 +39,9 @@ static const char usage[] =
 	"                         and read them ahead (default off)\n"
 	"  --usage FILE           count each expert's routings in this run and fold them into\n"
 	"                         FILE (.coli_usage, read by coli-plan; decay 0.9 per run)\n"
+	"  --pins N               keep the N most used experts of each MoE layer (by the --usage\n"
+	"                         FILE read at start) in RAM for the whole run (implies --stream;\n"
+	"                         0: none; default top_k with --usage, else 0)\n"
 	"  --tokenizer FILE       tokenizer.json for --encode / --decode\n"
 	"  --encode               read UTF-8 text on stdin, print its ids (no special tokens added)\n"
 	"  --decode \"IDS\"         print the text of the ids\n"
@@ -49,7 +52,7 @@ enum {
 	OPT_PROMPT_IDS = 256, OPT_GREEDY, OPT_PRINT_IDS, OPT_TEACHER, OPT_DUMP_LOGITS, OPT_DUMP_ROUTING,
 	OPT_THREADS, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_IGNORE_EOS, OPT_SESSION, OPT_CHAT, OPT_CTX,
 	OPT_TOKENIZER, OPT_ENCODE, OPT_DECODE, OPT_STREAM, OPT_CACHE_SLOTS,
-	OPT_PREFETCH, OPT_USAGE,
+	OPT_PREFETCH, OPT_USAGE, OPT_PINS,
 };
 
 static const struct option options[] = {
@@ -74,6 +77,7 @@ static const struct option options[] = {
 	{"cache-slots", required_argument, NULL, OPT_CACHE_SLOTS},
 	{"prefetch", required_argument, NULL, OPT_PREFETCH},
 	{"usage", required_argument, NULL, OPT_USAGE},
+	{"pins", required_argument, NULL, OPT_PINS},
 	{"tokenizer", required_argument, NULL, OPT_TOKENIZER},
 	{"encode", no_argument, NULL, OPT_ENCODE},
 	{"decode", required_argument, NULL, OPT_DECODE},
@@ -141,6 +145,7 @@ static int take(run_opts *o, int c, const char *arg)
 		o->prefetch = !strcmp(arg, "on");
 		return 0;
 	case OPT_USAGE: o->usage = arg; return 0;
+	case OPT_PINS: if (parse_int(arg, 0, 1 << 20, &v) < 0) return bad_usage("--pins: '%s' is not a count in 0..1048576", arg); o->pins = (int)v; o->stream = 1; return 0;
 	case OPT_TOKENIZER: o->tokenizer = arg; return 0;
 	case OPT_ENCODE: o->encode = 1; return 0;
 	case OPT_DECODE: o->decode = arg; return 0;
@@ -171,7 +176,7 @@ static int check(const run_opts *o, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	run_opts o = {.n_gen = 128, .top_p = 1.0f};
+	run_opts o = {.n_gen = 128, .top_p = 1.0f, .pins = -1};
 	int c, rc;
 	while ((c = getopt_long(argc, argv, "m:p:n:qh", options, NULL)) != -1)
 		if ((rc = take(&o, c, optarg)) != 0)

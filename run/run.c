@@ -28,6 +28,7 @@ typedef struct runner {
 	store_stats st0;            /* streaming counters when decoding began */
 	coli_usage usage;           /* --usage: the statistics of earlier runs */
 	double *counts;             /* --usage: this run's routing counts (r->m.usage points here) */
+	int top_k;                  /* --usage: the model's top_k (the default --pins) */
 } runner;
 
 static double now(void)
@@ -249,7 +250,7 @@ static void report_stream(const runner *r)
 		return;
 	int n = r->decoded ? r->decoded : r->prefilled;
 	if (r->decoded) {
-		st.hits -= r->st0.hits, st.misses -= r->st0.misses;
+		st.hits -= r->st0.hits, st.misses -= r->st0.misses, st.pin_hits -= r->st0.pin_hits;
 		st.bytes_read -= r->st0.bytes_read, st.read_s -= r->st0.read_s;
 		st.predicted -= r->st0.predicted, st.predict_hits -= r->st0.predict_hits;
 		st.predict_wasted_bytes -= r->st0.predict_wasted_bytes;
@@ -260,8 +261,16 @@ static void report_stream(const runner *r)
 		snprintf(pred, sizeof(pred), ", prefetch recall %.1f%%, %.1f MiB wasted per token",
 			 st.predicted ? 100.0 * (double)st.predict_hits / (double)st.predicted : 0.0,
 			 n ? (double)st.predict_wasted_bytes / 1048576 / n : 0.0);
-	fprintf(stderr, "coli-run: stream: hit rate %.1f%%, %llu misses, %.1f MiB read per token, read %.2f GB/s%s\n",
-		gets ? 100.0 * (double)st.hits / (double)gets : 0.0, (unsigned long long)st.misses,
+	char pins[96] = "";
+	double pct = gets ? 100.0 / (double)gets : 0.0;
+	if (st.pins > 0)
+		snprintf(pins, sizeof(pins), " (pin %.1f%%, slot %.1f%%)", pct * (double)st.pin_hits,
+			 pct * (double)(st.hits - st.pin_hits));
+	char head[32] = "";
+	if (st.pins > 0)
+		snprintf(head, sizeof(head), "pins %d/layer, ", st.pins);
+	fprintf(stderr, "coli-run: stream: %shit rate %.1f%%%s, %llu misses, %.1f MiB read per token, read %.2f GB/s%s\n",
+		head, pct * (double)st.hits, pins, (unsigned long long)st.misses,
 		n ? (double)st.bytes_read / 1048576 / n : 0.0, st.read_s > 0 ? (double)st.bytes_read / st.read_s / 1e9 : 0.0,
 		pred);
 }
@@ -279,28 +288,33 @@ static void report(const runner *r)
 }
 
 /* --usage: the earlier statistics read (a foreign or corrupt file refused before any work)
- * and this run's counters set up for the MoE blocks. */
+ * and this run's counters set up for the MoE blocks. Runs before the model opens (the store
+ * pins by the counts read), on the container opened for that alone. */
 static int usage_open(runner *r, coli_err *e)
 {
-	const coli_model *c = r->m.cfg;
 	const char *path = r->o->usage;
-	int L = c->n_layers + c->n_mtp_layers, E = c->n_experts;
+	coli_container *ct = NULL;
 	if (!path)
 		return 0;
-	if (E <= 0)
-		return coli_errf(e, COLI_EUSAGE, "--usage: %s has no routed experts", r->m.ct->dir);
-	if (access(path, F_OK) == 0 || errno != ENOENT) {
-		if (coli_usage_read(path, r->m.ct->identity, &r->usage, e) < 0)
-			return -1;
-		if (r->usage.n_layers != L || r->usage.n_experts != E)
-			return coli_errf(e, COLI_EDATA, "%s: n_layers x n_experts %d x %d, the model has %d x %d", path,
-					 r->usage.n_layers, r->usage.n_experts, L, E);
-	} else if (coli_usage_init(&r->usage, r->m.ct->identity, L, E, e) < 0) {
+	if (coli_container_open(&ct, r->o->model, e) < 0)
 		return -1;
+	const coli_model *c = &ct->model;
+	int L = c->n_layers + c->n_mtp_layers, E = c->n_experts, rc = 0;
+	r->top_k = c->top_k;
+	if (E <= 0)
+		rc = coli_errf(e, COLI_EUSAGE, "--usage: %s has no routed experts", ct->dir);
+	else if (access(path, F_OK) == 0 || errno != ENOENT) {
+		if ((rc = coli_usage_read(path, ct->identity, &r->usage, e)) == 0 &&
+		    (r->usage.n_layers != L || r->usage.n_experts != E))
+			rc = coli_errf(e, COLI_EDATA, "%s: n_layers x n_experts %d x %d, the model has %d x %d", path,
+				       r->usage.n_layers, r->usage.n_experts, L, E);
+	} else {
+		rc = coli_usage_init(&r->usage, ct->identity, L, E, e);
 	}
-	r->counts = coli_calloc((size_t)L * (size_t)E, sizeof(double), e);
-	r->m.usage = r->counts;
-	return r->counts ? 0 : -1;
+	if (rc == 0 && !(r->counts = coli_calloc((size_t)L * (size_t)E, sizeof(double), e)))
+		rc = -1;
+	coli_container_close(ct);
+	return rc;
 }
 
 static int setup(runner *r, coli_err *e)
@@ -311,12 +325,14 @@ static int setup(runner *r, coli_err *e)
 		return -1;
 	if (o->threads)
 		kernels_set_threads(o->threads);
-	model_opts mo = {o->stream || o->cache_slots > 0, o->cache_slots};
-	if (model_open(&r->m, o->model, &mo, e) < 0)
-		return -1;
-	store_stream_set_predict(r->m.store, o->prefetch); /* -1 (nothing to do) in RAM */
 	if (usage_open(r, e) < 0)
 		return -1;
+	model_opts mo = {o->stream || o->cache_slots > 0, o->cache_slots, 0, r->usage.counts};
+	mo.pins = o->pins >= 0 ? o->pins : r->top_k; /* default: top_k with --usage, else 0 */
+	if (model_open(&r->m, o->model, &mo, e) < 0)
+		return -1;
+	r->m.usage = r->counts;
+	store_stream_set_predict(r->m.store, o->prefetch); /* -1 (nothing to do) in RAM */
 	if (!extra) { /* room for this prompt and the tokens to generate, or a chat's default */
 		int32_t *ids = NULL;
 		int n = 0;

@@ -33,6 +33,8 @@ typedef struct run_opts {
 	int stream;               /* --stream: experts read from disk on demand */
 	int cache_slots;          /* --cache-slots N per MoE layer (implies stream); 0: top_k x 4 */
 	int prefetch;             /* --prefetch on|off: predict the next layer's experts when streaming */
+	int pins;                 /* --pins N per MoE layer (implies stream); -1: default (top_k
+				   * with --usage, else 0) */
 	const char *usage;        /* --usage FILE: .coli_usage routing statistics to fold this run into */
 } run_opts;
 

@@ -57,11 +57,16 @@ int store_ram_open(coli_store **out, const coli_container *c, coli_err *e);
 /* Options of the streaming store. */
 typedef struct store_stream_opts {
 	int cache_slots;          /* experts kept resident per MoE layer; 0: top_k x 4 */
+	int pins;                 /* experts pinned in RAM per MoE layer (with usage); 0: none */
+	const double *usage;      /* NULL, or routing counts [container layer * n_experts + expert]
+				   * (n_experts: the model's) choosing the pinned experts */
 } store_stream_opts;
 
 /* Counters of the streaming store since open. */
 typedef struct store_stats {
 	uint64_t hits, misses;     /* gets of a checked record; records read (a prediction's once chosen) */
+	uint64_t pin_hits;        /* of the hits, gets of a pinned expert */
+	int pins;                 /* experts pinned in the MoE layer with most (0: none) */
 	uint64_t bytes_read;
 	double read_s;            /* wall time with at least one read in flight */
 	uint64_t predicted;       /* experts predicted for a layer whose real routing followed */
@@ -75,6 +80,10 @@ typedef struct store_stats {
  * (concurrently, queue depth = the pool size), a get of a miss queues it first and waits. A layer holds up to
  * max(cache_slots, top_k) experts while they are in use (decode holds all top_k at once) and
  * keeps cache_slots of them resident once released. o may be NULL (defaults). */
+/* Pins: at open, for each MoE layer, the o->pins experts with the highest o->usage counts
+ * (ties: lower id; count 0 never pinned) are read (CRC checked) into buffers of their own and
+ * stay resident until close: a get returns them without touching the slots, a release does
+ * nothing, they are never evicted and never counted against cache_slots. */
 int store_stream_open(coli_store **out, const coli_container *c, const store_stream_opts *o, coli_err *e);
 
 /* The counters of a streaming store into *st; -1 (st untouched) for any other store. */

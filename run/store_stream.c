@@ -38,6 +38,9 @@ typedef struct stream_layer {
 	slot *slots;              /* [n_work] */
 	int *where;               /* [n_experts] -> slot index, -1 when not resident */
 	int resident;             /* slots holding an expert (also in flight) */
+	int *pinned;              /* [n_experts] -> index in pins, -1 when not pinned; NULL: none */
+	slot *pins;               /* [n_pins]: read and checked at open, never evicted */
+	int n_pins;
 	int pred[64], pred_read[64], n_pred; /* the last prediction, its reads queued; n_pred 0: none */
 } stream_layer;
 
@@ -270,6 +273,12 @@ static const coli_expert *stream_get(coli_store *base, int layer, int expert, co
 	stream_layer *L = layer_of(s, layer, expert, e);
 	if (!L)
 		return NULL;
+	if (L->pinned && L->pinned[expert] >= 0) {
+		pthread_mutex_lock(&s->mu);
+		s->st.hits++, s->st.pin_hits++;
+		pthread_mutex_unlock(&s->mu);
+		return &L->pins[L->pinned[expert]].view;
+	}
 	pthread_mutex_lock(&s->mu);
 	int i = find_or_queue(s, L, expert, e);
 	slot *p = i >= 0 ? &L->slots[i] : NULL;
@@ -297,7 +306,7 @@ static void prefetch_locked(stream_store *s, stream_layer *L, const int *experts
 	for (int j = 0; queued && j < n; j++)
 		queued[j] = 0;
 	for (int j = 0, i; j < n; j++) {
-		if (experts[j] < 0 || experts[j] >= L->x->n_experts)
+		if (experts[j] < 0 || experts[j] >= L->x->n_experts || (L->pinned && L->pinned[experts[j]] >= 0))
 			continue;
 		if ((i = L->where[experts[j]]) >= 0) {
 			promote(s, &L->slots[i], prio);
@@ -325,6 +334,8 @@ static void stream_release(coli_store *base, int layer, int expert)
 {
 	stream_store *s = (stream_store *)base;
 	stream_layer *L = &s->layers[layer];
+	if (L->pinned && L->pinned[expert] >= 0)
+		return;
 	pthread_mutex_lock(&s->mu);
 	int i = L->where[expert];
 	if (i >= 0 && L->slots[i].refs > 0) {
@@ -356,6 +367,10 @@ static void stream_close(coli_store *base)
 			free(s->layers[l].slots[i].buf);
 		free(s->layers[l].slots);
 		free(s->layers[l].where);
+		for (int i = 0; s->layers[l].pins && i < s->layers[l].n_pins; i++)
+			free(s->layers[l].pins[i].buf);
+		free(s->layers[l].pins);
+		free(s->layers[l].pinned);
 	}
 	free(s->layers);
 	if (s->own_fd)
@@ -410,6 +425,40 @@ static int init_layer(stream_store *s, const coli_lexperts *x, coli_err *e)
 	return 0;
 }
 
+/* Pins layer L's n experts of highest counts (row: its usage counts, ne of them; ties: lower
+ * id; count 0 never pinned): each read into a buffer of its own and checked. */
+static int pin_layer(stream_store *s, stream_layer *L, const double *row, int ne, int n, coli_err *e)
+{
+	const coli_lexperts *x = L->x;
+	if (n > x->n_experts)
+		n = x->n_experts;
+	if (!(L->pinned = coli_malloc((size_t)x->n_experts * sizeof(*L->pinned), e)) ||
+	    !(L->pins = coli_calloc((size_t)(n > 0 ? n : 1), sizeof(*L->pins), e)))
+		return -1;
+	for (int k = 0; k < x->n_experts; k++)
+		L->pinned[k] = -1;
+	while (L->n_pins < n) {
+		int best = -1;
+		for (int k = 0; k < x->n_experts && k < ne; k++)
+			if (L->pinned[k] < 0 && row[k] > 0 && (best < 0 || row[k] > row[best]))
+				best = k;
+		if (best < 0)
+			break;
+		slot *p = &L->pins[L->n_pins];
+		void *buf = NULL;
+		if (posix_memalign(&buf, 4096, x->record_size) != 0)
+			return coli_errf(e, COLI_ENOMEM, "out of memory allocating a %llu-byte pinned expert for layer %d",
+					 (unsigned long long)x->record_size, x->layer);
+		p->buf = buf, p->x = x, p->expert = best, p->refs = 0;
+		read_slot(s, p); /* not counted in the stats: those are of the run */
+		L->n_pins++;
+		if (check(s, p, e) < 0)
+			return -1;
+		L->pinned[best] = L->n_pins - 1;
+	}
+	return 0;
+}
+
 int store_stream_open(coli_store **out, const coli_container *c, const store_stream_opts *o, coli_err *e)
 {
 	int top_k = c->model.top_k > 0 ? c->model.top_k : 1, n = o ? o->cache_slots : 0;
@@ -434,6 +483,14 @@ int store_stream_open(coli_store **out, const coli_container *c, const store_str
 		rc = open_direct(s, e);
 	for (int i = 0; rc == 0 && i < c->layout.n_elayers; i++)
 		rc = init_layer(s, &c->layout.elayers[i], e);
+	int pins = o && o->usage && o->pins > 0 ? o->pins : 0, ne = c->model.n_experts;
+	for (int i = 0; rc == 0 && pins && i < c->layout.n_elayers; i++) {
+		const coli_lexperts *x = &c->layout.elayers[i];
+		if (x->layer >= 0 && x->layer < s->n_layers)
+			rc = pin_layer(s, &s->layers[x->layer], o->usage + (size_t)x->layer * (size_t)ne, ne, pins, e);
+		if (rc == 0 && s->layers[x->layer].n_pins > s->st.pins)
+			s->st.pins = s->layers[x->layer].n_pins;
+	}
 	while (rc == 0 && s->n_threads < STORE_IO_THREADS)
 		if ((rc = pthread_create(&s->threads[s->n_threads], NULL, io_main, s)) != 0)
 			rc = coli_errf(e, COLI_ENOMEM, "cannot start an I/O thread: %s", strerror(rc));

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# t0540-run-pins.sh: --pins N keeps the most used experts of each MoE layer (by --usage FILE)
+# resident for the whole run; tokens and step logits stay bit-identical to RAM.
+. "$(dirname "$0")/lib.sh"
+
+ids_of() { od -An -t d4 -v "$1" | tr -s ' \n' ' ' | sed 's/^ //; s/ $//'; }
+
+for fam in qwen3_moe deepseek_v3; do
+	F=$FIX/$fam-tiny
+	M=$SCRATCH/$fam.coli
+	test_expect_success "$fam: convert the fixture" '
+		coli-convert -q "$F/checkpoint" "$M"
+	'
+	test_expect_success "$fam: a first streamed run writes the usage file" '
+		p="$(ids_of "$F/prompt_ids.i32.bin")" &&
+		coli-run -q -m "$M" --prompt-ids "$p" -n 16 --ignore-eos --print-ids --usage u.coli_usage --stream >/dev/null &&
+		test -s u.coli_usage && cp u.coli_usage "$SCRATCH/$fam.coli_usage"
+	'
+	test_expect_success "$fam: --pins 4 and --pins 0 at 4 slots give the RAM tokens and step logits; the stream line shows pin hits with pins only" '
+		p="$(ids_of "$F/prompt_ids.i32.bin")" &&
+		coli-run -q -m "$M" --prompt-ids "$p" -n 16 --ignore-eos --print-ids --dump-logits ram.bin >ram &&
+		test "$(wc -w <ram)" = 16 &&
+		for n in 4 0; do
+			cp "$SCRATCH/$fam.coli_usage" u.coli_usage &&
+			coli-run -m "$M" --prompt-ids "$p" -n 16 --ignore-eos --print-ids --dump-logits p$n.bin \
+				--usage u.coli_usage --pins $n --cache-slots 4 >p$n 2>err$n &&
+			cmp ram p$n && cmp ram.bin p$n.bin || exit 1
+		done &&
+		grep -q "stream: pins 4/layer, hit rate [0-9.]*% (pin [0-9.]*%, slot [0-9.]*%), [0-9]* misses" err4 &&
+		! grep -q "(pin 0.0%" err4 &&
+		grep -q "stream: hit rate [0-9.]*%, [0-9]* misses" err0 &&
+		! grep -q "pins" err0
+	'
+	test_expect_success "$fam: --pins implies --stream and defaults to top_k with --usage" '
+		p="$(ids_of "$F/prompt_ids.i32.bin")" &&
+		cp "$SCRATCH/$fam.coli_usage" u.coli_usage &&
+		coli-run -m "$M" --prompt-ids "$p" -n 4 --ignore-eos --print-ids --usage u.coli_usage --stream >/dev/null 2>err &&
+		grep -q "stream: pins [1-9][0-9]*/layer" err &&
+		coli-run -m "$M" --prompt-ids "$p" -n 4 --ignore-eos --print-ids --pins 2 >/dev/null 2>err &&
+		grep -q "stream: hit rate" err && ! grep -q "pins" err
+	'
+done
+
+test_expect_success "usage: --pins x exits 2 naming the option" '
+	expect_exit 2 coli-run -m "$SCRATCH/qwen3_moe.coli" --prompt-ids "1" --pins x && err_has "--pins" &&
+	expect_exit 2 coli-run -m "$SCRATCH/qwen3_moe.coli" --prompt-ids "1" --pins -1 && err_has "--pins"
+'
+
+test_done
