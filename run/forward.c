@@ -82,14 +82,26 @@ int model_moe_layers(const model *m)
 	return n;
 }
 
+static void kv_widths(const coli_model *c, int *k, int *v)
+{
+	*k = c->attn == COLI_ATTN_MLA ? c->kv_lora_rank : c->n_kv_heads * c->head_dim;
+	*v = c->attn == COLI_ATTN_MLA ? c->qk_rope_head_dim : c->n_kv_heads * c->head_dim;
+}
+
+uint64_t kv_token_bytes(const coli_model *c)
+{
+	int k, v;
+	kv_widths(c, &k, &v);
+	return (uint64_t)c->n_layers * (uint64_t)(k + v) * sizeof(float);
+}
+
 int kv_init(kv_cache *kv, const model *m, int cap, coli_err *e)
 {
 	const coli_model *c = m->cfg;
 	memset(kv, 0, sizeof(*kv));
 	kv->cap = cap;
 	kv->n_layers = c->n_layers;
-	kv->k_width = c->attn == COLI_ATTN_MLA ? c->kv_lora_rank : c->n_kv_heads * c->head_dim;
-	kv->v_width = c->attn == COLI_ATTN_MLA ? c->qk_rope_head_dim : c->n_kv_heads * c->head_dim;
+	kv_widths(c, &kv->k_width, &kv->v_width);
 	kv->k = coli_calloc((size_t)kv->n_layers, sizeof(float *), e);
 	kv->v = coli_calloc((size_t)kv->n_layers, sizeof(float *), e);
 	if (!kv->k || !kv->v)

@@ -54,6 +54,8 @@ int model_open(model *m, const char *path, const model_opts *o, coli_err *e);
 void model_close(model *m);
 
 int kv_init(kv_cache *kv, const model *m, int cap, coli_err *e);
+/* Bytes of KV cache one token takes over all layers (what kv_init allocates per unit of cap). */
+uint64_t kv_token_bytes(const coli_model *c);
 void kv_release(kv_cache *kv);
 
 /* Runs n tokens; logits: [n][vocab] (all positions) or NULL; last: [vocab] logits of the last

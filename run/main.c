@@ -42,6 +42,9 @@ static const char usage[] =
 	"  --pins N               keep the N most used experts of each MoE layer (by the --usage\n"
 	"                         FILE read at start) in RAM for the whole run (implies --stream;\n"
 	"                         0: none; default top_k with --usage, else 0)\n"
+	"  --ram GiB              RAM budget of the whole run, e.g. 1.5 (implies --stream): refused\n"
+	"                         when the dense weights, KV cache and minimum expert cache do not\n"
+	"                         fit; the rest sizes the pins and cache slots (unless given)\n"
 	"  --tokenizer FILE       tokenizer.json for --encode / --decode\n"
 	"  --encode               read UTF-8 text on stdin, print its ids (no special tokens added)\n"
 	"  --decode \"IDS\"         print the text of the ids\n"
@@ -52,7 +55,7 @@ enum {
 	OPT_PROMPT_IDS = 256, OPT_GREEDY, OPT_PRINT_IDS, OPT_TEACHER, OPT_DUMP_LOGITS, OPT_DUMP_ROUTING,
 	OPT_THREADS, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_IGNORE_EOS, OPT_SESSION, OPT_CHAT, OPT_CTX,
 	OPT_TOKENIZER, OPT_ENCODE, OPT_DECODE, OPT_STREAM, OPT_CACHE_SLOTS,
-	OPT_PREFETCH, OPT_USAGE, OPT_PINS,
+	OPT_PREFETCH, OPT_USAGE, OPT_PINS, OPT_RAM,
 };
 
 static const struct option options[] = {
@@ -78,6 +81,7 @@ static const struct option options[] = {
 	{"prefetch", required_argument, NULL, OPT_PREFETCH},
 	{"usage", required_argument, NULL, OPT_USAGE},
 	{"pins", required_argument, NULL, OPT_PINS},
+	{"ram", required_argument, NULL, OPT_RAM},
 	{"tokenizer", required_argument, NULL, OPT_TOKENIZER},
 	{"encode", no_argument, NULL, OPT_ENCODE},
 	{"decode", required_argument, NULL, OPT_DECODE},
@@ -146,6 +150,14 @@ static int take(run_opts *o, int c, const char *arg)
 		return 0;
 	case OPT_USAGE: o->usage = arg; return 0;
 	case OPT_PINS: if (parse_int(arg, 0, 1 << 20, &v) < 0) return bad_usage("--pins: '%s' is not a count in 0..1048576", arg); o->pins = (int)v; o->stream = 1; return 0;
+	case OPT_RAM: {
+		float g;
+		if (parse_float(arg, 1e-6, 1 << 20, &g) < 0)
+			return bad_usage("--ram: '%s' is not a size in GiB > 0", arg);
+		o->ram = strtod(arg, NULL);
+		o->stream = 1;
+		return 0;
+	}
 	case OPT_TOKENIZER: o->tokenizer = arg; return 0;
 	case OPT_ENCODE: o->encode = 1; return 0;
 	case OPT_DECODE: o->decode = arg; return 0;

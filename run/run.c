@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,6 +30,8 @@ typedef struct runner {
 	coli_usage usage;           /* --usage: the statistics of earlier runs */
 	double *counts;             /* --usage: this run's routing counts (r->m.usage points here) */
 	int top_k;                  /* --usage: the model's top_k (the default --pins) */
+	double ram_dense, ram_kv, ram_buf, ram_pins, ram_slots; /* --ram: the plan, in bytes */
+	int ram_n_slots;            /* --ram: cache slots per MoE layer chosen (or given) */
 } runner;
 
 static double now(void)
@@ -285,6 +288,12 @@ static void report(const runner *r)
 		r->prefilled, r->prefill_s, r->prefill_s > 0 ? r->prefilled / r->prefill_s : 0.0, r->decoded, r->decode_s,
 		tps, mib, mib * 1048576 * tps / 1e9, kernels_isa(), kernels_threads(), (double)ru.ru_maxrss / 1024);
 	report_stream(r);
+	if (r->o->ram > 0) {
+		const double G = 1073741824.0;
+		fprintf(stderr, "coli-run: ram budget %.2f GiB: dense %.2f, KV %.2f, buffers %.2f, pins %.2f, slots %.2f "
+			"(%d/layer)\n", r->o->ram, r->ram_dense / G, r->ram_kv / G, r->ram_buf / G, r->ram_pins / G,
+			r->ram_slots / G, r->ram_n_slots);
+	}
 }
 
 /* --usage: the earlier statistics read (a foreign or corrupt file refused before any work)
@@ -317,30 +326,109 @@ static int usage_open(runner *r, coli_err *e)
 	return rc;
 }
 
+/* Tokens the KV cache gets room for beyond a resumed session: --ctx, else this prompt and the
+ * tokens to generate, or a chat's default. */
+static int context_extra(const run_opts *o, int vocab, int *extra, coli_err *e)
+{
+	*extra = o->ctx > 0 ? o->ctx : 0;
+	if (*extra)
+		return 0;
+	int32_t *ids = NULL;
+	int n = 0;
+	if (o->prompt_ids && parse_ids(o->prompt_ids, vocab, "--prompt-ids", &ids, &n, e) < 0)
+		return -1;
+	free(ids);
+	*extra = o->chat ? 4096 : n + (o->prompt ? (int)strlen(o->prompt) + 16 : 0) + o->n_gen;
+	return 0;
+}
+
+/* --ram: the fixed part (dense.bin and mtp.bin read whole, the KV cache, buffers and kernels'
+ * headroom) and the minimum expert cache (top_k working slots per MoE layer) must fit the
+ * budget; what is left goes to the pins (reduced when they do not fit, unless given) and then
+ * to the cache slots (unless --cache-slots gives them). Sets mo's slots and pins. */
+static int ram_plan(runner *r, model_opts *mo, coli_err *e)
+{
+	const run_opts *o = r->o;
+	const double G = 1073741824.0;
+	coli_container *ct = NULL;
+	if (coli_container_open(&ct, o->model, e) < 0)
+		return -1;
+	const coli_model *c = &ct->model;
+	int extra = 0, top_k = c->top_k > 0 ? c->top_k : 1, rc = 0;
+	if (context_extra(o, c->vocab_size, &extra, e) < 0) {
+		coli_container_close(ct);
+		return -1;
+	}
+	double budget = o->ram * G, kv_tok = (double)kv_token_bytes(c);
+	double dense = (double)ct->layout.section_size[COLI_SEC_DENSE] + (double)ct->layout.section_size[COLI_SEC_MTP];
+	double kv = kv_tok * ((double)extra + 1);
+	struct stat sb;
+	if (o->session && stat(o->session, &sb) == 0) /* the resumed tokens' KV: at most the file */
+		kv += (double)sb.st_size;
+	double buf = (double)c->vocab_size * 4 * 4 + 64.0 * 1048576;
+	double rec = 0; /* one record of every MoE layer (MTP included) */
+	int max_x = 0;
+	for (int i = 0; i < ct->layout.n_elayers; i++) {
+		rec += (double)ct->layout.elayers[i].record_size;
+		if (ct->layout.elayers[i].n_experts > max_x)
+			max_x = ct->layout.elayers[i].n_experts;
+	}
+	double fixed = dense + kv + buf, min_cache = rec * top_k, left = budget - fixed - min_cache;
+	if (left < 0)
+		rc = coli_errf(e, COLI_EUSAGE, "--ram %g: needs at least %.2f GiB (dense %.2f GiB, KV %.2f GiB, buffers "
+			       "%.2f GiB, minimum expert cache %.2f GiB)", o->ram, (fixed + min_cache) / G, dense / G,
+			       kv / G, buf / G, min_cache / G);
+	int pins = mo->usage && mo->pins > 0 ? mo->pins : 0;
+	if (pins > max_x)
+		pins = max_x;
+	if (rc == 0 && pins > 0 && rec * pins > left) {
+		if (o->pins >= 0)
+			rc = coli_errf(e, COLI_EUSAGE, "--pins %d: %.2f GiB of pinned experts do not fit --ram %g (%.2f GiB "
+				       "left beyond %.2f GiB needed)", o->pins, rec * pins / G, o->ram, left / G,
+				       (fixed + min_cache) / G);
+		else
+			mo->pins = pins = (int)(left / rec);
+	}
+	int slots = top_k;
+	if (rc == 0 && o->cache_slots > 0) {
+		slots = o->cache_slots > top_k ? o->cache_slots : top_k;
+		if (rec * (pins + slots) > budget - fixed)
+			rc = coli_errf(e, COLI_EUSAGE, "--cache-slots %d: %.2f GiB of cache slots do not fit --ram %g (%.2f "
+				       "GiB left for them)", o->cache_slots, rec * slots / G, o->ram,
+				       (budget - fixed - rec * pins) / G);
+	} else if (rc == 0 && rec > 0) {
+		double n = (budget - fixed - rec * pins) / rec;
+		slots = n > max_x ? max_x : (int)n;
+		if (slots < top_k)
+			slots = top_k;
+		mo->cache_slots = slots;
+	}
+	r->ram_dense = dense, r->ram_kv = kv, r->ram_buf = buf;
+	r->ram_pins = rec * pins, r->ram_slots = rec * slots, r->ram_n_slots = slots;
+	coli_container_close(ct);
+	return rc;
+}
+
 static int setup(runner *r, coli_err *e)
 {
 	const run_opts *o = r->o;
-	int extra = o->ctx > 0 ? o->ctx : 0;
+	int extra = 0;
 	if (kernels_init(e) < 0)
 		return -1;
 	if (o->threads)
 		kernels_set_threads(o->threads);
 	if (usage_open(r, e) < 0)
 		return -1;
-	model_opts mo = {o->stream || o->cache_slots > 0, o->cache_slots, 0, r->usage.counts};
+	model_opts mo = {o->stream || o->cache_slots > 0 || o->ram > 0, o->cache_slots, 0, r->usage.counts};
 	mo.pins = o->pins >= 0 ? o->pins : r->top_k; /* default: top_k with --usage, else 0 */
+	if (o->ram > 0 && ram_plan(r, &mo, e) < 0)
+		return -1;
 	if (model_open(&r->m, o->model, &mo, e) < 0)
 		return -1;
 	r->m.usage = r->counts;
 	store_stream_set_predict(r->m.store, o->prefetch); /* -1 (nothing to do) in RAM */
-	if (!extra) { /* room for this prompt and the tokens to generate, or a chat's default */
-		int32_t *ids = NULL;
-		int n = 0;
-		if (o->prompt_ids && parse_ids(o->prompt_ids, r->m.cfg->vocab_size, "--prompt-ids", &ids, &n, e) < 0)
-			return -1;
-		free(ids);
-		extra = o->chat ? 4096 : n + (o->prompt ? (int)strlen(o->prompt) + 16 : 0) + o->n_gen;
-	}
+	if (context_extra(o, r->m.cfg->vocab_size, &extra, e) < 0)
+		return -1;
 	if (open_tokenizer(r, e) < 0 || eos_ids(r->m.ct, r->eos, 16, &r->n_eos, e) < 0)
 		return -1;
 	if (sampler_init(&r->smp, r->m.cfg->vocab_size, o->temperature, o->top_k, o->top_p, o->seed) < 0)

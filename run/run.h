@@ -36,6 +36,8 @@ typedef struct run_opts {
 	int pins;                 /* --pins N per MoE layer (implies stream); -1: default (top_k
 				   * with --usage, else 0) */
 	const char *usage;        /* --usage FILE: .coli_usage routing statistics to fold this run into */
+	double ram;               /* --ram GiB: budget of everything coli-run allocates (implies
+				   * stream; sizes the cache slots); 0: none */
 } run_opts;
 
 int run_main(const run_opts *o, coli_err *e);
