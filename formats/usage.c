@@ -85,7 +85,6 @@ void coli_usage_release(coli_usage *u)
 
 int coli_usage_write(const char *path, const coli_usage *u, coli_err *e)
 {
-	char tmp[4096];
 	uint64_t n = payload_bytes(u->n_layers, u->n_experts);
 	uint8_t *buf = coli_malloc((size_t)(COLI_USAGE_HEADER + n), e), *h = buf;
 	if (!buf)
@@ -104,24 +103,9 @@ int coli_usage_write(const char *path, const coli_usage *u, coli_err *e)
 	put64(h + 72, n);
 	put32(h + 80, (uint32_t)crc32_z(crc32(0, NULL, 0), buf + COLI_USAGE_HEADER, (size_t)n));
 	put32(h + 124, (uint32_t)crc32(0, h, 124));
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	int rc = 0, fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		free(buf);
-		return coli_errf(e, COLI_EIO, "%s: %s", tmp, strerror(errno));
-	}
-	rc = coli_pwrite_full(fd, buf, (size_t)(COLI_USAGE_HEADER + n), 0, tmp, e);
+	int rc = coli_write_atomic(path, buf, (size_t)(COLI_USAGE_HEADER + n), e);
 	free(buf);
-	if (rc == 0 && fsync(fd) < 0)
-		rc = coli_errf(e, COLI_EIO, "%s: fsync: %s", tmp, strerror(errno));
-	close(fd);
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = coli_errf(e, COLI_EIO, "%s: rename: %s", path, strerror(errno));
-	if (rc < 0) {
-		unlink(tmp);
-		return -1;
-	}
-	return coli_fsync_dir_of(path, e);
+	return rc;
 }
 
 static int check_header(const uint8_t *h, uint64_t size, const uint8_t identity[32], const char *path,
