@@ -16,7 +16,7 @@ static int open_store(model *m, const model_opts *o, coli_err *e)
 {
 	if (!o || !o->stream)
 		return store_ram_open(&m->store, m->ct, e);
-	store_stream_opts so = {o->cache_slots, o->pins, o->usage};
+	store_stream_opts so = {o->cache_slots, o->pins, o->usage, o->io};
 	return store_stream_open(&m->store, m->ct, &so, e);
 }
 

@@ -47,6 +47,7 @@ typedef struct model_opts {
 	int pins;                 /* with stream and usage: experts pinned in RAM per MoE layer */
 	const double *usage;      /* NULL, or routing counts [layer * n_experts + expert] (layers
 				   * as in the container, MTP included) choosing the pinned experts */
+	int io;                   /* with stream: STORE_IO_THREADS_POOL or STORE_IO_URING */
 } model_opts;
 
 /* o may be NULL (all in RAM). */

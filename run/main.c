@@ -37,6 +37,9 @@ static const char usage[] =
 	"                         --stream; default top_k x 4)\n"
 	"  --prefetch on|off      when streaming, predict the next layer's experts while decoding\n"
 	"                         and read them ahead (default off)\n"
+	"  --io uring|threads     when streaming, read experts through one io_uring (queue depth\n"
+	"                         8; threads when the kernel refuses it) or 8 pread threads\n"
+	"                         (default threads)\n"
 	"  --usage FILE           count each expert's routings in this run and fold them into\n"
 	"                         FILE (.coli_usage, read by coli-plan; decay 0.9 per run)\n"
 	"  --pins N               keep the N most used experts of each MoE layer (by the --usage\n"
@@ -55,7 +58,7 @@ enum {
 	OPT_PROMPT_IDS = 256, OPT_GREEDY, OPT_PRINT_IDS, OPT_TEACHER, OPT_DUMP_LOGITS, OPT_DUMP_ROUTING,
 	OPT_THREADS, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_IGNORE_EOS, OPT_SESSION, OPT_CHAT, OPT_CTX,
 	OPT_TOKENIZER, OPT_ENCODE, OPT_DECODE, OPT_STREAM, OPT_CACHE_SLOTS,
-	OPT_PREFETCH, OPT_USAGE, OPT_PINS, OPT_RAM,
+	OPT_PREFETCH, OPT_IO, OPT_USAGE, OPT_PINS, OPT_RAM,
 };
 
 static const struct option options[] = {
@@ -79,6 +82,7 @@ static const struct option options[] = {
 	{"stream", no_argument, NULL, OPT_STREAM},
 	{"cache-slots", required_argument, NULL, OPT_CACHE_SLOTS},
 	{"prefetch", required_argument, NULL, OPT_PREFETCH},
+	{"io", required_argument, NULL, OPT_IO},
 	{"usage", required_argument, NULL, OPT_USAGE},
 	{"pins", required_argument, NULL, OPT_PINS},
 	{"ram", required_argument, NULL, OPT_RAM},
@@ -147,6 +151,11 @@ static int take(run_opts *o, int c, const char *arg)
 		if (strcmp(arg, "on") && strcmp(arg, "off"))
 			return bad_usage("--prefetch: '%s' is not on or off", arg);
 		o->prefetch = !strcmp(arg, "on");
+		return 0;
+	case OPT_IO:
+		if (strcmp(arg, "uring") && strcmp(arg, "threads"))
+			return bad_usage("--io: '%s' is not uring or threads", arg);
+		o->io_uring = !strcmp(arg, "uring");
 		return 0;
 	case OPT_USAGE: o->usage = arg; return 0;
 	case OPT_PINS: if (parse_int(arg, 0, 1 << 20, &v) < 0) return bad_usage("--pins: '%s' is not a count in 0..1048576", arg); o->pins = (int)v; o->stream = 1; return 0;

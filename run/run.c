@@ -419,7 +419,8 @@ static int setup(runner *r, coli_err *e)
 		kernels_set_threads(o->threads);
 	if (usage_open(r, e) < 0)
 		return -1;
-	model_opts mo = {o->stream || o->cache_slots > 0 || o->ram > 0, o->cache_slots, 0, r->usage.counts};
+	model_opts mo = {o->stream || o->cache_slots > 0 || o->ram > 0, o->cache_slots, 0, r->usage.counts,
+			 o->io_uring ? STORE_IO_URING : STORE_IO_THREADS_POOL};
 	mo.pins = o->pins >= 0 ? o->pins : r->top_k; /* default: top_k with --usage, else 0 */
 	if (o->ram > 0 && ram_plan(r, &mo, e) < 0)
 		return -1;

@@ -51,8 +51,13 @@ static inline void store_close(coli_store *s)
 /* Every expert record read into RAM at open, each CRC checked. */
 int store_ram_open(coli_store **out, const coli_container *c, coli_err *e);
 
-/* I/O threads of the streaming store (its read queue depth). */
+/* I/O threads of the streaming store's pread backend (its read queue depth). */
 #define STORE_IO_THREADS 8
+/* Queue depth of its io_uring backend (one thread). */
+#define STORE_URING_DEPTH 8
+
+/* The streaming store's I/O backend. */
+enum { STORE_IO_THREADS_POOL, STORE_IO_URING };
 
 /* Options of the streaming store. */
 typedef struct store_stream_opts {
@@ -60,6 +65,9 @@ typedef struct store_stream_opts {
 	int pins;                 /* experts pinned in RAM per MoE layer (with usage); 0: none */
 	const double *usage;      /* NULL, or routing counts [container layer * n_experts + expert]
 				   * (n_experts: the model's) choosing the pinned experts */
+	int io;                   /* STORE_IO_THREADS_POOL (pread threads) or STORE_IO_URING (one
+				   * thread owning an io_uring; the threads, with a note on stderr,
+				   * when the kernel refuses it) */
 } store_stream_opts;
 
 /* Counters of the streaming store since open. */
@@ -76,7 +84,8 @@ typedef struct store_stats {
 
 /* Experts read from experts.bin on demand (O_DIRECT when the filesystem allows), one whole
  * record per miss, its CRC checked, kept in per-layer LRU slots. Reads run on a pool of
- * STORE_IO_THREADS threads: a prefetch queues the misses it has free or evictable slots for
+ * STORE_IO_THREADS pread threads (or one thread submitting them to an io_uring of depth
+ * STORE_URING_DEPTH, in the same queue order): a prefetch queues the misses it has free or evictable slots for
  * (concurrently, queue depth = the pool size), a get of a miss queues it first and waits. A layer holds up to
  * max(cache_slots, top_k) experts while they are in use (decode holds all top_k at once) and
  * keeps cache_slots of them resident once released. o may be NULL (defaults). */

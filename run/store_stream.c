@@ -1,8 +1,11 @@
 /* store_stream.c: the streaming expert store: records read from experts.bin on demand or by
- * prefetch, on a pool of I/O threads, into per-layer LRU cache slots, each CRC checked. */
+ * prefetch, by an I/O backend (a pool of pread threads, or one thread owning an io_uring), into
+ * per-layer LRU cache slots, each CRC checked. */
 #include <errno.h>
 #include <fcntl.h>
+#include <liburing.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,6 +29,7 @@ typedef struct slot {
 	int io_rc;                /* the read's result (S_FILLED) */
 	uint32_t crc;             /* of the bytes read (S_FILLED) */
 	coli_err err;             /* the read's error when io_rc < 0 */
+	size_t done;              /* io_uring: bytes of the record read so far */
 	struct slot *next;        /* in the read queue */
 	int prio;                 /* in the queue: Q_PREDICT, Q_PREFETCH or Q_GET */
 	int stale;                /* predicted, not chosen, never got: a prefetch may evict it */
@@ -62,7 +66,17 @@ typedef struct stream_store {
 	int predict;              /* decode predicts the next layer's experts */
 	double busy_since;        /* when inflight last became nonzero */
 	pthread_t threads[STORE_IO_THREADS];
+	const struct io_backend *io; /* the backend running the threads */
+	struct io_uring ring;     /* io_uring backend: owned by its one thread */
 } stream_store;
+
+/* An I/O backend: starts the threads that take reads off the queue (in its order), read each
+ * record, and mark its slot S_FILLED with io_rc, err and crc set, broadcasting done; they stop
+ * once s->stop is set and the queue is drained. */
+typedef struct io_backend {
+	int (*start)(stream_store *s, coli_err *e); /* -1 with e filled: none started */
+	void (*stop)(stream_store *s);              /* joins them (s->stop already set) */
+} io_backend;
 
 static double now_s(void)
 {
@@ -106,6 +120,146 @@ static void *io_main(void *arg)
 	pthread_mutex_unlock(&s->mu);
 	return NULL;
 }
+
+static void join_threads(stream_store *s)
+{
+	for (int t = 0; t < s->n_threads; t++)
+		pthread_join(s->threads[t], NULL);
+	s->n_threads = 0;
+}
+
+static int threads_start(stream_store *s, coli_err *e)
+{
+	for (int rc; s->n_threads < STORE_IO_THREADS; s->n_threads++)
+		if ((rc = pthread_create(&s->threads[s->n_threads], NULL, io_main, s)) != 0)
+			return coli_errf(e, COLI_ENOMEM, "cannot start an I/O thread: %s", strerror(rc));
+	return 0;
+}
+
+static const io_backend threads_backend = {.start = threads_start, .stop = join_threads};
+
+/* Queues on the ring the read of what is left of p's record. */
+static void uring_submit_read(stream_store *s, slot *p)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&s->ring); /* never NULL: at most depth in flight */
+	io_uring_prep_read(sqe, s->fd, p->buf + p->done, (unsigned)(p->x->record_size - p->done),
+			   coli_record_offset(p->x, p->expert) + p->done);
+	io_uring_sqe_set_data(sqe, p);
+}
+
+/* A completion for p: its read goes on (short read), or ends (io_rc and err set); 1 when it
+ * ended. No lock held: p is in flight. */
+static int uring_complete(stream_store *s, slot *p, int res)
+{
+	uint64_t off = coli_record_offset(p->x, p->expert) + p->done;
+	if (res == -EINTR || res == -EAGAIN) {
+		uring_submit_read(s, p);
+		return 0;
+	}
+	if (res < 0) {
+		p->io_rc = coli_errf(&p->err, COLI_EIO, "%s: read at offset %llu: %s", s->path, (unsigned long long)off,
+				     strerror(-res));
+		return 1;
+	}
+	if (res == 0) {
+		p->io_rc = coli_errf(&p->err, COLI_EIO, "%s: short read: end of file at offset %llu, %zu bytes missing",
+				     s->path, (unsigned long long)off, (size_t)(p->x->record_size - p->done));
+		return 1;
+	}
+	p->done += (size_t)res;
+	if (p->done < p->x->record_size) {
+		uring_submit_read(s, p);
+		return 0;
+	}
+	p->io_rc = 0;
+	return 1;
+}
+
+/* The io_uring thread: submits queued reads in queue order, up to STORE_URING_DEPTH at once,
+ * and reaps their completions, until the store closes (the queue drained). The CRCs of reads
+ * that ended are computed once the next queued reads are on the ring. */
+static void *uring_main(void *arg)
+{
+	stream_store *s = arg;
+	slot *ended[STORE_URING_DEPTH];
+	int n = 0, n_ended = 0; /* reads on the ring; reads ended, not yet checked */
+	pthread_mutex_lock(&s->mu);
+	for (;;) {
+		while (n < STORE_URING_DEPTH && s->qhead) {
+			slot *p = s->qhead;
+			if (!(s->qhead = p->next))
+				s->qtail = NULL;
+			if (s->inflight++ == 0)
+				s->busy_since = now_s();
+			p->done = 0;
+			uring_submit_read(s, p);
+			n++;
+		}
+		if (n_ended) {
+			pthread_mutex_unlock(&s->mu);
+			io_uring_submit(&s->ring);
+			for (int j = 0; j < n_ended; j++)
+				if (ended[j]->io_rc == 0)
+					ended[j]->crc = (uint32_t)crc32_z(0, ended[j]->buf, ended[j]->x->record_size);
+			pthread_mutex_lock(&s->mu);
+			for (int j = 0; j < n_ended; j++) {
+				slot *p = ended[j];
+				if (--s->inflight == 0)
+					s->st.read_s += now_s() - s->busy_since;
+				s->st.bytes_read += p->io_rc == 0 ? p->x->record_size : 0;
+				p->state = S_FILLED;
+			}
+			n_ended = 0;
+			pthread_cond_broadcast(&s->done);
+			continue;
+		}
+		if (n == 0) {
+			if (s->stop)
+				break;
+			pthread_cond_wait(&s->queued, &s->mu);
+			continue;
+		}
+		pthread_mutex_unlock(&s->mu);
+		struct io_uring_cqe *cqe;
+		io_uring_submit_and_wait(&s->ring, 1); /* interrupted: no completion, waits again */
+		while (io_uring_peek_cqe(&s->ring, &cqe) == 0) {
+			slot *p = io_uring_cqe_get_data(cqe);
+			int res = cqe->res;
+			io_uring_cqe_seen(&s->ring, cqe);
+			if (uring_complete(s, p, res))
+				ended[n_ended++] = p, n--;
+		}
+		io_uring_submit(&s->ring); /* resubmitted short reads */
+		pthread_mutex_lock(&s->mu);
+	}
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+/* One thread owning a ring; -1 with e filled (nothing started) when the kernel refuses
+ * io_uring: the caller falls back to the threads. */
+static int uring_start(stream_store *s, coli_err *e)
+{
+	int rc = io_uring_queue_init(STORE_URING_DEPTH, &s->ring, 0);
+	if (rc < 0)
+		return coli_errf(e, COLI_EIO, "io_uring_queue_init: %s", strerror(-rc));
+	if ((rc = pthread_create(&s->threads[0], NULL, uring_main, s)) != 0) {
+		io_uring_queue_exit(&s->ring);
+		return coli_errf(e, COLI_ENOMEM, "cannot start the I/O thread: %s", strerror(rc));
+	}
+	s->n_threads = 1;
+	return 0;
+}
+
+static void uring_stop(stream_store *s)
+{
+	if (s->n_threads) {
+		join_threads(s);
+		io_uring_queue_exit(&s->ring);
+	}
+}
+
+static const io_backend uring_backend = {.start = uring_start, .stop = uring_stop};
 
 /* Drops slot i's expert (its buffer stays for reuse). */
 static void evict(stream_layer *L, int i)
@@ -353,9 +507,8 @@ static void stop_threads(stream_store *s)
 	s->stop = 1;
 	pthread_cond_broadcast(&s->queued);
 	pthread_mutex_unlock(&s->mu);
-	for (int t = 0; t < s->n_threads; t++)
-		pthread_join(s->threads[t], NULL);
-	s->n_threads = 0;
+	if (s->io)
+		s->io->stop(s);
 }
 
 static void stream_close(coli_store *base)
@@ -491,11 +644,18 @@ int store_stream_open(coli_store **out, const coli_container *c, const store_str
 		if (rc == 0 && s->layers[x->layer].n_pins > s->st.pins)
 			s->st.pins = s->layers[x->layer].n_pins;
 	}
-	while (rc == 0 && s->n_threads < STORE_IO_THREADS)
-		if ((rc = pthread_create(&s->threads[s->n_threads], NULL, io_main, s)) != 0)
-			rc = coli_errf(e, COLI_ENOMEM, "cannot start an I/O thread: %s", strerror(rc));
-		else
-			s->n_threads++;
+	if (rc == 0 && o && o->io == STORE_IO_URING) {
+		coli_err ue = {0, ""};
+		s->io = &uring_backend;
+		if (s->io->start(s, &ue) < 0) {
+			fprintf(stderr, "coli-run: --io uring: %s; using --io threads\n", ue.msg);
+			s->io = NULL;
+		}
+	}
+	if (rc == 0 && !s->io) {
+		s->io = &threads_backend;
+		rc = s->io->start(s, e);
+	}
 	if (rc < 0) {
 		stream_close(&s->base);
 		return -1;

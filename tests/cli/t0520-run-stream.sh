@@ -57,6 +57,22 @@ for fam in qwen3_moe deepseek_v3; do
 	'
 done
 
+# The io_uring backend reads the same records in the same queue order as the pread threads
+# (or falls back to them where the kernel refuses io_uring): same tokens, same step logits.
+for fam in qwen3_moe deepseek_v3; do
+	test_expect_success "$fam: --io uring and --io threads give the same tokens and step logits at 2 and 8 slots" '
+		M=$SCRATCH/$fam.coli &&
+		p="$(ids_of "$FIX/$fam-tiny/prompt_ids.i32.bin")" &&
+		for n in 2 8; do
+			coli-run -q -m "$M" --prompt-ids "$p" -n 16 --ignore-eos --print-ids --dump-logits t$n.bin --cache-slots $n --io threads >t$n &&
+			coli-run -q -m "$M" --prompt-ids "$p" -n 16 --ignore-eos --print-ids --dump-logits u$n.bin --cache-slots $n --io uring >u$n &&
+			test "$(wc -w <u$n)" = 16 && cmp t$n u$n && cmp t$n.bin u$n.bin || exit 1
+		done &&
+		coli-run -q -m "$M" --prompt-ids "$p" -n 16 --ignore-eos --print-ids --cache-slots 8 --prefetch on --io uring >up &&
+		cmp t8 up
+	'
+done
+
 M=$SCRATCH/qwen3_moe.coli
 test_expect_success "stream: the closing line reports the cache" '
 	coli-run -m "$M" --prompt-ids "1 2 3" -n 8 --ignore-eos --print-ids --cache-slots 2 --prefetch on >out 2>err &&
@@ -80,10 +96,24 @@ test_expect_success "stream: a flipped byte in an expert record is reported, nam
 	expect_exit 1 coli-run -q -m m.coli --prompt-ids "1 2 3" -n 4 --ignore-eos --print-ids &&
 	err_has "[layer 0][expert $x]" "crc32"
 '
+test_expect_success "stream: --io uring reports a flipped byte the same way" '
+	coli-run -q -m "$M" --prompt-ids "1 2 3" --teacher-force --dump-routing r.bin &&
+	x=$(od -An -t d4 -N 4 r.bin | tr -d " ") &&
+	rs=$((($(wc -c <"$M/experts.bin") - 4096) / (4 * 32))) &&
+	off=$((4096 + x * rs)) &&
+	rm -rf mu.coli && cp -r "$M" mu.coli &&
+	printf "\377" | dd of=mu.coli/experts.bin bs=1 seek=$((off + 100)) conv=notrunc 2>/dev/null &&
+	expect_exit 1 coli-run -q -m mu.coli --prompt-ids "1 2 3" -n 4 --ignore-eos --print-ids --stream --io uring &&
+	err_has "mu.coli/experts.bin" "[layer 0][expert $x]" "offset $off" "crc32"
+'
 test_expect_success "usage: --cache-slots must be a positive count" '
 	expect_exit 2 coli-run -m "$M" --prompt-ids "1" --cache-slots 0 && err_has "--cache-slots" &&
 	expect_exit 2 coli-run -m "$M" --prompt-ids "1" --cache-slots x && err_has "--cache-slots" &&
 	expect_exit 2 coli-run -m "$M" --prompt-ids "1" --cache-slots -3 && err_has "--cache-slots"
+'
+test_expect_success "usage: --io takes uring or threads" '
+	expect_exit 2 coli-run -m "$M" --prompt-ids "1" --stream --io bogus && err_has "--io" "bogus" &&
+	expect_exit 2 coli-run -m "$M" --prompt-ids "1" --stream --io && err_has "--io"
 '
 test_expect_success "usage: --prefetch takes on or off" '
 	expect_exit 2 coli-run -m "$M" --prompt-ids "1" --stream --prefetch maybe && err_has "--prefetch" "maybe" &&
