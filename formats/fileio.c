@@ -49,6 +49,27 @@ int coli_pread_full(int fd, void *buf, size_t n, uint64_t off, const char *what,
 	return 0;
 }
 
+int coli_open_header(const char *path, void *h, size_t n, int *fd, uint64_t *size, coli_err *e)
+{
+	struct stat st;
+	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (*fd < 0 || fstat(*fd, &st) < 0) {
+		int err = errno;
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+		return coli_errf(e, COLI_EIO, "%s: %s", path, strerror(err));
+	}
+	*size = (uint64_t)st.st_size;
+	memset(h, 0, n);
+	if (*size >= n && coli_pread_full(*fd, h, n, 0, path, e) < 0) {
+		close(*fd);
+		*fd = -1;
+		return -1;
+	}
+	return 0;
+}
+
 int coli_read_file(const char *path, char **out, size_t *len, coli_err *e)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -14,6 +14,11 @@
 int coli_pwrite_full(int fd, const void *buf, size_t n, uint64_t off, const char *what, coli_err *e);
 int coli_pread_full(int fd, void *buf, size_t n, uint64_t off, const char *what, coli_err *e);
 
+/* Opens path for reading and reads its first n bytes into h (zero-filled when the file is
+ * shorter, so a format check reports the short file); *fd stays open for the payload (the caller
+ * closes it), *size is the file size. */
+int coli_open_header(const char *path, void *h, size_t n, int *fd, uint64_t *size, coli_err *e);
+
 /* Reads a whole (small) file into a NUL-terminated malloc'd buffer; *len excludes the NUL. */
 int coli_read_file(const char *path, char **out, size_t *len, coli_err *e);
 

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -152,19 +151,14 @@ static int read_payload(int fd, const char *path, coli_kvfile *f, uint32_t want,
 int coli_kvfile_read(const char *path, const uint8_t identity[32], coli_kvfile *f, coli_err *e)
 {
 	uint8_t h[COLI_KV_HEADER];
-	struct stat st;
+	uint64_t size = 0;
+	int fd = -1;
 	memset(f, 0, sizeof(*f));
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		int err = errno;
-		if (fd >= 0)
-			close(fd);
-		return coli_errf(e, COLI_EIO, "%s: %s", path, strerror(err));
-	}
-	memset(h, 0, sizeof(h));
-	int rc = (uint64_t)st.st_size >= COLI_KV_HEADER ? coli_pread_full(fd, h, sizeof(h), 0, path, e) : 0;
+	if (coli_open_header(path, h, sizeof(h), &fd, &size, e) < 0)
+		return -1;
+	int rc = 0;
 	if (rc == 0)
-		rc = check_header(h, (uint64_t)st.st_size, identity, path, f, e);
+		rc = check_header(h, size, identity, path, f, e);
 	if (rc == 0)
 		rc = read_payload(fd, path, f, get32(h + 80), e);
 	close(fd);

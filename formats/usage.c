@@ -1,13 +1,10 @@
 /* usage.c: writing and validating .coli_usage routing statistics. */
 #include "usage.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -169,19 +166,14 @@ static int read_payload(int fd, const char *path, coli_usage *u, uint32_t want, 
 int coli_usage_read(const char *path, const uint8_t identity[32], coli_usage *u, coli_err *e)
 {
 	uint8_t h[COLI_USAGE_HEADER];
-	struct stat st;
+	uint64_t size = 0;
+	int fd = -1;
 	memset(u, 0, sizeof(*u));
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		int err = errno;
-		if (fd >= 0)
-			close(fd);
-		return coli_errf(e, COLI_EIO, "%s: %s", path, strerror(err));
-	}
-	memset(h, 0, sizeof(h));
-	int rc = (uint64_t)st.st_size >= COLI_USAGE_HEADER ? coli_pread_full(fd, h, sizeof(h), 0, path, e) : 0;
+	if (coli_open_header(path, h, sizeof(h), &fd, &size, e) < 0)
+		return -1;
+	int rc = 0;
 	if (rc == 0)
-		rc = check_header(h, (uint64_t)st.st_size, identity, path, u, e);
+		rc = check_header(h, size, identity, path, u, e);
 	if (rc == 0)
 		rc = read_payload(fd, path, u, get32(h + 80), e);
 	close(fd);
