@@ -58,40 +58,7 @@ resumed() {
 	same_dir "$r" "$o"
 }
 
-le64() {
-	local v s
-	v=$1 s=
-	for _ in 1 2 3 4 5 6 7 8; do
-		s=$s$(printf '\\x%02x' $((v & 255)))
-		v=$((v >> 8))
-	done
-	printf "$s"
-}
-
-st_hlen() {
-	local n i
-	set -- $(od -A n -t u1 -N 8 "$1")
-	n=0
-	for i in 8 7 6 5 4 3 2 1; do n=$((n * 256 + ${!i})); done
-	echo $n
-}
-
-st_header() {
-	head -c $((8 + $(st_hlen "$1"))) "$1" | tail -c +9
-}
-
-# st_elem FILE TENSOR INDEX ESIZE: the file offset of element INDEX of TENSOR.
-st_elem() {
-	local begin
-	begin=$(st_header "$1" | grep -o "\"${2//./\\.}\":{[^}]*}" |
-		sed 's/.*"data_offsets":\[\([0-9]*\),.*/\1/')
-	[ -n "$begin" ] || { echo "st_elem: no tensor '$2' in $1" >&2; return 1; }
-	echo $((8 + $(st_hlen "$1") + begin + $3 * $4))
-}
-
-poke() {
-	printf "$3" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
-}
+. "$(dirname "$0")/safetensors.sh"
 
 # synth CKPT OUT AWK [SED]: OUT/model.safetensors holding CKPT's tensors (names, dtypes) with
 # shapes rewritten by the awk program AWK (over lines "name dtype d0 [d1]") and random finite
