@@ -14,10 +14,11 @@
 /* The expert store the options ask for. */
 static int open_store(model *m, const model_opts *o, coli_err *e)
 {
+	if (o && o->mmap)
+		return store_mmap_open(&m->store, m->ct, e);
 	if (!o || !o->stream)
 		return store_ram_open(&m->store, m->ct, e);
-	store_stream_opts so = {o->cache_slots, o->pins, o->usage, o->io};
-	return store_stream_open(&m->store, m->ct, &so, e);
+	return store_stream_open(&m->store, m->ct, &o->so, e);
 }
 
 int model_open(model *m, const char *path, const model_opts *o, coli_err *e)

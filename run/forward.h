@@ -43,11 +43,9 @@ typedef struct routing_log {
 /* How the model is opened: which expert store stands behind the forward pass. */
 typedef struct model_opts {
 	int stream;               /* 1: experts streamed from disk (store_stream), 0: all in RAM */
-	int cache_slots;          /* with stream: experts resident per MoE layer; 0: top_k x 4 */
-	int pins;                 /* with stream and usage: experts pinned in RAM per MoE layer */
-	const double *usage;      /* NULL, or routing counts [layer * n_experts + expert] (layers
-				   * as in the container, MTP included) choosing the pinned experts */
-	int io;                   /* with stream: STORE_IO_THREADS_POOL or STORE_IO_URING */
+	int mmap;                 /* 1: experts used in place from an mmap (store_mmap) */
+	store_stream_opts so;     /* with stream: slots, pins, usage (layers as in the container,
+				   * MTP included), I/O backend, mirrors, CRC policy */
 } model_opts;
 
 /* o may be NULL (all in RAM). */

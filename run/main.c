@@ -37,9 +37,17 @@ static const char usage[] =
 	"                         --stream; default top_k x 4)\n"
 	"  --prefetch on|off      when streaming, predict the next layer's experts while decoding\n"
 	"                         and read them ahead (default off)\n"
-	"  --io uring|threads     when streaming, read experts through one io_uring (queue depth\n"
-	"                         8; threads when the kernel refuses it) or 8 pread threads\n"
-	"                         (default threads)\n"
+	"  --io uring|threads|mmap\n"
+	"                         when streaming, read experts through one io_uring (queue depth\n"
+	"                         8 per disk; threads when the kernel refuses it) or 8 pread\n"
+	"                         threads per disk (default threads); mmap: no streaming store,\n"
+	"                         experts used in place from an mmap and the page cache (the\n"
+	"                         llama.cpp way, a baseline: no cache, pins or CRC checks)\n"
+	"  --mirror DIR           another copy of the container (on another disk), read alongside\n"
+	"                         it: each read goes to the copy expected to finish it first, a\n"
+	"                         failed read or CRC to another copy (implies --stream; repeatable,\n"
+	"                         up to 7)\n"
+	"  --crc on|off           check each streamed record's CRC32 (default on)\n"
 	"  --usage FILE           count each expert's routings in this run and fold them into\n"
 	"                         FILE (.coli_usage, read by coli-plan; decay 0.9 per run)\n"
 	"  --pins N               keep the N most used experts of each MoE layer (by the --usage\n"
@@ -58,7 +66,7 @@ enum {
 	OPT_PROMPT_IDS = 256, OPT_GREEDY, OPT_PRINT_IDS, OPT_TEACHER, OPT_DUMP_LOGITS, OPT_DUMP_ROUTING,
 	OPT_THREADS, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_IGNORE_EOS, OPT_SESSION, OPT_CHAT, OPT_CTX,
 	OPT_TOKENIZER, OPT_ENCODE, OPT_DECODE, OPT_STREAM, OPT_CACHE_SLOTS,
-	OPT_PREFETCH, OPT_IO, OPT_USAGE, OPT_PINS, OPT_RAM,
+	OPT_PREFETCH, OPT_IO, OPT_USAGE, OPT_PINS, OPT_RAM, OPT_MIRROR, OPT_CRC,
 };
 
 static const struct option options[] = {
@@ -86,6 +94,8 @@ static const struct option options[] = {
 	{"usage", required_argument, NULL, OPT_USAGE},
 	{"pins", required_argument, NULL, OPT_PINS},
 	{"ram", required_argument, NULL, OPT_RAM},
+	{"mirror", required_argument, NULL, OPT_MIRROR},
+	{"crc", required_argument, NULL, OPT_CRC},
 	{"tokenizer", required_argument, NULL, OPT_TOKENIZER},
 	{"encode", no_argument, NULL, OPT_ENCODE},
 	{"decode", required_argument, NULL, OPT_DECODE},
@@ -153,9 +163,20 @@ static int take(run_opts *o, int c, const char *arg)
 		o->prefetch = !strcmp(arg, "on");
 		return 0;
 	case OPT_IO:
-		if (strcmp(arg, "uring") && strcmp(arg, "threads"))
-			return bad_usage("--io: '%s' is not uring or threads", arg);
-		o->io_uring = !strcmp(arg, "uring");
+		if (strcmp(arg, "uring") && strcmp(arg, "threads") && strcmp(arg, "mmap"))
+			return bad_usage("--io: '%s' is not uring, threads or mmap", arg);
+		o->io = !strcmp(arg, "uring") ? STORE_IO_URING : !strcmp(arg, "mmap") ? STORE_IO_MMAP : STORE_IO_THREADS_POOL;
+		return 0;
+	case OPT_MIRROR:
+		if (o->n_mirrors == STORE_MAX_COPIES - 1)
+			return bad_usage("--mirror %s: at most 7 mirrors", arg);
+		o->mirrors[o->n_mirrors++] = arg;
+		o->stream = 1;
+		return 0;
+	case OPT_CRC:
+		if (strcmp(arg, "on") && strcmp(arg, "off"))
+			return bad_usage("--crc: '%s' is not on or off", arg);
+		o->no_crc = !strcmp(arg, "off");
 		return 0;
 	case OPT_USAGE: o->usage = arg; return 0;
 	case OPT_PINS: if (parse_int(arg, 0, 1 << 20, &v) < 0) return bad_usage("--pins: '%s' is not a count in 0..1048576", arg); o->pins = (int)v; o->stream = 1; return 0;
@@ -192,6 +213,9 @@ static int check(const run_opts *o, int argc, char **argv)
 		return bad_usage("%s", "--dump-routing needs --teacher-force");
 	if (o->teacher_force && o->chat)
 		return bad_usage("%s", "--teacher-force and --chat exclude each other");
+	if (o->io == STORE_IO_MMAP && (o->stream || o->prefetch || o->no_crc))
+		return bad_usage("%s", "--io mmap has no streaming store: it excludes --stream, --cache-slots, --pins, "
+				 "--ram, --mirror, --prefetch on and --crc off");
 	return 0;
 }
 

@@ -170,15 +170,37 @@ static int run_expert(const model *m, int l, int x, const float *X, int n, moe_w
 	return 0;
 }
 
-/* Decode (one token): its top_k experts' gate and up products in one dispatch, then their down
- * products in another, summed in ascending expert order as the batched path does. */
+/* Experts j in js[0..n) of a decoding token: gate and up products in one dispatch, then the
+ * down products in another, each into its own rows of w->H, w->U, w->D. */
+static int token_products(const model *m, const float *x, const coli_expert *const *ex, const int *js, int n, moe_ws *w)
+{
+	int d = m->cfg->hidden_size, ffn = m->cfg->moe_intermediate_size;
+	const coli_mat *W[128];
+	const float *xs[128];
+	float *ys[128];
+	for (int i = 0; i < n; i++) {
+		int j = js[i];
+		W[2 * i] = &ex[j]->gate, W[2 * i + 1] = &ex[j]->up;
+		xs[2 * i] = xs[2 * i + 1] = x;
+		ys[2 * i] = w->H + (int64_t)j * ffn, ys[2 * i + 1] = w->U + (int64_t)j * ffn;
+	}
+	if (mat_vec_batch(W, xs, ys, 2 * n) < 0)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		int j = js[i];
+		swiglu(w->H + (int64_t)j * ffn, w->U + (int64_t)j * ffn, ffn);
+		W[i] = &ex[j]->down, xs[i] = w->H + (int64_t)j * ffn, ys[i] = w->D + (int64_t)j * d;
+	}
+	return mat_vec_batch(W, xs, ys, n);
+}
+
+/* Decode (one token): its top_k experts' reads all started, then products as they arrive:
+ * each round takes every expert already read (all of them when resident) and waits only when
+ * none is; sums in ascending expert order, as the batched path does. */
 static int experts_one_token(const model *m, int l, const float *x, moe_ws *w, float *out, coli_err *e)
 {
 	const coli_model *c = m->cfg;
-	int k = c->top_k, d = c->hidden_size, ffn = c->moe_intermediate_size, order[64];
-	const coli_mat *W[128] = {0};
-	const float *xs[128] = {0};
-	float *ys[128] = {0};
+	int k = c->top_k, d = c->hidden_size, order[64], want[64] = {0}, rc = 0, left = k;
 	const coli_expert *ex[64] = {0};
 	for (int j = 0; j < k; j++)
 		order[j] = j;
@@ -187,31 +209,35 @@ static int experts_one_token(const model *m, int l, const float *x, moe_ws *w, f
 			int t = order[b];
 			order[b] = order[b - 1], order[b - 1] = t;
 		}
-	int rc = 0, got = 0, want[64] = {0};
 	for (int j = 0; j < k; j++)
 		want[j] = w->ids[order[j]];
 	store_prefetch(m->store, l, want, k); /* the k reads overlap */
-	for (; rc == 0 && got < k; got++)
-		if (!(ex[got] = store_get(m->store, l, w->ids[order[got]], e)))
-			rc = -1;
-	for (int j = 0; rc == 0 && j < k; j++) {
-		W[2 * j] = &ex[j]->gate, W[2 * j + 1] = &ex[j]->up;
-		xs[2 * j] = xs[2 * j + 1] = x;
-		ys[2 * j] = w->H + (int64_t)j * ffn, ys[2 * j + 1] = w->U + (int64_t)j * ffn;
+	while (rc == 0 && left > 0) {
+		int js[64], n = 0;
+		for (int j = 0; rc == 0 && j < k; j++) {
+			coli_err te = {0, ""};
+			if (!ex[j] && (ex[j] = store_try_get(m->store, l, want[j], &te)))
+				js[n++] = j;
+			else if (te.code)
+				*e = te, rc = -1;
+		}
+		if (rc == 0 && n == 0) { /* none read yet: wait for the first still missing */
+			int j = 0;
+			while (ex[j])
+				j++;
+			if (!(ex[j] = store_get(m->store, l, want[j], e)))
+				rc = -1;
+			js[n++] = j;
+		}
+		if (rc == 0 && token_products(m, x, ex, js, n, w) < 0)
+			rc = coli_errf(e, COLI_ENOMEM, "out of memory for the experts' products");
+		left -= n;
 	}
-	if (rc == 0 && mat_vec_batch(W, xs, ys, 2 * k) < 0)
-		rc = coli_errf(e, COLI_ENOMEM, "out of memory for the experts' products");
-	for (int j = 0; rc == 0 && j < k; j++) {
-		swiglu(w->H + (int64_t)j * ffn, w->U + (int64_t)j * ffn, ffn);
-		W[j] = &ex[j]->down, xs[j] = w->H + (int64_t)j * ffn, ys[j] = w->D + (int64_t)j * d;
-	}
-	if (rc == 0 && mat_vec_batch(W, xs, ys, k) < 0)
-		rc = coli_errf(e, COLI_ENOMEM, "out of memory for the experts' products");
 	for (int j = 0; j < (rc == 0 ? k : 0); j++)
 		axpy(out, w->W[order[j]], w->D + (int64_t)j * d, d);
-	while (got-- > 0)
-		if (ex[got])
-			store_release(m->store, l, w->ids[order[got]]);
+	for (int j = 0; j < k; j++)
+		if (ex[j])
+			store_release(m->store, l, want[j]);
 	return rc;
 }
 

@@ -257,6 +257,9 @@ static void report_stream(const runner *r)
 		st.bytes_read -= r->st0.bytes_read, st.read_s -= r->st0.read_s;
 		st.predicted -= r->st0.predicted, st.predict_hits -= r->st0.predict_hits;
 		st.predict_wasted_bytes -= r->st0.predict_wasted_bytes;
+		for (int i = 0; i < st.n_disks; i++) {
+			st.disks[i].bytes_read -= r->st0.disks[i].bytes_read, st.disks[i].busy_s -= r->st0.disks[i].busy_s;
+		}
 	}
 	uint64_t gets = st.hits + st.misses;
 	char pred[96] = "";
@@ -276,6 +279,16 @@ static void report_stream(const runner *r)
 		head, pct * (double)st.hits, pins, (unsigned long long)st.misses,
 		n ? (double)st.bytes_read / 1048576 / n : 0.0, st.read_s > 0 ? (double)st.bytes_read / st.read_s / 1e9 : 0.0,
 		pred);
+	double wall = r->decoded ? r->decode_s : r->prefill_s;
+	for (int i = 0; i < st.n_disks; i++) {
+		const store_disk *d = &st.disks[i];
+		char fail[48] = "";
+		if (d->failures)
+			snprintf(fail, sizeof(fail), ", %llu failed reads in the run", (unsigned long long)d->failures);
+		fprintf(stderr, "coli-run: disk %s (%s): %.1f MiB read, busy %.0f%%, %.0f MB/s while busy%s\n", d->dir,
+			d->dev, (double)d->bytes_read / 1048576, wall > 0 ? 100.0 * d->busy_s / wall : 0.0,
+			d->busy_s > 0 ? (double)d->bytes_read / d->busy_s / 1e6 : 0.0, fail);
+	}
 }
 
 static void report(const runner *r)
@@ -378,7 +391,7 @@ static int ram_plan(runner *r, model_opts *mo, coli_err *e)
 		rc = coli_errf(e, COLI_EUSAGE, "--ram %g: needs at least %.2f GiB (dense %.2f GiB, KV %.2f GiB, buffers "
 			       "%.2f GiB, minimum expert cache %.2f GiB)", o->ram, (fixed + min_cache) / G, dense / G,
 			       kv / G, buf / G, min_cache / G);
-	int pins = mo->usage && mo->pins > 0 ? mo->pins : 0;
+	int pins = mo->so.usage && mo->so.pins > 0 ? mo->so.pins : 0;
 	if (pins > max_x)
 		pins = max_x;
 	if (rc == 0 && pins > 0 && rec * pins > left) {
@@ -387,7 +400,7 @@ static int ram_plan(runner *r, model_opts *mo, coli_err *e)
 				       "left beyond %.2f GiB needed)", o->pins, rec * pins / G, o->ram, left / G,
 				       (fixed + min_cache) / G);
 		else
-			mo->pins = pins = (int)(left / rec);
+			mo->so.pins = pins = (int)(left / rec);
 	}
 	int slots = top_k;
 	if (rc == 0 && o->cache_slots > 0) {
@@ -401,7 +414,7 @@ static int ram_plan(runner *r, model_opts *mo, coli_err *e)
 		slots = n > max_x ? max_x : (int)n;
 		if (slots < top_k)
 			slots = top_k;
-		mo->cache_slots = slots;
+		mo->so.cache_slots = slots;
 	}
 	r->ram_dense = dense, r->ram_kv = kv, r->ram_buf = buf;
 	r->ram_pins = rec * pins, r->ram_slots = rec * slots, r->ram_n_slots = slots;
@@ -419,9 +432,10 @@ static int setup(runner *r, coli_err *e)
 		kernels_set_threads(o->threads);
 	if (usage_open(r, e) < 0)
 		return -1;
-	model_opts mo = {o->stream || o->cache_slots > 0 || o->ram > 0, o->cache_slots, 0, r->usage.counts,
-			 o->io_uring ? STORE_IO_URING : STORE_IO_THREADS_POOL};
-	mo.pins = o->pins >= 0 ? o->pins : r->top_k; /* default: top_k with --usage, else 0 */
+	model_opts mo = {.stream = o->stream, .mmap = o->io == STORE_IO_MMAP};
+	mo.so = (store_stream_opts){.cache_slots = o->cache_slots, .usage = r->usage.counts, .io = o->io,
+				    .mirrors = o->mirrors, .n_mirrors = o->n_mirrors, .no_crc = o->no_crc};
+	mo.so.pins = o->pins >= 0 ? o->pins : r->top_k; /* default: top_k with --usage, else 0 */
 	if (o->ram > 0 && ram_plan(r, &mo, e) < 0)
 		return -1;
 	if (model_open(&r->m, o->model, &mo, e) < 0)

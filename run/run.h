@@ -35,7 +35,10 @@ typedef struct run_opts {
 	int prefetch;             /* --prefetch on|off: predict the next layer's experts when streaming */
 	int pins;                 /* --pins N per MoE layer (implies stream); -1: default (top_k
 				   * with --usage, else 0) */
-	int io_uring;             /* --io uring|threads: the streaming store's I/O backend */
+	int io;                   /* --io: STORE_IO_THREADS_POOL, STORE_IO_URING or STORE_IO_MMAP */
+	const char *mirrors[8];   /* --mirror DIR (repeatable): copies of the container */
+	int n_mirrors;
+	int no_crc;               /* --crc off */
 	const char *usage;        /* --usage FILE: .coli_usage routing statistics to fold this run into */
 	double ram;               /* --ram GiB: budget of everything coli-run allocates (implies
 				   * stream; sizes the cache slots); 0: none */

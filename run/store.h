@@ -19,6 +19,10 @@ typedef struct coli_store coli_store;
 typedef struct coli_store_ops {
 	/* The expert's matrices, valid until released; NULL with e filled on error. */
 	const coli_expert *(*get)(coli_store *s, int layer, int expert, coli_err *e);
+	/* A get that never waits: the expert when it is resident and read (a use to release),
+	 * else NULL with e->code 0 while its read is pending (store_get then waits for it), or
+	 * NULL with e filled on error. */
+	const coli_expert *(*try_get)(coli_store *s, int layer, int expert, coli_err *e);
 	void (*release)(coli_store *s, int layer, int expert);
 	/* A hint: the experts will be got soon; a store may start reading them now. Never evicts an
 	 * expert in use, never makes a later get fail; errors surface at get. */
@@ -33,6 +37,11 @@ struct coli_store {
 static inline const coli_expert *store_get(coli_store *s, int layer, int expert, coli_err *e)
 {
 	return s->ops->get(s, layer, expert, e);
+}
+
+static inline const coli_expert *store_try_get(coli_store *s, int layer, int expert, coli_err *e)
+{
+	return s->ops->try_get(s, layer, expert, e);
 }
 
 static inline void store_release(coli_store *s, int layer, int expert) { s->ops->release(s, layer, expert); }
@@ -51,13 +60,25 @@ static inline void store_close(coli_store *s)
 /* Every expert record read into RAM at open, each CRC checked. */
 int store_ram_open(coli_store **out, const coli_container *c, coli_err *e);
 
-/* I/O threads of the streaming store's pread backend (its read queue depth). */
-#define STORE_IO_THREADS 8
-/* Queue depth of its io_uring backend (one thread). */
-#define STORE_URING_DEPTH 8
+/* experts.bin mapped read-only and used in place: the kernel's page cache decides what stays
+ * in RAM and reads on page faults (what llama.cpp's mmap loading does); no CRC checks, no
+ * cache of its own. A baseline for the benchmarks. */
+int store_mmap_open(coli_store **out, const coli_container *c, coli_err *e);
 
-/* The streaming store's I/O backend. */
-enum { STORE_IO_THREADS_POOL, STORE_IO_URING };
+/* I/O threads of the streaming store's pread backend per copy of experts.bin (its read queue
+ * depth on each disk). */
+#define STORE_IO_THREADS 8
+/* Queue depth of its io_uring backend (one thread) per copy. */
+#define STORE_URING_DEPTH 8
+/* Records are read in chunks of at most this many bytes, each from the copy expected to
+ * finish it first: a record's first bytes arrive early, copies share one record. */
+#define STORE_CHUNK (4u << 20)
+/* Copies of experts.bin a streaming store reads: the model's and up to 7 mirrors. */
+#define STORE_MAX_COPIES 8
+
+/* How routed experts are read: the streaming store's two I/O backends, or an mmap of
+ * experts.bin through the page cache (store_mmap_open). */
+enum { STORE_IO_THREADS_POOL, STORE_IO_URING, STORE_IO_MMAP };
 
 /* Options of the streaming store. */
 typedef struct store_stream_opts {
@@ -68,7 +89,20 @@ typedef struct store_stream_opts {
 	int io;                   /* STORE_IO_THREADS_POOL (pread threads) or STORE_IO_URING (one
 				   * thread owning an io_uring; the threads, with a note on stderr,
 				   * when the kernel refuses it) */
+	const char *const *mirrors; /* folders holding the same container, read alongside it */
+	int n_mirrors;
+	int no_crc;               /* 1: records read are not CRC checked (pins included) */
 } store_stream_opts;
+
+/* One copy of experts.bin, as the statistics see it. */
+typedef struct store_disk {
+	const char *dir;          /* the container folder: the model's, or a mirror */
+	char dev[32];             /* its block device ("nvme0n1", "loop3"), MAJ:MIN, or "?" */
+	uint64_t bytes_read;
+	double busy_s;            /* wall time with at least one read in flight on it */
+	uint64_t failures;        /* reads or CRC checks failed on it (each served by another copy,
+				   * or the run failed) */
+} store_disk;
 
 /* Counters of the streaming store since open. */
 typedef struct store_stats {
@@ -80,16 +114,23 @@ typedef struct store_stats {
 	uint64_t predicted;       /* experts predicted for a layer whose real routing followed */
 	uint64_t predict_hits;    /* of those, chosen by the real routing */
 	uint64_t predict_wasted_bytes; /* read for a prediction, not chosen */
+	store_disk disks[STORE_MAX_COPIES]; /* the model's copy, then each mirror */
+	int n_disks;
 } store_stats;
 
 /* Experts read from experts.bin on demand (O_DIRECT when the filesystem allows), one whole
- * record per miss, its CRC checked, kept in per-layer LRU slots. Reads run on a pool of
- * STORE_IO_THREADS pread threads (or one thread submitting them to an io_uring of depth
- * STORE_URING_DEPTH, in the same queue order): a prefetch queues the misses it has free or evictable slots for
- * (concurrently, queue depth = the pool size), a get of a miss queues it first and waits. A layer holds up to
+ * record per miss in chunks of STORE_CHUNK, its CRC checked (unless o->no_crc), kept in
+ * per-layer LRU slots. Reads run on STORE_IO_THREADS pread threads per copy (or one thread
+ * submitting them to an io_uring of depth STORE_URING_DEPTH per copy), in queue order: a get's
+ * read first, then prefetches, then predictions. A prefetch queues the misses it has free or
+ * evictable slots for; a get of a miss queues it first and waits. A layer holds up to
  * max(cache_slots, top_k) experts while they are in use (decode holds all top_k at once) and
- * keeps cache_slots of them resident once released. o may be NULL (defaults). */
-/* Pins: at open, for each MoE layer, the o->pins experts with the highest o->usage counts
+ * keeps cache_slots of them resident once released. o may be NULL (defaults).
+ * Mirrors (o->mirrors): each chunk is read from the copy expected to finish it first (replica.h);
+ * a chunk whose read fails is read from another copy; a record whose CRC fails is read whole
+ * from each copy in turn until one checks, the failing copies reported on stderr and avoided
+ * for that record from then on. A mirror whose manifest differs is refused at open.
+ * Pins: at open, for each MoE layer, the o->pins experts with the highest o->usage counts
  * (ties: lower id; count 0 never pinned) are read (CRC checked) into buffers of their own and
  * stay resident until close: a get returns them without touching the slots, a release does
  * nothing, they are never evicted and never counted against cache_slots. */
@@ -97,6 +138,7 @@ int store_stream_open(coli_store **out, const coli_container *c, const store_str
 
 /* The counters of a streaming store into *st; -1 (st untouched) for any other store. */
 int store_stream_stats(const coli_store *s, store_stats *st);
+
 
 /* Next-layer prediction (decode, streaming store only; off at open): the forward pass runs
  * layer l+1's router on layer l's post-attention state and calls store_predict with the

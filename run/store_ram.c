@@ -1,7 +1,9 @@
-/* store_ram.c: the all-in-RAM expert store: experts.bin read whole at open, every record's CRC
- * checked, views handed out with nothing to release. */
+/* store_ram.c: the expert stores addressing experts.bin in memory, views handed out with
+ * nothing to release: read whole at open with every record's CRC checked, or mapped. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <zlib.h>
 
 #include "fileio.h"
@@ -11,6 +13,7 @@ typedef struct ram_store {
 	coli_store base;
 	const coli_container *c;
 	uint8_t *data;                  /* experts.bin */
+	size_t mapped;                  /* bytes mapped at data; 0: data is malloc'd */
 	coli_expert **experts;          /* [container layer] -> [n_experts] or NULL */
 	int n_layers;
 } ram_store;
@@ -42,11 +45,14 @@ static void ram_close(coli_store *s)
 	for (int l = 0; l < r->n_layers; l++)
 		free(r->experts[l]);
 	free(r->experts);
-	free(r->data);
+	if (r->mapped)
+		munmap(r->data, r->mapped);
+	else
+		free(r->data);
 	free(r);
 }
 
-static const coli_store_ops ram_ops = {.get = ram_get, .release = ram_release, .prefetch = ram_prefetch, .close = ram_close};
+static const coli_store_ops ram_ops = {.get = ram_get, .try_get = ram_get, .release = ram_release, .prefetch = ram_prefetch, .close = ram_close};
 
 static int index_layer(ram_store *r, const coli_lexperts *x, coli_err *e)
 {
@@ -56,8 +62,8 @@ static int index_layer(ram_store *r, const coli_lexperts *x, coli_err *e)
 	r->experts[x->layer] = v;
 	for (int k = 0; k < x->n_experts; k++) {
 		const uint8_t *rec = r->data + coli_record_offset(x, k);
-		uint32_t crc = (uint32_t)crc32_z(0, rec, x->record_size);
-		if (crc != x->crc[k])
+		uint32_t crc = r->mapped ? 0 : (uint32_t)crc32_z(0, rec, x->record_size);
+		if (!r->mapped && crc != x->crc[k])
 			return coli_errf(e, COLI_EDATA,
 					 "%s/experts.bin: expert record [layer %d][expert %d] at offset %llu: crc32 0x%08x, expected 0x%08x",
 					 r->c->dir, x->layer, k, (unsigned long long)coli_record_offset(x, k), crc, x->crc[k]);
@@ -68,10 +74,11 @@ static int index_layer(ram_store *r, const coli_lexperts *x, coli_err *e)
 	return 0;
 }
 
-int store_ram_open(coli_store **out, const coli_container *c, coli_err *e)
+/* experts.bin read whole (mapped: 0) or mapped (1), then indexed. */
+static int open_store(coli_store **out, const coli_container *c, int mapped, coli_err *e)
 {
 	ram_store *r = coli_calloc(1, sizeof(*r), e);
-	uint64_t n = c->layout.section_size[COLI_SEC_EXPERTS];
+	size_t n = (size_t)c->layout.section_size[COLI_SEC_EXPERTS];
 	void *p = NULL;
 	if (!r)
 		return -1;
@@ -79,11 +86,18 @@ int store_ram_open(coli_store **out, const coli_container *c, coli_err *e)
 	r->c = c;
 	r->n_layers = c->model.n_layers + c->model.n_mtp_layers;
 	int rc = (r->experts = coli_calloc((size_t)r->n_layers, sizeof(*r->experts), e)) ? 0 : -1;
-	if (rc == 0 && posix_memalign(&p, 4096, n) != 0)
-		rc = coli_errf(e, COLI_ENOMEM, "out of memory allocating %llu bytes for experts.bin", (unsigned long long)n);
-	r->data = p;
-	if (rc == 0)
-		rc = coli_pread_full(c->fd[COLI_SEC_EXPERTS], r->data, n, 0, "experts.bin", e);
+	if (rc == 0 && mapped && n) {
+		if ((p = mmap(NULL, n, PROT_READ, MAP_SHARED, c->fd[COLI_SEC_EXPERTS], 0)) == MAP_FAILED)
+			rc = coli_errf(e, COLI_EIO, "%s/experts.bin: mmap of %zu bytes: %s", c->dir, n, strerror(errno));
+		else
+			r->data = p, r->mapped = n;
+	} else if (rc == 0 && !mapped) {
+		if (posix_memalign(&p, 4096, n) != 0)
+			rc = coli_errf(e, COLI_ENOMEM, "out of memory allocating %zu bytes for experts.bin", n);
+		r->data = p;
+		if (rc == 0)
+			rc = coli_pread_full(c->fd[COLI_SEC_EXPERTS], r->data, n, 0, "experts.bin", e);
+	}
 	for (int i = 0; rc == 0 && i < c->layout.n_elayers; i++)
 		rc = index_layer(r, &c->layout.elayers[i], e);
 	if (rc < 0) {
@@ -92,4 +106,14 @@ int store_ram_open(coli_store **out, const coli_container *c, coli_err *e)
 	}
 	*out = &r->base;
 	return 0;
+}
+
+int store_ram_open(coli_store **out, const coli_container *c, coli_err *e)
+{
+	return open_store(out, c, 0, e);
+}
+
+int store_mmap_open(coli_store **out, const coli_container *c, coli_err *e)
+{
+	return open_store(out, c, 1, e);
 }

@@ -1,8 +1,7 @@
-/* store_stream.c: the streaming expert store: records read from experts.bin on demand or by
- * prefetch, by an I/O backend (a pool of pread threads, or one thread owning an io_uring), into
- * per-layer LRU cache slots, each CRC checked. */
+/* store_stream.c: the streaming expert store: records read from experts.bin (and its mirrors)
+ * on demand or by prefetch, in chunks, by an I/O backend (a pool of pread threads, or one thread
+ * owning an io_uring), into per-layer LRU cache slots, each CRC checked. */
 #include <errno.h>
-#include <fcntl.h>
 #include <liburing.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -13,6 +12,7 @@
 #include <zlib.h>
 
 #include "fileio.h"
+#include "replica.h"
 #include "store.h"
 
 enum { S_EMPTY, S_FLIGHT, S_FILLED, S_READY }; /* a slot's state: queued or being read, read, checked */
@@ -21,15 +21,19 @@ enum { Q_PREDICT, Q_PREFETCH, Q_GET }; /* read queue order: gets, then prefetche
 /* One cache slot: a 4096-aligned buffer holding one expert record, and its views. */
 typedef struct slot {
 	uint8_t *buf;             /* record_size bytes, allocated (and pre-faulted) on first use */
+	uint32_t *chunk_crc;      /* [n_chunks]: each chunk's CRC, combined once all are read */
 	const coli_lexperts *x;   /* its layer's records */
+	uint64_t rec0;            /* index in experts.bin of its layer's first record */
+	uint64_t chunk;           /* bytes per chunk read (the store's) */
 	int expert;               /* -1 when empty */
 	int state;                /* S_*: in flight never evicted; read and not yet got: not trimmed */
 	int refs;                 /* gets not yet released: never evicted while > 0 */
 	uint64_t last;            /* LRU tick of the last get or prefetch */
+	int n_chunks, next_chunk, chunks_done; /* chunks of the record; claimed by a reader; read */
+	unsigned used;            /* copies (bit per replica) its chunks were read from */
 	int io_rc;                /* the read's result (S_FILLED) */
 	uint32_t crc;             /* of the bytes read (S_FILLED) */
 	coli_err err;             /* the read's error when io_rc < 0 */
-	size_t done;              /* io_uring: bytes of the record read so far */
 	struct slot *next;        /* in the read queue */
 	int prio;                 /* in the queue: Q_PREDICT, Q_PREFETCH or Q_GET */
 	int stale;                /* predicted, not chosen, never got: a prefetch may evict it */
@@ -39,6 +43,7 @@ typedef struct slot {
 /* The slots of one MoE layer. */
 typedef struct stream_layer {
 	const coli_lexperts *x;
+	uint64_t rec0;            /* index in experts.bin of its first record */
 	slot *slots;              /* [n_work] */
 	int *where;               /* [n_experts] -> slot index, -1 when not resident */
 	int resident;             /* slots holding an expert (also in flight) */
@@ -48,31 +53,41 @@ typedef struct stream_layer {
 	int pred[64], pred_read[64], n_pred; /* the last prediction, its reads queued; n_pred 0: none */
 } stream_layer;
 
+/* An io_uring read in flight: chunk c of p, on copy r (tried: the copies tried for it). */
+typedef struct ureq {
+	slot *p;                  /* NULL: free */
+	int c, r, rc;
+	unsigned tried;
+	uint64_t done;            /* bytes of the chunk read so far */
+	coli_err err;
+} ureq;
+
 typedef struct stream_store {
 	coli_store base;
 	const coli_container *c;
-	char *path;               /* <dir>/experts.bin, for errors */
-	int fd;                   /* O_DIRECT descriptor, or the container's buffered one */
-	int own_fd;
+	replica_set rs;           /* experts.bin and its mirrors */
+	int no_crc;
+	uint64_t chunk;           /* STORE_CHUNK (COLI_TEST_CHUNK in tests: multi-chunk tiny records) */
 	int keep, work;           /* slots resident after release; slots usable while in use */
 	stream_layer *layers;     /* [container layer]; x NULL when not MoE */
 	int n_layers;
 	uint64_t tick;
 	store_stats st;
-	pthread_mutex_t mu;       /* guards everything below and every slot's state */
+	pthread_mutex_t mu;       /* guards everything below, every slot's state, the replicas */
 	pthread_cond_t queued, done;
-	slot *qhead, *qtail;      /* reads not yet started */
+	slot *qhead, *qtail;      /* records with chunks not yet claimed by a reader */
 	int stop, n_threads, inflight;
 	int predict;              /* decode predicts the next layer's experts */
 	double busy_since;        /* when inflight last became nonzero */
-	pthread_t threads[STORE_IO_THREADS];
+	pthread_t threads[STORE_IO_THREADS * REPLICA_MAX];
 	const struct io_backend *io; /* the backend running the threads */
 	struct io_uring ring;     /* io_uring backend: owned by its one thread */
+	ureq *ureqs;              /* [uring_depth] */
+	int uring_depth;
 } stream_store;
 
-/* An I/O backend: starts the threads that take reads off the queue (in its order), read each
- * record, and mark its slot S_FILLED with io_rc, err and crc set, broadcasting done; they stop
- * once s->stop is set and the queue is drained. */
+/* An I/O backend: starts the threads that take chunks off the queue (in its order), read them,
+ * and end each through chunk_result; they stop once s->stop is set and the queue is drained. */
 typedef struct io_backend {
 	int (*start)(stream_store *s, coli_err *e); /* -1 with e filled: none started */
 	void (*stop)(stream_store *s);              /* joins them (s->stop already set) */
@@ -85,15 +100,109 @@ static double now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* Reads p's record and its CRC (no lock held: the slot is in flight, nobody else touches it). */
-static void read_slot(stream_store *s, slot *p)
+static uint64_t rec_of(const slot *p)
 {
-	p->io_rc = coli_pread_full(s->fd, p->buf, p->x->record_size, coli_record_offset(p->x, p->expert), s->path, &p->err);
-	if (p->io_rc == 0)
-		p->crc = (uint32_t)crc32_z(0, p->buf, p->x->record_size);
+	return p->rec0 + (uint64_t)p->expert;
 }
 
-/* An I/O thread: takes queued reads until the store closes (the queue drained). */
+static uint64_t chunk_len(const slot *p, int c)
+{
+	uint64_t n = p->x->record_size - (uint64_t)c * p->chunk;
+	return n < p->chunk ? n : p->chunk;
+}
+
+/* A read of len bytes issued to copy r; lock held. */
+static void issue(stream_store *s, int r, uint64_t len)
+{
+	double t = now_s();
+	if (s->inflight++ == 0)
+		s->busy_since = t;
+	replica_issue(&s->rs, r, len, t);
+}
+
+/* That read ended (ok: it delivered); lock held. */
+static void retire(stream_store *s, int r, uint64_t len, int ok)
+{
+	double t = now_s();
+	replica_done(&s->rs, r, len, ok, t);
+	if (--s->inflight == 0)
+		s->st.read_s += t - s->busy_since;
+	s->st.bytes_read += ok ? len : 0;
+}
+
+/* Takes the next chunk of the first queued record (the record leaves the queue with its last
+ * chunk) and issues it to the copy expected to finish it first; lock held, queue not empty. */
+static slot *claim(stream_store *s, int *c, int *r)
+{
+	slot *p = s->qhead;
+	*c = p->next_chunk++;
+	if (p->next_chunk == p->n_chunks) {
+		if (!(s->qhead = p->next))
+			s->qtail = NULL;
+		p->next = NULL;
+	}
+	*r = replica_pick(&s->rs, rec_of(p), chunk_len(p, *c), 0);
+	issue(s, *r, chunk_len(p, *c));
+	return p;
+}
+
+/* All of p's chunks are read: its CRC from theirs; S_FILLED. Lock held. */
+static void filled(stream_store *s, slot *p)
+{
+	if (p->io_rc == 0 && !s->no_crc) {
+		uLong crc = p->chunk_crc[0];
+		for (int c = 1; c < p->n_chunks; c++)
+			crc = crc32_combine(crc, p->chunk_crc[c], (z_off_t)chunk_len(p, c));
+		p->crc = (uint32_t)crc;
+	}
+	p->state = S_FILLED;
+	pthread_cond_broadcast(&s->done);
+}
+
+/* The read of chunk c of p on copy *r ended (rc 0, or -1 with err). A failed read is reported
+ * and issued to another copy not in *tried when one is left: 1 (read it from *r now). Else
+ * the chunk is over (p filled with its last): 0. Lock held. */
+static int chunk_result(stream_store *s, slot *p, int c, int *r, unsigned *tried, int rc, const coli_err *err)
+{
+	uint64_t len = chunk_len(p, c);
+	retire(s, *r, len, rc == 0);
+	p->used |= 1u << *r;
+	if (rc < 0) {
+		replica_mark_bad(&s->rs, *r, rec_of(p));
+		int next = replica_pick(&s->rs, rec_of(p), len, *tried);
+		if (next >= 0) {
+			fprintf(stderr, "coli-run: %s; reading it from the copy in %s\n", err->msg, s->rs.r[next].dir);
+			*tried |= 1u << next, *r = next;
+			issue(s, next, len);
+			return 1;
+		}
+		if (p->io_rc == 0)
+			p->io_rc = -1, p->err = *err;
+	}
+	if (++p->chunks_done == p->n_chunks)
+		filled(s, p);
+	return 0;
+}
+
+/* Reads chunk c of p from copy r, and from others while reads fail. Lock held on entry and
+ * exit, released while reading (p is in flight: nobody else touches this chunk). */
+static void read_chunk(stream_store *s, slot *p, int c, int r)
+{
+	uint64_t off = (uint64_t)c * p->chunk, len = chunk_len(p, c);
+	unsigned tried = 1u << r;
+	coli_err err = {0, ""};
+	int rc;
+	do {
+		const replica *R = &s->rs.r[r];
+		pthread_mutex_unlock(&s->mu);
+		rc = coli_pread_full(R->fd, p->buf + off, len, coli_record_offset(p->x, p->expert) + off, R->path, &err);
+		if (rc == 0 && !s->no_crc)
+			p->chunk_crc[c] = (uint32_t)crc32_z(0, p->buf + off, len);
+		pthread_mutex_lock(&s->mu);
+	} while (chunk_result(s, p, c, &r, &tried, rc, &err));
+}
+
+/* An I/O thread: reads queued chunks until the store closes (the queue drained). */
 static void *io_main(void *arg)
 {
 	stream_store *s = arg;
@@ -101,21 +210,11 @@ static void *io_main(void *arg)
 	for (;;) {
 		while (!s->qhead && !s->stop)
 			pthread_cond_wait(&s->queued, &s->mu);
-		slot *p = s->qhead;
-		if (!p)
+		if (!s->qhead)
 			break;
-		if (!(s->qhead = p->next))
-			s->qtail = NULL;
-		if (s->inflight++ == 0)
-			s->busy_since = now_s();
-		pthread_mutex_unlock(&s->mu);
-		read_slot(s, p);
-		pthread_mutex_lock(&s->mu);
-		if (--s->inflight == 0)
-			s->st.read_s += now_s() - s->busy_since;
-		s->st.bytes_read += p->io_rc == 0 ? p->x->record_size : 0;
-		p->state = S_FILLED;
-		pthread_cond_broadcast(&s->done);
+		int c, r;
+		slot *p = claim(s, &c, &r);
+		read_chunk(s, p, c, r);
 	}
 	pthread_mutex_unlock(&s->mu);
 	return NULL;
@@ -130,7 +229,7 @@ static void join_threads(stream_store *s)
 
 static int threads_start(stream_store *s, coli_err *e)
 {
-	for (int rc; s->n_threads < STORE_IO_THREADS; s->n_threads++)
+	for (int rc; s->n_threads < STORE_IO_THREADS * s->rs.n; s->n_threads++)
 		if ((rc = pthread_create(&s->threads[s->n_threads], NULL, io_main, s)) != 0)
 			return coli_errf(e, COLI_ENOMEM, "cannot start an I/O thread: %s", strerror(rc));
 	return 0;
@@ -138,79 +237,90 @@ static int threads_start(stream_store *s, coli_err *e)
 
 static const io_backend threads_backend = {.start = threads_start, .stop = join_threads};
 
-/* Queues on the ring the read of what is left of p's record. */
-static void uring_submit_read(stream_store *s, slot *p)
+/* Queues on the ring the read of what is left of q's chunk. */
+static void uring_submit_read(stream_store *s, ureq *q)
 {
+	const replica *R = &s->rs.r[q->r];
+	uint64_t off = (uint64_t)q->c * q->p->chunk + q->done;
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&s->ring); /* never NULL: at most depth in flight */
-	io_uring_prep_read(sqe, s->fd, p->buf + p->done, (unsigned)(p->x->record_size - p->done),
-			   coli_record_offset(p->x, p->expert) + p->done);
-	io_uring_sqe_set_data(sqe, p);
+	io_uring_prep_read(sqe, R->fd, q->p->buf + off, (unsigned)(chunk_len(q->p, q->c) - q->done),
+			   coli_record_offset(q->p->x, q->p->expert) + off);
+	io_uring_sqe_set_data(sqe, q);
 }
 
-/* A completion for p: its read goes on (short read), or ends (io_rc and err set); 1 when it
- * ended. No lock held: p is in flight. */
-static int uring_complete(stream_store *s, slot *p, int res)
+/* A completion for q: its read goes on (short read, interrupted), or ends (q->rc and q->err
+ * set); 1 when it ended. No lock held: q's chunk is in flight. */
+static int uring_complete(stream_store *s, ureq *q, int res)
 {
-	uint64_t off = coli_record_offset(p->x, p->expert) + p->done;
+	const replica *R = &s->rs.r[q->r];
+	uint64_t off = coli_record_offset(q->p->x, q->p->expert) + (uint64_t)q->c * q->p->chunk + q->done;
+	uint64_t len = chunk_len(q->p, q->c);
 	if (res == -EINTR || res == -EAGAIN) {
-		uring_submit_read(s, p);
+		uring_submit_read(s, q);
 		return 0;
 	}
 	if (res < 0) {
-		p->io_rc = coli_errf(&p->err, COLI_EIO, "%s: read at offset %llu: %s", s->path, (unsigned long long)off,
-				     strerror(-res));
+		q->rc = coli_errf(&q->err, COLI_EIO, "%s: read at offset %llu: %s", R->path, (unsigned long long)off,
+				  strerror(-res));
 		return 1;
 	}
 	if (res == 0) {
-		p->io_rc = coli_errf(&p->err, COLI_EIO, "%s: short read: end of file at offset %llu, %zu bytes missing",
-				     s->path, (unsigned long long)off, (size_t)(p->x->record_size - p->done));
+		q->rc = coli_errf(&q->err, COLI_EIO, "%s: short read: end of file at offset %llu, %llu bytes missing",
+				  R->path, (unsigned long long)off, (unsigned long long)(len - q->done));
 		return 1;
 	}
-	p->done += (size_t)res;
-	if (p->done < p->x->record_size) {
-		uring_submit_read(s, p);
+	q->done += (uint64_t)res;
+	if (q->done < len) {
+		uring_submit_read(s, q);
 		return 0;
 	}
-	p->io_rc = 0;
+	q->rc = 0;
 	return 1;
 }
 
-/* The io_uring thread: submits queued reads in queue order, up to STORE_URING_DEPTH at once,
- * and reaps their completions, until the store closes (the queue drained). The CRCs of reads
- * that ended are computed once the next queued reads are on the ring. */
+/* Puts the first queued chunk on the ring in a free request; lock held. */
+static void uring_claim(stream_store *s)
+{
+	ureq *q = s->ureqs;
+	while (q->p)
+		q++;
+	q->p = claim(s, &q->c, &q->r);
+	q->tried = 1u << q->r, q->done = 0, q->rc = 0;
+	uring_submit_read(s, q);
+}
+
+/* The io_uring thread: puts queued chunks on the ring in queue order, up to its depth, and
+ * reaps their completions, until the store closes (the queue drained). The CRCs of chunks that
+ * ended are computed once the next queued reads are on the ring. */
 static void *uring_main(void *arg)
 {
 	stream_store *s = arg;
-	slot *ended[STORE_URING_DEPTH];
-	int n = 0, n_ended = 0; /* reads on the ring; reads ended, not yet checked */
+	ureq *ended[STORE_URING_DEPTH * REPLICA_MAX];
+	int n = 0, n_ended = 0; /* reads on the ring; reads ended, not yet accounted */
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
-		while (n < STORE_URING_DEPTH && s->qhead) {
-			slot *p = s->qhead;
-			if (!(s->qhead = p->next))
-				s->qtail = NULL;
-			if (s->inflight++ == 0)
-				s->busy_since = now_s();
-			p->done = 0;
-			uring_submit_read(s, p);
-			n++;
-		}
+		for (; n < s->uring_depth && s->qhead; n++)
+			uring_claim(s);
 		if (n_ended) {
 			pthread_mutex_unlock(&s->mu);
 			io_uring_submit(&s->ring);
-			for (int j = 0; j < n_ended; j++)
-				if (ended[j]->io_rc == 0)
-					ended[j]->crc = (uint32_t)crc32_z(0, ended[j]->buf, ended[j]->x->record_size);
+			for (int j = 0; j < n_ended && !s->no_crc; j++) {
+				ureq *q = ended[j];
+				uint64_t off = (uint64_t)q->c * q->p->chunk;
+				if (q->rc == 0)
+					q->p->chunk_crc[q->c] = (uint32_t)crc32_z(0, q->p->buf + off, chunk_len(q->p, q->c));
+			}
 			pthread_mutex_lock(&s->mu);
 			for (int j = 0; j < n_ended; j++) {
-				slot *p = ended[j];
-				if (--s->inflight == 0)
-					s->st.read_s += now_s() - s->busy_since;
-				s->st.bytes_read += p->io_rc == 0 ? p->x->record_size : 0;
-				p->state = S_FILLED;
+				ureq *q = ended[j];
+				if (chunk_result(s, q->p, q->c, &q->r, &q->tried, q->rc, &q->err)) {
+					q->done = 0, n++;
+					uring_submit_read(s, q);
+				} else {
+					q->p = NULL;
+				}
 			}
 			n_ended = 0;
-			pthread_cond_broadcast(&s->done);
 			continue;
 		}
 		if (n == 0) {
@@ -223,11 +333,11 @@ static void *uring_main(void *arg)
 		struct io_uring_cqe *cqe;
 		io_uring_submit_and_wait(&s->ring, 1); /* interrupted: no completion, waits again */
 		while (io_uring_peek_cqe(&s->ring, &cqe) == 0) {
-			slot *p = io_uring_cqe_get_data(cqe);
+			ureq *q = io_uring_cqe_get_data(cqe);
 			int res = cqe->res;
 			io_uring_cqe_seen(&s->ring, cqe);
-			if (uring_complete(s, p, res))
-				ended[n_ended++] = p, n--;
+			if (uring_complete(s, q, res))
+				ended[n_ended++] = q, n--;
 		}
 		io_uring_submit(&s->ring); /* resubmitted short reads */
 		pthread_mutex_lock(&s->mu);
@@ -236,11 +346,14 @@ static void *uring_main(void *arg)
 	return NULL;
 }
 
-/* One thread owning a ring; -1 with e filled (nothing started) when the kernel refuses
- * io_uring: the caller falls back to the threads. */
+/* One thread owning a ring of depth STORE_URING_DEPTH per copy; -1 with e filled (nothing
+ * started) when the kernel refuses io_uring: the caller falls back to the threads. */
 static int uring_start(stream_store *s, coli_err *e)
 {
-	int rc = io_uring_queue_init(STORE_URING_DEPTH, &s->ring, 0);
+	s->uring_depth = STORE_URING_DEPTH * s->rs.n;
+	if (!(s->ureqs = coli_calloc((size_t)s->uring_depth, sizeof(*s->ureqs), e)))
+		return -1;
+	int rc = getenv("COLI_TEST_NO_URING") ? -ENOSYS : io_uring_queue_init((unsigned)s->uring_depth, &s->ring, 0);
 	if (rc < 0)
 		return coli_errf(e, COLI_EIO, "io_uring_queue_init: %s", strerror(-rc));
 	if ((rc = pthread_create(&s->threads[0], NULL, uring_main, s)) != 0) {
@@ -358,18 +471,29 @@ static void promote(stream_store *s, slot *p, int prio)
 		enqueue(s, p, prio);
 }
 
+/* p's record buffer (4096-aligned, pre-faulted) and chunk CRCs. */
+static int slot_buffers(slot *p, coli_err *e)
+{
+	void *buf = NULL;
+	p->n_chunks = (int)((p->x->record_size + p->chunk - 1) / p->chunk);
+	if (posix_memalign(&buf, 4096, p->x->record_size) != 0)
+		return coli_errf(e, COLI_ENOMEM, "out of memory allocating a %llu-byte cache slot for layer %d",
+				 (unsigned long long)p->x->record_size, p->x->layer);
+	p->buf = memset(buf, 0, p->x->record_size);
+	if (!(p->chunk_crc = coli_calloc((size_t)p->n_chunks, sizeof(*p->chunk_crc), e)))
+		return -1;
+	return 0;
+}
+
 /* Queues the read of expert x into slot i (its buffer allocated and pre-faulted first), at the
  * queue's order prio (Q_GET: a get waits for it). */
 static int queue_read(stream_store *s, stream_layer *L, int i, int x, int prio, coli_err *e)
 {
 	slot *p = &L->slots[i];
-	void *buf = NULL;
-	if (!p->buf && posix_memalign(&buf, 4096, L->x->record_size) != 0)
-		return coli_errf(e, COLI_ENOMEM, "out of memory allocating a %llu-byte cache slot for layer %d",
-				 (unsigned long long)L->x->record_size, L->x->layer);
-	if (buf)
-		p->buf = memset(buf, 0, L->x->record_size);
+	if (!p->buf && slot_buffers(p, e) < 0)
+		return -1;
 	p->expert = x, p->state = S_FLIGHT, p->last = ++s->tick, p->next = NULL, p->stale = 0;
+	p->next_chunk = p->chunks_done = 0, p->used = 0, p->io_rc = 0;
 	L->where[x] = i;
 	L->resident++;
 	s->st.misses += prio != Q_PREDICT; /* a prediction's read: a miss once chosen */
@@ -377,17 +501,73 @@ static int queue_read(stream_store *s, stream_layer *L, int i, int x, int prio, 
 	return 0;
 }
 
-/* Checks a read slot: its read's result and its CRC; then its views. */
+/* p's record failed its read or CRC, with mirrors: reads it whole from each copy its chunks
+ * came from (all of them, to tell which failed), then from the others until one checks, into a
+ * buffer of its own; the good copy goes to p, each failing copy is reported on stderr and
+ * avoided for the record. Lock held, released while reading (p in flight meanwhile). */
+static int recover(stream_store *s, slot *p, coli_err *e)
+{
+	const coli_lexperts *lx = p->x;
+	uint64_t size = lx->record_size, off = coli_record_offset(lx, p->expert);
+	uint32_t want = lx->crc[p->expert], got[REPLICA_MAX] = {0};
+	unsigned tried = 0, failed = 0;
+	int good = -1, rc = 0;
+	void *tmp = NULL;
+	if (posix_memalign(&tmp, 4096, size) != 0)
+		return coli_errf(e, COLI_ENOMEM, "out of memory allocating %llu bytes to re-read expert record [layer %d][expert %d]",
+				 (unsigned long long)size, lx->layer, p->expert);
+	p->state = S_FLIGHT;
+	for (int r;;) {
+		for (r = 0; r < s->rs.n && (!(p->used >> r & 1) || (tried >> r & 1)); r++)
+			;
+		if (r == s->rs.n && (good >= 0 || (r = replica_pick(&s->rs, rec_of(p), size, tried)) < 0))
+			break;
+		tried |= 1u << r;
+		coli_err err = {0, ""};
+		issue(s, r, size);
+		pthread_mutex_unlock(&s->mu);
+		rc = coli_pread_full(s->rs.r[r].fd, tmp, size, off, s->rs.r[r].path, &err);
+		got[r] = rc == 0 ? (uint32_t)crc32_z(0, tmp, size) : 0;
+		pthread_mutex_lock(&s->mu);
+		retire(s, r, size, rc == 0);
+		if (rc == 0 && got[r] == want && good < 0)
+			memcpy(p->buf, tmp, size), good = r;
+		if (rc < 0 || got[r] != want) {
+			failed |= 1u << r;
+			replica_mark_bad(&s->rs, r, rec_of(p));
+			if (rc < 0)
+				fprintf(stderr, "coli-run: %s\n", err.msg);
+		}
+	}
+	free(tmp);
+	for (int r = 0; r < s->rs.n; r++)
+		if (failed >> r & 1 && got[r])
+			fprintf(stderr, "coli-run: %s: expert record [layer %d][expert %d] at offset %llu: crc32 0x%08x, expected 0x%08x%s%s%s\n",
+				s->rs.r[r].path, lx->layer, p->expert, (unsigned long long)off, got[r], want,
+				good >= 0 ? "; read from the copy in " : "", good >= 0 ? s->rs.r[good].dir : "", good >= 0 ? " instead" : "");
+	p->state = S_FILLED;
+	pthread_cond_broadcast(&s->done);
+	if (good < 0)
+		return coli_errf(e, COLI_EDATA, "expert record [layer %d][expert %d]: none of its %d copies reads with crc32 0x%08x",
+				 lx->layer, p->expert, s->rs.n, want);
+	p->io_rc = 0, p->crc = want;
+	return 0;
+}
+
+/* Checks a read slot: its read's result and its CRC (with mirrors, a failure recovers from
+ * another copy); then its views. Lock held. */
 static int check(stream_store *s, slot *p, coli_err *e)
 {
 	const coli_lexperts *lx = p->x;
-	int x = p->expert;
-	if (p->io_rc < 0)
-		return e ? (*e = p->err, -1) : -1;
-	if (p->crc != lx->crc[x])
+	int x = p->expert, bad = p->io_rc < 0 || (!s->no_crc && p->crc != lx->crc[x]);
+	if (bad && s->rs.n > 1 && recover(s, p, e) < 0)
+		return -1;
+	if (bad && s->rs.n == 1 && p->io_rc < 0)
+		return *e = p->err, -1;
+	if (bad && s->rs.n == 1)
 		return coli_errf(e, COLI_EDATA,
 				 "%s: expert record [layer %d][expert %d] at offset %llu: crc32 0x%08x, expected 0x%08x",
-				 s->path, lx->layer, x, (unsigned long long)coli_record_offset(lx, x), p->crc, lx->crc[x]);
+				 s->rs.r[0].path, lx->layer, x, (unsigned long long)coli_record_offset(lx, x), p->crc, lx->crc[x]);
 	p->view.gate = coli_mat_of(&lx->part[0], p->buf + lx->part_off[0]);
 	p->view.up = coli_mat_of(&lx->part[1], p->buf + lx->part_off[1]);
 	p->view.down = coli_mat_of(&lx->part[2], p->buf + lx->part_off[2]);
@@ -421,35 +601,62 @@ static stream_layer *layer_of(stream_store *s, int layer, int expert, coli_err *
 	return L;
 }
 
+/* A pinned expert's view (a hit), or NULL when x is not pinned. */
+static const coli_expert *pinned_get(stream_store *s, stream_layer *L, int x)
+{
+	if (!L->pinned || L->pinned[x] < 0)
+		return NULL;
+	pthread_mutex_lock(&s->mu);
+	s->st.hits++, s->st.pin_hits++;
+	pthread_mutex_unlock(&s->mu);
+	return &L->pins[L->pinned[x]].view;
+}
+
+/* A get's use of slot i: waits for its read, checks it once read. Lock held. */
+static const coli_expert *use_slot(stream_store *s, stream_layer *L, int i, coli_err *e)
+{
+	slot *p = &L->slots[i];
+	p->refs++;
+	p->stale = 0;
+	p->last = ++s->tick;
+	while (p->state == S_FLIGHT)
+		pthread_cond_wait(&s->done, &s->mu);
+	if (p->state == S_FILLED && check(s, p, e) < 0) {
+		p->refs--;
+		evict(L, i);
+		return NULL;
+	}
+	return &p->view;
+}
+
+/* A get (wait: 1) or a try_get (0: only an expert resident and read). */
+static const coli_expert *get(stream_store *s, int layer, int expert, int wait, coli_err *e)
+{
+	stream_layer *L = layer_of(s, layer, expert, e);
+	const coli_expert *v = L ? pinned_get(s, L, expert) : NULL;
+	if (!L || v)
+		return v;
+	pthread_mutex_lock(&s->mu);
+	int i = L->where[expert];
+	if (wait)
+		i = find_or_queue(s, L, expert, e);
+	else if (i >= 0 && L->slots[i].state != S_FLIGHT)
+		s->st.hits += L->slots[i].state == S_READY;
+	else
+		i = -1;
+	v = i >= 0 ? use_slot(s, L, i, e) : NULL;
+	pthread_mutex_unlock(&s->mu);
+	return v;
+}
+
 static const coli_expert *stream_get(coli_store *base, int layer, int expert, coli_err *e)
 {
-	stream_store *s = (stream_store *)base;
-	stream_layer *L = layer_of(s, layer, expert, e);
-	if (!L)
-		return NULL;
-	if (L->pinned && L->pinned[expert] >= 0) {
-		pthread_mutex_lock(&s->mu);
-		s->st.hits++, s->st.pin_hits++;
-		pthread_mutex_unlock(&s->mu);
-		return &L->pins[L->pinned[expert]].view;
-	}
-	pthread_mutex_lock(&s->mu);
-	int i = find_or_queue(s, L, expert, e);
-	slot *p = i >= 0 ? &L->slots[i] : NULL;
-	if (p) {
-		p->refs++;
-		p->stale = 0;
-		p->last = ++s->tick;
-		while (p->state == S_FLIGHT)
-			pthread_cond_wait(&s->done, &s->mu);
-		if (p->state == S_FILLED && check(s, p, e) < 0) {
-			p->refs--;
-			evict(L, i);
-			p = NULL;
-		}
-	}
-	pthread_mutex_unlock(&s->mu);
-	return p ? &p->view : NULL;
+	return get((stream_store *)base, layer, expert, 1, e);
+}
+
+static const coli_expert *stream_try_get(coli_store *base, int layer, int expert, coli_err *e)
+{
+	return get((stream_store *)base, layer, expert, 0, e);
 }
 
 /* Queues reads of the listed experts not resident, as many as slots allow without evicting an
@@ -517,18 +724,17 @@ static void stream_close(coli_store *base)
 	stop_threads(s);
 	for (int l = 0; s->layers && l < s->n_layers; l++) {
 		for (int i = 0; s->layers[l].slots && i < s->work; i++)
-			free(s->layers[l].slots[i].buf);
+			free(s->layers[l].slots[i].buf), free(s->layers[l].slots[i].chunk_crc);
 		free(s->layers[l].slots);
 		free(s->layers[l].where);
 		for (int i = 0; s->layers[l].pins && i < s->layers[l].n_pins; i++)
-			free(s->layers[l].pins[i].buf);
+			free(s->layers[l].pins[i].buf), free(s->layers[l].pins[i].chunk_crc);
 		free(s->layers[l].pins);
 		free(s->layers[l].pinned);
 	}
 	free(s->layers);
-	if (s->own_fd)
-		close(s->fd);
-	free(s->path);
+	replicas_close(&s->rs);
+	free(s->ureqs);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->queued);
 	pthread_cond_destroy(&s->done);
@@ -536,43 +742,18 @@ static void stream_close(coli_store *base)
 }
 
 static const coli_store_ops stream_ops = {
-	.get = stream_get, .release = stream_release, .prefetch = stream_prefetch, .close = stream_close};
+	.get = stream_get, .try_get = stream_try_get, .release = stream_release, .prefetch = stream_prefetch, .close = stream_close};
 
-/* experts.bin with O_DIRECT, probed with one aligned read of its header; the container's
- * buffered descriptor when the filesystem refuses (tmpfs). */
-static int open_direct(stream_store *s, coli_err *e)
-{
-	void *probe = NULL;
-	s->fd = s->c->fd[COLI_SEC_EXPERTS];
-	int fd = open(s->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
-	if (fd < 0 && errno != EINVAL)
-		return coli_errf(e, COLI_EIO, "%s: %s", s->path, strerror(errno));
-	if (fd < 0)
-		return 0;
-	if (posix_memalign(&probe, 4096, 4096) != 0) {
-		close(fd);
-		return coli_errf(e, COLI_ENOMEM, "out of memory allocating 4096 bytes");
-	}
-	if (pread(fd, probe, 4096, 0) == 4096) {
-		s->fd = fd;
-		s->own_fd = 1;
-	} else {
-		close(fd);
-	}
-	free(probe);
-	return 0;
-}
-
-static int init_layer(stream_store *s, const coli_lexperts *x, coli_err *e)
+static int init_layer(stream_store *s, const coli_lexperts *x, uint64_t rec0, coli_err *e)
 {
 	stream_layer *L = &s->layers[x->layer];
-	L->x = x;
+	L->x = x, L->rec0 = rec0;
 	L->slots = coli_calloc((size_t)s->work, sizeof(*L->slots), e);
 	L->where = coli_malloc((size_t)x->n_experts * sizeof(*L->where), e);
 	if (!L->slots || !L->where)
 		return -1;
 	for (int i = 0; i < s->work; i++)
-		L->slots[i].expert = -1, L->slots[i].x = x;
+		L->slots[i].expert = -1, L->slots[i].x = x, L->slots[i].rec0 = rec0, L->slots[i].chunk = s->chunk;
 	for (int k = 0; k < x->n_experts; k++)
 		L->where[k] = -1;
 	return 0;
@@ -597,15 +778,18 @@ static int pin_layer(stream_store *s, stream_layer *L, const double *row, int ne
 				best = k;
 		if (best < 0)
 			break;
-		slot *p = &L->pins[L->n_pins];
-		void *buf = NULL;
-		if (posix_memalign(&buf, 4096, x->record_size) != 0)
-			return coli_errf(e, COLI_ENOMEM, "out of memory allocating a %llu-byte pinned expert for layer %d",
-					 (unsigned long long)x->record_size, x->layer);
-		p->buf = buf, p->x = x, p->expert = best, p->refs = 0;
-		read_slot(s, p); /* not counted in the stats: those are of the run */
-		L->n_pins++;
-		if (check(s, p, e) < 0)
+		slot *p = &L->pins[L->n_pins++];
+		p->x = x, p->rec0 = L->rec0, p->chunk = s->chunk, p->expert = best, p->used = 1;
+		if (slot_buffers(p, e) < 0)
+			return -1;
+		/* from the model's copy, not counted in the stats (those are of the run) */
+		p->io_rc = coli_pread_full(s->rs.r[0].fd, p->buf, x->record_size, coli_record_offset(x, best),
+					   s->rs.r[0].path, &p->err);
+		p->crc = p->io_rc == 0 ? (uint32_t)crc32_z(0, p->buf, x->record_size) : 0;
+		pthread_mutex_lock(&s->mu);
+		int rc = check(s, p, e);
+		pthread_mutex_unlock(&s->mu);
+		if (rc < 0)
 			return -1;
 		L->pinned[best] = L->n_pins - 1;
 	}
@@ -628,14 +812,17 @@ int store_stream_open(coli_store **out, const coli_container *c, const store_str
 	s->keep = n ? n : top_k * 4;
 	s->work = s->keep > top_k ? s->keep : top_k;
 	s->n_layers = c->model.n_layers + c->model.n_mtp_layers;
-	s->path = coli_path_join(c->dir, "experts.bin");
-	int rc = s->path ? 0 : coli_errf(e, COLI_ENOMEM, "out of memory");
+	s->no_crc = o && o->no_crc;
+	const char *tc = getenv("COLI_TEST_CHUNK");
+	s->chunk = tc && atoll(tc) > 0 && atoll(tc) % 4096 == 0 ? (uint64_t)atoll(tc) : STORE_CHUNK;
+	uint64_t n_records = 0;
+	int rc = (s->layers = coli_calloc((size_t)s->n_layers, sizeof(*s->layers), e)) ? 0 : -1;
+	for (int i = 0; rc == 0 && i < c->layout.n_elayers; i++) {
+		rc = init_layer(s, &c->layout.elayers[i], n_records, e);
+		n_records += (uint64_t)c->layout.elayers[i].n_experts;
+	}
 	if (rc == 0)
-		rc = (s->layers = coli_calloc((size_t)s->n_layers, sizeof(*s->layers), e)) ? 0 : -1;
-	if (rc == 0)
-		rc = open_direct(s, e);
-	for (int i = 0; rc == 0 && i < c->layout.n_elayers; i++)
-		rc = init_layer(s, &c->layout.elayers[i], e);
+		rc = replicas_open(&s->rs, c, o ? o->mirrors : NULL, o ? o->n_mirrors : 0, n_records, e);
 	int pins = o && o->usage && o->pins > 0 ? o->pins : 0, ne = c->model.n_experts;
 	for (int i = 0; rc == 0 && pins && i < c->layout.n_elayers; i++) {
 		const coli_lexperts *x = &c->layout.elayers[i];
@@ -709,7 +896,7 @@ void store_predict_check(coli_store *base, int layer, const int32_t *chosen, int
 		slot *p = &L->slots[i];
 		if (p->refs > 0 || p->state == S_READY) /* got since (another use): not a prediction's */
 			continue;
-		if (p->state == S_FLIGHT && dequeue(s, p)) { /* not started: never read */
+		if (p->state == S_FLIGHT && p->next_chunk == 0 && dequeue(s, p)) { /* not started: never read */
 			evict(L, i);
 			continue;
 		}
@@ -727,6 +914,15 @@ int store_stream_stats(const coli_store *s, store_stats *st)
 	stream_store *ss = (stream_store *)s;
 	pthread_mutex_lock(&ss->mu);
 	*st = ss->st;
+	double t = now_s();
+	for (int i = 0; i < ss->rs.n; i++) {
+		const replica *r = &ss->rs.r[i];
+		store_disk *d = &st->disks[i];
+		d->dir = r->dir, d->bytes_read = r->bytes, d->failures = r->failures;
+		d->busy_s = r->busy_s + (r->inflight ? t - r->busy_since : 0);
+		snprintf(d->dev, sizeof(d->dev), "%s", r->dev);
+	}
+	st->n_disks = ss->rs.n;
 	pthread_mutex_unlock(&ss->mu);
 	return 0;
 }

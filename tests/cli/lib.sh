@@ -1,13 +1,14 @@
 # lib.sh: the shell-test harness (git's t/ style). Source it from tests/cli/tNNNN-*.sh.
 # Each test runs in its own scratch folder; test_expect_success prints PASS/FAIL lines that
-# tests/run.sh counts. Binaries are in $BIN (default: bin/ of the tree).
+# tests/run.sh counts. Binaries are in $BIN (default: bin/ of the tree). COLI_TEST_KEEP=1 keeps
+# the scratch folder (its path: the newest /tmp/coli-test.*) for a look after a failure.
 set -u
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 BIN=${BIN:-$TOP/bin}
 FIX=${COLI_FIXTURES:-$TOP/tests/fixtures/hf}
 PATH=$BIN:$PATH
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/coli-test.XXXXXX")
-trap 'rm -rf "$SCRATCH"' EXIT
+trap '[ -n "${COLI_TEST_KEEP:-}" ] || rm -rf "$SCRATCH"' EXIT
 t_failed=0
 
 # test_expect_success NAME 'commands': runs the commands in a fresh subfolder of SCRATCH.
