@@ -29,7 +29,6 @@ typedef struct runner {
 	store_stats st0;            /* streaming counters when decoding began */
 	coli_usage usage;           /* --usage: the statistics of earlier runs */
 	double *counts;             /* --usage: this run's routing counts (r->m.usage points here) */
-	int top_k;                  /* --usage: the model's top_k (the default --pins) */
 	double ram_dense, ram_kv, ram_buf, ram_pins, ram_slots; /* --ram: the plan, in bytes */
 	int ram_n_slots;            /* --ram: cache slots per MoE layer chosen (or given) */
 } runner;
@@ -322,7 +321,6 @@ static int usage_open(runner *r, coli_err *e)
 		return -1;
 	const coli_model *c = &ct->model;
 	int L = c->n_layers + c->n_mtp_layers, E = c->n_experts, rc = 0;
-	r->top_k = c->top_k;
 	if (E <= 0)
 		rc = coli_errf(e, COLI_EUSAGE, "--usage: %s has no routed experts", ct->dir);
 	else if (access(path, F_OK) == 0 || errno != ENOENT) {
@@ -355,11 +353,40 @@ static int context_extra(const run_opts *o, int vocab, int *extra, coli_err *e)
 	return 0;
 }
 
-/* --ram: the fixed part (dense.bin and mtp.bin read whole, the KV cache, buffers and kernels'
- * headroom) and the minimum expert cache (top_k working slots per MoE layer) must fit the
- * budget; what is left goes to the pins (reduced when they do not fit, unless given) and then
- * to the cache slots (unless --cache-slots gives them). Sets mo's slots and pins. */
-static int ram_plan(runner *r, model_opts *mo, coli_err *e)
+/* The most experts the usage table has seen (count > 0) in one MoE layer: more pins than
+ * that would stay empty. */
+static int usage_known(const runner *r)
+{
+	int best = 0;
+	for (int l = 0; r->usage.counts && l < r->usage.n_layers; l++) {
+		int n = 0;
+		for (int x = 0; x < r->usage.n_experts; x++)
+			n += r->usage.counts[(size_t)l * (size_t)r->usage.n_experts + (size_t)x] > 0;
+		best = n > best ? n : best;
+	}
+	return best;
+}
+
+/* Splits a per-layer expert cache of n records into pins and LRU slots: --pins as given, else
+ * (with --usage) half of the cache, at most the experts the table has seen in a layer and
+ * leaving top_k slots; the slots are the rest, at least top_k. Pins need --usage. */
+static void split_cache(const runner *r, int n, int top_k, int *pins, int *slots)
+{
+	int p = r->o->pins >= 0 ? r->o->pins : n / 2, known = usage_known(r);
+	if (r->o->pins < 0 && p > n - top_k)
+		p = n - top_k;
+	if (r->o->pins < 0 && p > known)
+		p = known;
+	*pins = r->o->usage && p > 0 ? p : 0;
+	*slots = n - *pins > top_k ? n - *pins : top_k;
+}
+
+/* The expert cache per MoE layer (streaming): --cache-slots N records (pins included; default
+ * top_k x 4), or with --ram what the budget leaves. --ram: the fixed part (dense.bin and mtp.bin
+ * read whole, the KV cache, buffers and kernels' headroom) and the minimum expert cache (top_k
+ * slots per MoE layer) must fit the budget, and so must the cache chosen. Sets mo's slots and
+ * pins. */
+static int cache_plan(runner *r, model_opts *mo, coli_err *e)
 {
 	const run_opts *o = r->o;
 	const double G = 1073741824.0;
@@ -386,36 +413,20 @@ static int ram_plan(runner *r, model_opts *mo, coli_err *e)
 		if (ct->layout.elayers[i].n_experts > max_x)
 			max_x = ct->layout.elayers[i].n_experts;
 	}
-	double fixed = dense + kv + buf, min_cache = rec * top_k, left = budget - fixed - min_cache;
-	if (left < 0)
+	double fixed = dense + kv + buf, min_cache = rec * top_k, left = budget - fixed;
+	int n = o->cache_slots > 0 ? o->cache_slots : top_k * 4, pins = 0, slots = 0;
+	if (o->ram > 0 && left < min_cache)
 		rc = coli_errf(e, COLI_EUSAGE, "--ram %g: needs at least %.2f GiB (dense %.2f GiB, KV %.2f GiB, buffers "
 			       "%.2f GiB, minimum expert cache %.2f GiB)", o->ram, (fixed + min_cache) / G, dense / G,
 			       kv / G, buf / G, min_cache / G);
-	int pins = mo->so.usage && mo->so.pins > 0 ? mo->so.pins : 0;
-	if (pins > max_x)
-		pins = max_x;
-	if (rc == 0 && pins > 0 && rec * pins > left) {
-		if (o->pins >= 0)
-			rc = coli_errf(e, COLI_EUSAGE, "--pins %d: %.2f GiB of pinned experts do not fit --ram %g (%.2f GiB "
-				       "left beyond %.2f GiB needed)", o->pins, rec * pins / G, o->ram, left / G,
-				       (fixed + min_cache) / G);
-		else
-			mo->so.pins = pins = (int)(left / rec);
-	}
-	int slots = top_k;
-	if (rc == 0 && o->cache_slots > 0) {
-		slots = o->cache_slots > top_k ? o->cache_slots : top_k;
-		if (rec * (pins + slots) > budget - fixed)
-			rc = coli_errf(e, COLI_EUSAGE, "--cache-slots %d: %.2f GiB of cache slots do not fit --ram %g (%.2f "
-				       "GiB left for them)", o->cache_slots, rec * slots / G, o->ram,
-				       (budget - fixed - rec * pins) / G);
-	} else if (rc == 0 && rec > 0) {
-		double n = (budget - fixed - rec * pins) / rec;
-		slots = n > max_x ? max_x : (int)n;
-		if (slots < top_k)
-			slots = top_k;
-		mo->so.cache_slots = slots;
-	}
+	if (rc == 0 && o->ram > 0 && !o->cache_slots && rec > 0)
+		n = left / rec > max_x ? max_x : (int)(left / rec);
+	split_cache(r, n, top_k, &pins, &slots);
+	if (rc == 0 && o->ram > 0 && rec * (pins + slots) > left)
+		rc = coli_errf(e, COLI_EUSAGE, "%s: %d pins and %d cache slots per layer (%.2f GiB) do not fit --ram %g "
+			       "(%.2f GiB left beyond %.2f GiB fixed)", o->cache_slots ? "--cache-slots" : "--pins", pins,
+			       slots, rec * (pins + slots) / G, o->ram, left / G, fixed / G);
+	mo->so.pins = pins, mo->so.cache_slots = slots;
 	r->ram_dense = dense, r->ram_kv = kv, r->ram_buf = buf;
 	r->ram_pins = rec * pins, r->ram_slots = rec * slots, r->ram_n_slots = slots;
 	coli_container_close(ct);
@@ -435,8 +446,7 @@ static int setup(runner *r, coli_err *e)
 	model_opts mo = {.stream = o->stream, .mmap = o->io == STORE_IO_MMAP};
 	mo.so = (store_stream_opts){.cache_slots = o->cache_slots, .usage = r->usage.counts, .io = o->io,
 				    .mirrors = o->mirrors, .n_mirrors = o->n_mirrors, .no_crc = o->no_crc};
-	mo.so.pins = o->pins >= 0 ? o->pins : r->top_k; /* default: top_k with --usage, else 0 */
-	if (o->ram > 0 && ram_plan(r, &mo, e) < 0)
+	if (o->stream && cache_plan(r, &mo, e) < 0)
 		return -1;
 	if (model_open(&r->m, o->model, &mo, e) < 0)
 		return -1;

@@ -31,11 +31,15 @@ for fam in qwen3_moe deepseek_v3; do
 		grep -q "stream: hit rate [0-9.]*%, [0-9]* misses" err0 &&
 		! grep -q "pins" err0
 	'
-	test_expect_success "$fam: --pins implies --stream and defaults to top_k with --usage" '
+	test_expect_success "$fam: --pins implies --stream; with --usage the default is half the cache, none from a fresh file" '
 		p="$(ids_of "$F/prompt_ids.i32.bin")" &&
 		cp "$SCRATCH/$fam.coli_usage" u.coli_usage &&
 		coli-run -m "$M" --prompt-ids "$p" -n 4 --ignore-eos --print-ids --usage u.coli_usage --stream >/dev/null 2>err &&
-		grep -q "stream: pins [1-9][0-9]*/layer" err &&
+		grep -q "stream: pins 8/layer" err &&
+		coli-run -m "$M" --prompt-ids "$p" -n 4 --ignore-eos --print-ids --usage u.coli_usage --cache-slots 24 >/dev/null 2>err &&
+		grep -q "stream: pins 12/layer" err &&
+		coli-run -m "$M" --prompt-ids "$p" -n 4 --ignore-eos --print-ids --usage fresh.coli_usage --stream >/dev/null 2>err &&
+		grep -q "stream: hit rate" err && ! grep -q "pins" err &&
 		coli-run -m "$M" --prompt-ids "$p" -n 4 --ignore-eos --print-ids --pins 2 >/dev/null 2>err &&
 		grep -q "stream: hit rate" err && ! grep -q "pins" err
 	'
