@@ -1,378 +1,13 @@
-/* store_stream.c: the streaming expert store: records read from experts.bin (and its mirrors)
- * on demand or by prefetch, in chunks, by an I/O backend (a pool of pread threads, or one thread
- * owning an io_uring), into per-layer LRU cache slots, each CRC checked. */
-#include <errno.h>
-#include <liburing.h>
-#include <pthread.h>
+/* store_stream.c: the streaming expert store's cache: per-layer LRU slots and pins, the read
+ * queue the I/O backends (stream_io.c) take records from, CRC checks and recovery from mirrors,
+ * next-layer prediction, statistics. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include "fileio.h"
-#include "replica.h"
-#include "store.h"
-
-enum { S_EMPTY, S_FLIGHT, S_FILLED, S_READY }; /* a slot's state: queued or being read, read, checked */
-enum { Q_PREDICT, Q_PREFETCH, Q_GET }; /* read queue order: gets, then prefetches, then predictions */
-
-/* One cache slot: a 4096-aligned buffer holding one expert record, and its views. */
-typedef struct slot {
-	uint8_t *buf;             /* record_size bytes, allocated (and pre-faulted) on first use */
-	uint32_t *chunk_crc;      /* [n_chunks]: each chunk's CRC, combined once all are read */
-	const coli_lexperts *x;   /* its layer's records */
-	uint64_t rec0;            /* index in experts.bin of its layer's first record */
-	uint64_t chunk;           /* bytes per chunk read (the store's) */
-	int expert;               /* -1 when empty */
-	int state;                /* S_*: in flight never evicted; read and not yet got: not trimmed */
-	int refs;                 /* gets not yet released: never evicted while > 0 */
-	uint64_t last;            /* LRU tick of the last get or prefetch */
-	int n_chunks, next_chunk, chunks_done; /* chunks of the record; claimed by a reader; read */
-	unsigned used;            /* copies (bit per replica) its chunks were read from */
-	int io_rc;                /* the read's result (S_FILLED) */
-	uint32_t crc;             /* of the bytes read (S_FILLED) */
-	coli_err err;             /* the read's error when io_rc < 0 */
-	struct slot *next;        /* in the read queue */
-	int prio;                 /* in the queue: Q_PREDICT, Q_PREFETCH or Q_GET */
-	int stale;                /* predicted, not chosen, never got: a prefetch may evict it */
-	coli_expert view;
-} slot;
-
-/* The slots of one MoE layer. */
-typedef struct stream_layer {
-	const coli_lexperts *x;
-	uint64_t rec0;            /* index in experts.bin of its first record */
-	slot *slots;              /* [n_work] */
-	int *where;               /* [n_experts] -> slot index, -1 when not resident */
-	int resident;             /* slots holding an expert (also in flight) */
-	int *pinned;              /* [n_experts] -> index in pins, -1 when not pinned; NULL: none */
-	slot *pins;               /* [n_pins]: read and checked at open, never evicted */
-	int n_pins;
-	int pred[64], pred_read[64], n_pred; /* the last prediction, its reads queued; n_pred 0: none */
-} stream_layer;
-
-/* An io_uring read in flight: chunk c of p, on copy r (tried: the copies tried for it). */
-typedef struct ureq {
-	slot *p;                  /* NULL: free */
-	int c, r, rc;
-	unsigned tried;
-	uint64_t done;            /* bytes of the chunk read so far */
-	coli_err err;
-} ureq;
-
-typedef struct stream_store {
-	coli_store base;
-	const coli_container *c;
-	replica_set rs;           /* experts.bin and its mirrors */
-	int no_crc;
-	uint64_t chunk;           /* STORE_CHUNK (COLI_TEST_CHUNK in tests: multi-chunk tiny records) */
-	int keep, work;           /* slots resident after release; slots usable while in use */
-	stream_layer *layers;     /* [container layer]; x NULL when not MoE */
-	int n_layers;
-	uint64_t tick;
-	store_stats st;
-	pthread_mutex_t mu;       /* guards everything below, every slot's state, the replicas */
-	pthread_cond_t queued, done;
-	slot *qhead, *qtail;      /* records with chunks not yet claimed by a reader */
-	int stop, n_threads, inflight;
-	int predict;              /* decode predicts the next layer's experts */
-	double busy_since;        /* when inflight last became nonzero */
-	pthread_t threads[STORE_IO_THREADS * REPLICA_MAX];
-	const struct io_backend *io; /* the backend running the threads */
-	struct io_uring ring;     /* io_uring backend: owned by its one thread */
-	ureq *ureqs;              /* [uring_depth] */
-	int uring_depth;
-} stream_store;
-
-/* An I/O backend: starts the threads that take chunks off the queue (in its order), read them,
- * and end each through chunk_result; they stop once s->stop is set and the queue is drained. */
-typedef struct io_backend {
-	int (*start)(stream_store *s, coli_err *e); /* -1 with e filled: none started */
-	void (*stop)(stream_store *s);              /* joins them (s->stop already set) */
-} io_backend;
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static uint64_t rec_of(const slot *p)
-{
-	return p->rec0 + (uint64_t)p->expert;
-}
-
-static uint64_t chunk_len(const slot *p, int c)
-{
-	uint64_t n = p->x->record_size - (uint64_t)c * p->chunk;
-	return n < p->chunk ? n : p->chunk;
-}
-
-/* A read of len bytes issued to copy r; lock held. */
-static void issue(stream_store *s, int r, uint64_t len)
-{
-	double t = now_s();
-	if (s->inflight++ == 0)
-		s->busy_since = t;
-	replica_issue(&s->rs, r, len, t);
-}
-
-/* That read ended (ok: it delivered); lock held. */
-static void retire(stream_store *s, int r, uint64_t len, int ok)
-{
-	double t = now_s();
-	replica_done(&s->rs, r, len, ok, t);
-	if (--s->inflight == 0)
-		s->st.read_s += t - s->busy_since;
-	s->st.bytes_read += ok ? len : 0;
-}
-
-/* Takes the next chunk of the first queued record (the record leaves the queue with its last
- * chunk) and issues it to the copy expected to finish it first; lock held, queue not empty. */
-static slot *claim(stream_store *s, int *c, int *r)
-{
-	slot *p = s->qhead;
-	*c = p->next_chunk++;
-	if (p->next_chunk == p->n_chunks) {
-		if (!(s->qhead = p->next))
-			s->qtail = NULL;
-		p->next = NULL;
-	}
-	*r = replica_pick(&s->rs, rec_of(p), chunk_len(p, *c), 0);
-	issue(s, *r, chunk_len(p, *c));
-	return p;
-}
-
-/* All of p's chunks are read: its CRC from theirs; S_FILLED. Lock held. */
-static void filled(stream_store *s, slot *p)
-{
-	if (p->io_rc == 0 && !s->no_crc) {
-		uLong crc = p->chunk_crc[0];
-		for (int c = 1; c < p->n_chunks; c++)
-			crc = crc32_combine(crc, p->chunk_crc[c], (z_off_t)chunk_len(p, c));
-		p->crc = (uint32_t)crc;
-	}
-	p->state = S_FILLED;
-	pthread_cond_broadcast(&s->done);
-}
-
-/* The read of chunk c of p on copy *r ended (rc 0, or -1 with err). A failed read is reported
- * and issued to another copy not in *tried when one is left: 1 (read it from *r now). Else
- * the chunk is over (p filled with its last): 0. Lock held. */
-static int chunk_result(stream_store *s, slot *p, int c, int *r, unsigned *tried, int rc, const coli_err *err)
-{
-	uint64_t len = chunk_len(p, c);
-	retire(s, *r, len, rc == 0);
-	p->used |= 1u << *r;
-	if (rc < 0) {
-		replica_mark_bad(&s->rs, *r, rec_of(p));
-		int next = replica_pick(&s->rs, rec_of(p), len, *tried);
-		if (next >= 0) {
-			fprintf(stderr, "coli-run: %s; reading it from the copy in %s\n", err->msg, s->rs.r[next].dir);
-			*tried |= 1u << next, *r = next;
-			issue(s, next, len);
-			return 1;
-		}
-		if (p->io_rc == 0)
-			p->io_rc = -1, p->err = *err;
-	}
-	if (++p->chunks_done == p->n_chunks)
-		filled(s, p);
-	return 0;
-}
-
-/* Reads chunk c of p from copy r, and from others while reads fail. Lock held on entry and
- * exit, released while reading (p is in flight: nobody else touches this chunk). */
-static void read_chunk(stream_store *s, slot *p, int c, int r)
-{
-	uint64_t off = (uint64_t)c * p->chunk, len = chunk_len(p, c);
-	unsigned tried = 1u << r;
-	coli_err err = {0, ""};
-	int rc;
-	do {
-		const replica *R = &s->rs.r[r];
-		pthread_mutex_unlock(&s->mu);
-		rc = coli_pread_full(R->fd, p->buf + off, len, coli_record_offset(p->x, p->expert) + off, R->path, &err);
-		if (rc == 0 && !s->no_crc)
-			p->chunk_crc[c] = (uint32_t)crc32_z(0, p->buf + off, len);
-		pthread_mutex_lock(&s->mu);
-	} while (chunk_result(s, p, c, &r, &tried, rc, &err));
-}
-
-/* An I/O thread: reads queued chunks until the store closes (the queue drained). */
-static void *io_main(void *arg)
-{
-	stream_store *s = arg;
-	pthread_mutex_lock(&s->mu);
-	for (;;) {
-		while (!s->qhead && !s->stop)
-			pthread_cond_wait(&s->queued, &s->mu);
-		if (!s->qhead)
-			break;
-		int c, r;
-		slot *p = claim(s, &c, &r);
-		read_chunk(s, p, c, r);
-	}
-	pthread_mutex_unlock(&s->mu);
-	return NULL;
-}
-
-static void join_threads(stream_store *s)
-{
-	for (int t = 0; t < s->n_threads; t++)
-		pthread_join(s->threads[t], NULL);
-	s->n_threads = 0;
-}
-
-static int threads_start(stream_store *s, coli_err *e)
-{
-	for (int rc; s->n_threads < STORE_IO_THREADS * s->rs.n; s->n_threads++)
-		if ((rc = pthread_create(&s->threads[s->n_threads], NULL, io_main, s)) != 0)
-			return coli_errf(e, COLI_ENOMEM, "cannot start an I/O thread: %s", strerror(rc));
-	return 0;
-}
-
-static const io_backend threads_backend = {.start = threads_start, .stop = join_threads};
-
-/* Queues on the ring the read of what is left of q's chunk. */
-static void uring_submit_read(stream_store *s, ureq *q)
-{
-	const replica *R = &s->rs.r[q->r];
-	uint64_t off = (uint64_t)q->c * q->p->chunk + q->done;
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&s->ring); /* never NULL: at most depth in flight */
-	io_uring_prep_read(sqe, R->fd, q->p->buf + off, (unsigned)(chunk_len(q->p, q->c) - q->done),
-			   coli_record_offset(q->p->x, q->p->expert) + off);
-	io_uring_sqe_set_data(sqe, q);
-}
-
-/* A completion for q: its read goes on (short read, interrupted), or ends (q->rc and q->err
- * set); 1 when it ended. No lock held: q's chunk is in flight. */
-static int uring_complete(stream_store *s, ureq *q, int res)
-{
-	const replica *R = &s->rs.r[q->r];
-	uint64_t off = coli_record_offset(q->p->x, q->p->expert) + (uint64_t)q->c * q->p->chunk + q->done;
-	uint64_t len = chunk_len(q->p, q->c);
-	if (res == -EINTR || res == -EAGAIN) {
-		uring_submit_read(s, q);
-		return 0;
-	}
-	if (res < 0) {
-		q->rc = coli_errf(&q->err, COLI_EIO, "%s: read at offset %llu: %s", R->path, (unsigned long long)off,
-				  strerror(-res));
-		return 1;
-	}
-	if (res == 0) {
-		q->rc = coli_errf(&q->err, COLI_EIO, "%s: short read: end of file at offset %llu, %llu bytes missing",
-				  R->path, (unsigned long long)off, (unsigned long long)(len - q->done));
-		return 1;
-	}
-	q->done += (uint64_t)res;
-	if (q->done < len) {
-		uring_submit_read(s, q);
-		return 0;
-	}
-	q->rc = 0;
-	return 1;
-}
-
-/* Puts the first queued chunk on the ring in a free request; lock held. */
-static void uring_claim(stream_store *s)
-{
-	ureq *q = s->ureqs;
-	while (q->p)
-		q++;
-	q->p = claim(s, &q->c, &q->r);
-	q->tried = 1u << q->r, q->done = 0, q->rc = 0;
-	uring_submit_read(s, q);
-}
-
-/* The io_uring thread: puts queued chunks on the ring in queue order, up to its depth, and
- * reaps their completions, until the store closes (the queue drained). The CRCs of chunks that
- * ended are computed once the next queued reads are on the ring. */
-static void *uring_main(void *arg)
-{
-	stream_store *s = arg;
-	ureq *ended[STORE_URING_DEPTH * REPLICA_MAX];
-	int n = 0, n_ended = 0; /* reads on the ring; reads ended, not yet accounted */
-	pthread_mutex_lock(&s->mu);
-	for (;;) {
-		for (; n < s->uring_depth && s->qhead; n++)
-			uring_claim(s);
-		if (n_ended) {
-			pthread_mutex_unlock(&s->mu);
-			io_uring_submit(&s->ring);
-			for (int j = 0; j < n_ended && !s->no_crc; j++) {
-				ureq *q = ended[j];
-				uint64_t off = (uint64_t)q->c * q->p->chunk;
-				if (q->rc == 0)
-					q->p->chunk_crc[q->c] = (uint32_t)crc32_z(0, q->p->buf + off, chunk_len(q->p, q->c));
-			}
-			pthread_mutex_lock(&s->mu);
-			for (int j = 0; j < n_ended; j++) {
-				ureq *q = ended[j];
-				if (chunk_result(s, q->p, q->c, &q->r, &q->tried, q->rc, &q->err)) {
-					q->done = 0, n++;
-					uring_submit_read(s, q);
-				} else {
-					q->p = NULL;
-				}
-			}
-			n_ended = 0;
-			continue;
-		}
-		if (n == 0) {
-			if (s->stop)
-				break;
-			pthread_cond_wait(&s->queued, &s->mu);
-			continue;
-		}
-		pthread_mutex_unlock(&s->mu);
-		struct io_uring_cqe *cqe;
-		io_uring_submit_and_wait(&s->ring, 1); /* interrupted: no completion, waits again */
-		while (io_uring_peek_cqe(&s->ring, &cqe) == 0) {
-			ureq *q = io_uring_cqe_get_data(cqe);
-			int res = cqe->res;
-			io_uring_cqe_seen(&s->ring, cqe);
-			if (uring_complete(s, q, res))
-				ended[n_ended++] = q, n--;
-		}
-		io_uring_submit(&s->ring); /* resubmitted short reads */
-		pthread_mutex_lock(&s->mu);
-	}
-	pthread_mutex_unlock(&s->mu);
-	return NULL;
-}
-
-/* One thread owning a ring of depth STORE_URING_DEPTH per copy; -1 with e filled (nothing
- * started) when the kernel refuses io_uring: the caller falls back to the threads. */
-static int uring_start(stream_store *s, coli_err *e)
-{
-	s->uring_depth = STORE_URING_DEPTH * s->rs.n;
-	if (!(s->ureqs = coli_calloc((size_t)s->uring_depth, sizeof(*s->ureqs), e)))
-		return -1;
-	int rc = getenv("COLI_TEST_NO_URING") ? -ENOSYS : io_uring_queue_init((unsigned)s->uring_depth, &s->ring, 0);
-	if (rc < 0)
-		return coli_errf(e, COLI_EIO, "io_uring_queue_init: %s", strerror(-rc));
-	if ((rc = pthread_create(&s->threads[0], NULL, uring_main, s)) != 0) {
-		io_uring_queue_exit(&s->ring);
-		return coli_errf(e, COLI_ENOMEM, "cannot start the I/O thread: %s", strerror(rc));
-	}
-	s->n_threads = 1;
-	return 0;
-}
-
-static void uring_stop(stream_store *s)
-{
-	if (s->n_threads) {
-		join_threads(s);
-		io_uring_queue_exit(&s->ring);
-	}
-}
-
-static const io_backend uring_backend = {.start = uring_start, .stop = uring_stop};
+#include "stream.h"
 
 /* Drops slot i's expert (its buffer stays for reuse). */
 static void evict(stream_layer *L, int i)
@@ -520,21 +155,21 @@ static int recover(stream_store *s, slot *p, coli_err *e)
 	for (int r;;) {
 		for (r = 0; r < s->rs.n && (!(p->used >> r & 1) || (tried >> r & 1)); r++)
 			;
-		if (r == s->rs.n && (good >= 0 || (r = replica_pick(&s->rs, rec_of(p), size, tried)) < 0))
+		if (r == s->rs.n && (good >= 0 || (r = replica_pick(&s->rs, stream_rec(p), size, tried)) < 0))
 			break;
 		tried |= 1u << r;
 		coli_err err = {0, ""};
-		issue(s, r, size);
+		stream_issue(s, r, size);
 		pthread_mutex_unlock(&s->mu);
 		rc = coli_pread_full(s->rs.r[r].fd, tmp, size, off, s->rs.r[r].path, &err);
 		got[r] = rc == 0 ? (uint32_t)crc32_z(0, tmp, size) : 0;
 		pthread_mutex_lock(&s->mu);
-		retire(s, r, size, rc == 0);
+		stream_retire(s, r, size, rc == 0);
 		if (rc == 0 && got[r] == want && good < 0)
 			memcpy(p->buf, tmp, size), good = r;
 		if (rc < 0 || got[r] != want) {
 			failed |= 1u << r;
-			replica_mark_bad(&s->rs, r, rec_of(p));
+			replica_mark_bad(&s->rs, r, stream_rec(p));
 			if (rc < 0)
 				fprintf(stderr, "coli-run: %s\n", err.msg);
 		}
@@ -833,14 +468,14 @@ int store_stream_open(coli_store **out, const coli_container *c, const store_str
 	}
 	if (rc == 0 && o && o->io == STORE_IO_URING) {
 		coli_err ue = {0, ""};
-		s->io = &uring_backend;
+		s->io = &stream_uring_backend;
 		if (s->io->start(s, &ue) < 0) {
 			fprintf(stderr, "coli-run: --io uring: %s; using --io threads\n", ue.msg);
 			s->io = NULL;
 		}
 	}
 	if (rc == 0 && !s->io) {
-		s->io = &threads_backend;
+		s->io = &stream_threads_backend;
 		rc = s->io->start(s, e);
 	}
 	if (rc < 0) {
@@ -914,7 +549,7 @@ int store_stream_stats(const coli_store *s, store_stats *st)
 	stream_store *ss = (stream_store *)s;
 	pthread_mutex_lock(&ss->mu);
 	*st = ss->st;
-	double t = now_s();
+	double t = stream_now();
 	for (int i = 0; i < ss->rs.n; i++) {
 		const replica *r = &ss->rs.r[i];
 		store_disk *d = &st->disks[i];
