@@ -36,7 +36,7 @@ static const char usage[] =
 	"  --cache-slots N        experts kept in RAM per MoE layer when streaming, pins included\n"
 	"                         (implies --stream; default top_k x 4, or what --ram leaves)\n"
 	"  --prefetch on|off      when streaming, predict the next layer's experts while decoding\n"
-	"                         and read them ahead (default off)\n"
+	"                         and read them ahead (default on)\n"
 	"  --io uring|threads|mmap\n"
 	"                         when streaming, read experts through one io_uring (queue depth\n"
 	"                         8 per disk; threads when the kernel refuses it) or 8 pread\n"
@@ -214,7 +214,7 @@ static int check(const run_opts *o, int argc, char **argv)
 		return bad_usage("%s", "--dump-routing needs --teacher-force");
 	if (o->teacher_force && o->chat)
 		return bad_usage("%s", "--teacher-force and --chat exclude each other");
-	if (o->io == STORE_IO_MMAP && (o->stream || o->prefetch || o->no_crc))
+	if (o->io == STORE_IO_MMAP && (o->stream || o->prefetch == 1 || o->no_crc))
 		return bad_usage("%s", "--io mmap has no streaming store: it excludes --stream, --cache-slots, --pins, "
 				 "--ram, --mirror, --prefetch on and --crc off");
 	return 0;
@@ -222,7 +222,7 @@ static int check(const run_opts *o, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	run_opts o = {.n_gen = 128, .top_p = 1.0f, .pins = -1};
+	run_opts o = {.n_gen = 128, .top_p = 1.0f, .pins = -1, .prefetch = -1};
 	int c, rc;
 	while ((c = getopt_long(argc, argv, "m:p:n:qh", options, NULL)) != -1)
 		if ((rc = take(&o, c, optarg)) != 0)

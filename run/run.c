@@ -262,7 +262,7 @@ static void report_stream(const runner *r)
 	}
 	uint64_t gets = st.hits + st.misses;
 	char pred[96] = "";
-	if (r->o->prefetch)
+	if (r->o->prefetch != 0)
 		snprintf(pred, sizeof(pred), ", prefetch recall %.1f%%, %.1f MiB wasted per token",
 			 st.predicted ? 100.0 * (double)st.predict_hits / (double)st.predicted : 0.0,
 			 n ? (double)st.predict_wasted_bytes / 1048576 / n : 0.0);
@@ -451,7 +451,7 @@ static int setup(runner *r, coli_err *e)
 	if (model_open(&r->m, o->model, &mo, e) < 0)
 		return -1;
 	r->m.usage = r->counts;
-	store_stream_set_predict(r->m.store, o->prefetch); /* -1 (nothing to do) in RAM */
+	store_stream_set_predict(r->m.store, o->prefetch != 0); /* -1 (nothing to do) in RAM */
 	if (context_extra(o, r->m.cfg->vocab_size, &extra, e) < 0)
 		return -1;
 	if (open_tokenizer(r, e) < 0 || eos_ids(r->m.ct, r->eos, 16, &r->n_eos, e) < 0)

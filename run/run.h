@@ -32,7 +32,8 @@ typedef struct run_opts {
 	const char *decode;
 	int stream;               /* --stream: experts read from disk on demand */
 	int cache_slots;          /* --cache-slots N per MoE layer (implies stream); 0: top_k x 4 */
-	int prefetch;             /* --prefetch on|off: predict the next layer's experts when streaming */
+	int prefetch;             /* --prefetch on|off: predict the next layer's experts when streaming
+				   * (1, 0; -1: not given, on) */
 	int pins;                 /* --pins N per MoE layer (implies stream); -1: default (top_k
 				   * with --usage, else 0) */
 	int io;                   /* --io: STORE_IO_THREADS_POOL, STORE_IO_URING or STORE_IO_MMAP */

@@ -209,7 +209,7 @@ static void *uring_main(void *arg)
 	int n = 0, n_ended = 0; /* reads on the ring; reads ended, not yet accounted */
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
-		for (; n < s->uring_depth && s->qhead; n++)
+		for (; n + n_ended < s->uring_depth && s->qhead; n++) /* ended ones still hold their request */
 			uring_claim(s);
 		if (n_ended) {
 			pthread_mutex_unlock(&s->mu);

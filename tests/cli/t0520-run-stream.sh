@@ -74,10 +74,12 @@ for fam in qwen3_moe deepseek_v3; do
 done
 
 M=$SCRATCH/qwen3_moe.coli
-test_expect_success "stream: the closing line reports the cache" '
+test_expect_success "stream: the closing line reports the cache, and the prediction unless --prefetch off" '
 	coli-run -m "$M" --prompt-ids "1 2 3" -n 8 --ignore-eos --print-ids --cache-slots 2 --prefetch on >out 2>err &&
 	grep -q "stream: hit rate [0-9.]*%, [0-9]* misses, [0-9.]* MiB read per token, read [0-9.]* GB/s, prefetch recall [0-9.]*%, [0-9.]* MiB wasted per token$" err &&
 	coli-run -m "$M" --prompt-ids "1 2 3" -n 8 --ignore-eos --print-ids --cache-slots 2 >out 2>err &&
+	grep -q "stream: hit rate .*, prefetch recall [0-9.]*%, [0-9.]* MiB wasted per token$" err &&
+	coli-run -m "$M" --prompt-ids "1 2 3" -n 8 --ignore-eos --print-ids --cache-slots 2 --prefetch off >out 2>err &&
 	grep -q "stream: hit rate [0-9.]*%, [0-9]* misses, [0-9.]* MiB read per token, read [0-9.]* GB/s$" err &&
 	coli-run -m "$M" --prompt-ids "1 2 3" -n 8 --ignore-eos --print-ids >out 2>err &&
 	! grep -q "stream:" err
