@@ -12,9 +12,7 @@ dir=${COLI_BENCH_DIR:-build/bench}
 reps=${COLI_BENCH_REPS:-3}
 shape=${COLI_BENCH_ARGS:---family deepseek_v3 --preset bench --layers 4 --experts 16 --measure 0}
 mkdir -p "$dir"
-say() { echo "$*" >&2; }
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || say "warning: cannot drop caches (not root)"; }
-median() { sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+. tests/bench/lib.sh
 
 # The checkpoint of one storage format, regenerated only when the arguments change.
 source_of() {

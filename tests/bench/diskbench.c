@@ -1,13 +1,26 @@
-/* diskbench.c: O_DIRECT sequential write and read bandwidth of the disk holding a folder, at a
- * given queue depth (that many threads, each with one block in flight, interleaved over one
- * file): the physical limits the benchmarks compare against.
- * usage: coli-diskbench DIR SIZE_MIB [BLOCK_MIB [QUEUE_DEPTH]]   prints "write_mbs=X read_mbs=Y" */
+/* diskbench.c: O_DIRECT read (and write) bandwidth of a disk at a given block size and queue
+ * depth (that many threads, each with one block in flight): the physical limits the benchmarks
+ * compare against. Two modes:
+ *   coli-diskbench DIR SIZE_MIB [BLOCK_MIB [QUEUE_DEPTH]]
+ *     sequential write, then read, of a new file in DIR (deleted after); the lanes interleave
+ *     over the file. Prints "write_mbs=X read_mbs=Y".
+ *   coli-diskbench --records FILE RECORD_BYTES QUEUE_DEPTH SECONDS [OFFSET [MAX_RECORDS [CHUNK]]]
+ *     read-only: whole records of an existing file (records of RECORD_BYTES laid end to end from
+ *     OFFSET, default 4096: a container's experts.bin) in a random order without repeats (then
+ *     again in another order), until SECONDS have passed or MAX_RECORDS were read (0: no limit).
+ *     With CHUNK (bytes, a multiple of 4096), each record is read as coli-run's store reads it:
+ *     in chunks of CHUNK bytes, the lanes taking the next chunk of the next record in turn.
+ *     Prints "read_mbs=X records=N seconds=S" (N counts whole records). */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -81,8 +94,125 @@ static void drop_caches(void)
 	close(fd);
 }
 
+/* The --records mode: lanes take the next index of a shared random permutation. */
+typedef struct records {
+	int fd, failed;
+	off_t base;
+	size_t size, chunk;
+	long count, max, nchunks, *order;
+	double deadline;
+	atomic_long next;
+	atomic_llong bytes;
+} records;
+
+static uint64_t xorshift(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static void shuffle(long *v, long n, uint64_t seed)
+{
+	for (long i = 0; i < n; i++)
+		v[i] = i;
+	for (long i = n - 1; i > 0; i--) {
+		long j = (long)(xorshift(&seed) % (uint64_t)(i + 1)), t = v[i];
+		v[i] = v[j];
+		v[j] = t;
+	}
+}
+
+static void *records_lane(void *arg)
+{
+	records *r = arg;
+	void *buf;
+	if (posix_memalign(&buf, 4096, r->size) != 0) {
+		r->failed = 1;
+		return NULL;
+	}
+	memset(buf, 0, r->size); /* pre-faulted, as coli-run's slot buffers */
+	for (;;) {
+		long k = atomic_fetch_add(&r->next, 1), rec = k / r->nchunks, c = k % r->nchunks;
+		if (rec >= r->max || now() >= r->deadline)
+			break;
+		size_t at = (size_t)c * r->chunk, n = r->size - at < r->chunk ? r->size - at : r->chunk;
+		off_t off = r->base + (off_t)r->order[rec % r->count] * (off_t)r->size + (off_t)at;
+		if (pread(r->fd, (char *)buf + at, n, off) != (ssize_t)n) {
+			r->failed = 1;
+			break;
+		}
+		atomic_fetch_add(&r->bytes, (long long)n);
+	}
+	free(buf);
+	return NULL;
+}
+
+static int records_usage(void)
+{
+	fprintf(stderr, "usage: coli-diskbench --records FILE RECORD_BYTES QUEUE_DEPTH SECONDS [OFFSET [MAX_RECORDS [CHUNK]]]\n");
+	return 2;
+}
+
+static int records_main(int argc, char **argv)
+{
+	if (argc < 6 || argc > 9)
+		return records_usage();
+	long long size = atoll(argv[3]), base = argc > 6 ? atoll(argv[6]) : 4096;
+	int qd = atoi(argv[4]);
+	double secs = atof(argv[5]);
+	long max = argc > 7 && atol(argv[7]) ? atol(argv[7]) : LONG_MAX / 1024;
+	long long chunk = argc > 8 ? atoll(argv[8]) : size;
+	if (size <= 0 || size % 4096 || base < 0 || base % 4096 || qd < 1 || qd > 64 || secs <= 0 || max < 1 ||
+	    chunk <= 0 || chunk % 4096)
+		return records_usage();
+	if (chunk > size)
+		chunk = size;
+	int fd = open(argv[2], O_RDONLY | O_DIRECT);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		fprintf(stderr, "coli-diskbench: '%s': %s\n", argv[2], strerror(errno));
+		return 1;
+	}
+	long count = (long)((st.st_size - base) / size);
+	if (st.st_size < base || count < 1) {
+		fprintf(stderr, "coli-diskbench: '%s': %lld bytes hold no record of %lld bytes after offset %lld\n",
+			argv[2], (long long)st.st_size, size, base);
+		close(fd);
+		return 1;
+	}
+	records r = {.fd = fd, .base = (off_t)base, .size = (size_t)size, .chunk = (size_t)chunk, .count = count,
+		     .max = max, .nchunks = (long)((size + chunk - 1) / chunk)};
+	r.order = calloc((size_t)count, sizeof(*r.order));
+	if (!r.order) {
+		fprintf(stderr, "coli-diskbench: cannot allocate %ld record indices\n", count);
+		return 1;
+	}
+	shuffle(r.order, count, (uint64_t)now() * 2654435761u | 1);
+	pthread_t tid[64];
+	double t0 = now();
+	r.deadline = t0 + secs;
+	for (int i = 0; i < qd; i++)
+		pthread_create(&tid[i], NULL, records_lane, &r);
+	for (int i = 0; i < qd; i++)
+		pthread_join(tid[i], NULL);
+	double dt = now() - t0;
+	long long bytes = atomic_load(&r.bytes);
+	free(r.order);
+	close(fd);
+	if (r.failed) {
+		fprintf(stderr, "coli-diskbench: '%s': O_DIRECT read of %lld bytes failed: %s\n", argv[2], size, strerror(errno));
+		return 1;
+	}
+	printf("read_mbs=%.0f records=%.1f seconds=%.2f\n", (double)bytes / 1e6 / dt, (double)bytes / (double)size, dt);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "--records") == 0)
+		return records_main(argc, argv);
 	long mib = argc > 2 ? atol(argv[2]) : 0, bmib = argc > 3 ? atol(argv[3]) : 16;
 	int qd = argc > 4 ? atoi(argv[4]) : 1;
 	if (argc < 3 || mib <= 0 || bmib <= 0 || qd < 1 || qd > 64) {

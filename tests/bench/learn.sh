@@ -35,31 +35,16 @@ pinopt=${COLI_BENCH_PINS:+--pins $COLI_BENCH_PINS}
 pins=${COLI_BENCH_PINS:-default}
 shape="--family qwen3_moe --layers 12 --experts 128 --top-k 8 --hidden 2048 --expert-ffn 768 --heads 32 --kv-heads 4 --head-dim 128 --measure 64 --seed 11"
 mkdir -p "$dir"
-say() { echo "$*" >&2; }
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
-median() { grep -v '^-$' | sort -g | awk '{v[NR]=$1} END {if (!NR) print "-"; else print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
-model=$dir/run-q4.coli
-if [ "$(cat "$dir/run-q4.args" 2>/dev/null)" != "$shape" ] || [ ! -e "$model/manifest.coli" ]; then
-	say "generating the model: coli-synth $shape"
-	rm -rf "$dir/run-src" "$model"
-	bin/coli-synth $shape --out "$dir/run-src" -q >&2
-	bin/coli-convert -q "$dir/run-src" "$model"
-	rm -rf "$dir/run-src"
-	echo "$shape" >"$dir/run-q4.args"
-fi
+. tests/bench/lib.sh
+model=$(model_of run-q4 "$shape")
 k=$(grep -o '"num_experts_per_tok": *[0-9]*' "$model/config.json" | sed 's/.*: *//')
 usage=$dir/learn.coli_usage
 
 # The rotating prompt set: prompt i is 8 token ids drawn with seed i.
 prompt() { awk -v s="$1" 'BEGIN {srand(s); for (i = 0; i < 8; i++) printf "%s%d", i ? " " : "", 1000 + int(rand() * 60000)}'; }
 
-# Fields of coli-run's closing lines (stderr text in $1); "-" when absent.
-field() { local v; v=$(echo "$1" | sed -n "$2" | head -1); echo "${v:--}"; }
-tok_s() { field "$1" 's/.*decode [0-9]* tokens in [0-9.]* s (\([0-9.]*\) tok\/s.*/\1/p'; }
-rss_of() { field "$1" 's/.*peak RSS \([0-9]*\) MiB.*/\1/p'; }
-hit_rate() { field "$1" 's/.*hit rate \([0-9.]*\)%.*/\1/p'; }
+# More fields of coli-run's closing lines (lib.sh has the common ones).
 pin_rate() { field "$1" 's/.*hit rate [0-9.]*% (pin \([0-9.]*\)%.*/\1/p'; }
-mib_tok() { field "$1" 's/.* \([0-9.]*\) MiB read per token.*/\1/p'; }
 recall() { field "$1" 's/.*prefetch recall \([0-9.]*\)%.*/\1/p'; }
 wasted() { field "$1" 's/.*, \([0-9.]*\) MiB wasted per token.*/\1/p'; }
 
@@ -157,7 +142,7 @@ echo
 bin/coli-replay --layers 12 --experts 128 --top-k "$k" --slots "$total" --from 1 --per-run "${traces[@]}" |
 	sed -n '/^| run | trace/,$p'
 echo
-echo "Medians of $reps repetitions, page cache dropped before each coli-run; $ntok decode tokens after an 8-token prompt (prompt i: 8 ids drawn with awk srand(i)); hit rates and MiB/token over the decoded tokens (the replay counts every position as a decode step). Commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%Y-%m-%d), $(nproc) cores. Commands:"
+echo "Medians of $reps repetitions, page cache dropped before each coli-run; $ntok decode tokens after an 8-token prompt (prompt i: 8 ids drawn with awk srand(i)); hit rates and MiB/token over the decoded tokens (the replay counts every position as a decode step). Commit $(commit), $(date -u +%Y-%m-%d), $(nproc) cores. Commands:"
 echo
 echo '```'
 echo "rm -f $usage; for i in 1..$nruns: echo 3 > /proc/sys/vm/drop_caches; coli-run -m $model --prompt-ids \"PROMPT i\" -n $((ntok + 1)) --ignore-eos --print-ids --stream --usage $usage $pinopt --cache-slots $total"

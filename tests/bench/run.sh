@@ -12,18 +12,8 @@ dir=${COLI_BENCH_DIR:-build/bench}
 reps=${COLI_BENCH_REPS:-3}
 shape="--family qwen3_moe --layers 12 --experts 128 --top-k 8 --hidden 2048 --expert-ffn 768 --heads 32 --kv-heads 4 --head-dim 128 --measure 64 --seed 11"
 mkdir -p "$dir"
-say() { echo "$*" >&2; }
-median() { sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
-
-model=$dir/run-q4.coli
-if [ "$(cat "$dir/run-q4.args" 2>/dev/null)" != "$shape" ] || [ ! -e "$model/manifest.coli" ]; then
-	say "generating the model: coli-synth $shape"
-	rm -rf "$dir/run-src" "$model"
-	bin/coli-synth $shape --out "$dir/run-src" -q >&2
-	bin/coli-convert -q "$dir/run-src" "$model"
-	rm -rf "$dir/run-src"
-	echo "$shape" >"$dir/run-q4.args"
-fi
+. tests/bench/lib.sh
+model=$(model_of run-q4 "$shape")
 threads=$(nproc)
 prompt=$(seq 1000 1511 | tr '\n' ' ')
 
@@ -48,4 +38,4 @@ ratios=$(echo "$runs" | awk '{print $4 / $1}' | median)
 printf '| qwen3_moe 12x128 int4 | %s | %.1f | %.0f | %.1f | %.1f | %.2f | %.1f | %s |\n' "$gib" "$(med 2)" "$(med 3)" \
 	"$(med 4)" "$(med 1)" "$ratios" "$(med 5)" "$(echo "$runs" | awk '{print $6}' | sort -n | tail -1)"
 echo
-echo "Medians of $reps runs, warm (model in the page cache, every expert in RAM); memory bandwidth: coli-membench 2048 MiB at $threads threads before each run. Decode: 64 tokens after a 4-token prompt. Commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%Y-%m-%d), $(nproc) cores."
+echo "Medians of $reps runs, warm (model in the page cache, every expert in RAM); memory bandwidth: coli-membench 2048 MiB at $threads threads before each run. Decode: 64 tokens after a 4-token prompt. Commit $(commit), $(date -u +%Y-%m-%d), $(nproc) cores."

@@ -1,0 +1,29 @@
+# lib.sh: what the benchmark scripts share (sourced; $dir set first): progress, cache drops,
+# medians, models made once per shape, and fields of coli-run's closing lines.
+say() { echo "$*" >&2; }
+drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || say "warning: cannot drop caches (not root)"; }
+# The median of the numbers on stdin ("-" lines skipped; "-" when none).
+median() { grep -v '^-$' | sort -g | awk '{v[NR]=$1} END {if (!NR) print "-"; else print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+commit() { git rev-parse --short HEAD 2>/dev/null || echo unknown; }
+
+# model_of NAME SHAPE: the container $dir/NAME.coli of that coli-synth shape, converted with
+# the defaults (int4 experts), regenerated only when the shape changes; the source is deleted.
+model_of() {
+	local name=$1 shape=$2 model=$dir/$1.coli
+	if [ "$(cat "$dir/$name.args" 2>/dev/null)" != "$shape" ] || [ ! -e "$model/manifest.coli" ]; then
+		say "generating $name: coli-synth $shape, then coli-convert"
+		rm -rf "$dir/$name-src" "$model"
+		bin/coli-synth $shape --out "$dir/$name-src" -q >&2
+		bin/coli-convert -q "$dir/$name-src" "$model"
+		rm -rf "$dir/$name-src"
+		echo "$shape" >"$dir/$name.args"
+	fi
+	echo "$model"
+}
+
+# Fields of coli-run's closing lines (its stderr text in $1); "-" when absent.
+field() { local v; v=$(echo "$1" | sed -n "$2" | head -1); echo "${v:--}"; }
+tok_s() { field "$1" 's/.*decode [0-9]* tokens in [0-9.]* s (\([0-9.]*\) tok\/s.*/\1/p'; }
+rss_of() { field "$1" 's/.*peak RSS \([0-9]*\) MiB.*/\1/p'; }
+hit_rate() { field "$1" 's/.*hit rate \([0-9.]*\)%.*/\1/p'; }
+mib_tok() { field "$1" 's/.* \([0-9.]*\) MiB read per token.*/\1/p'; }

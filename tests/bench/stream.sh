@@ -1,0 +1,288 @@
+#!/usr/bin/env bash
+# stream.sh: `make bench-stream`: coli-run streaming routed experts from disk, each figure a ratio
+# measured in one run (medians of COLI_BENCH_REPS repetitions). Needs root: drop_caches, memory
+# and blkio cgroups (v1), loop devices.
+#  1. cold: a synthetic DeepSeek-V3-shaped model (19 MiB int4 expert records) at least 3x larger
+#     than a memory-cgroup cap, page cache dropped before each run;
+#       efficiency = expert bytes read per second of decode / O_DIRECT random whole-record read
+#                    bandwidth of the same file at queue depth 8 (coli-diskbench --records),
+#                    measured in the same repetition.
+#  2. mmap: the same model, cap and prompt with --io mmap (experts used from an mmap of
+#     experts.bin through the page cache, as llama.cpp does); ratio = tokens/s coli / mmap.
+#  3. mirror: a smaller model copied to two loop devices throttled (blkio) to unequal bandwidths;
+#     aggregate expert MB/s of `-m A --mirror B` against the sum of the throttles and against A alone.
+# Environment: COLI_BENCH_DIR (default build/bench), COLI_BENCH_REPS (default 3),
+# COLI_BENCH_TOKENS (decode tokens per run, default 32), COLI_BENCH_PARTS (default
+# "cold mmap mirror"), COLI_BENCH_MIRROR_MBS (throttles of A and B, default "300 150").
+# Results (markdown tables) on stdout, progress on stderr.
+set -eu
+shopt -s inherit_errexit
+cd "$(dirname "$0")/../.."
+if [ "$(id -u)" != 0 ]; then
+	echo "stream.sh: needs root (drop_caches, memory and blkio cgroups, loop devices); run it as root" >&2
+	exit 2
+fi
+dir=${COLI_BENCH_DIR:-build/bench}
+reps=${COLI_BENCH_REPS:-3}
+ntok=${COLI_BENCH_TOKENS:-32}
+parts=${COLI_BENCH_PARTS:-cold mmap mirror}
+read -r bw_a bw_b <<<"${COLI_BENCH_MIRROR_MBS:-300 150}"
+base="--family deepseek_v3 --preset bench --mtp 0 --fp8 --measure 0 --seed 5"
+big_shape="$base --layers 6 --experts 64"
+small_shape="$base --layers 3 --experts 64"
+prompt="1 2 3 4"
+mkdir -p "$dir"
+. tests/bench/lib.sh
+cmds=()
+record() { cmds+=("$*"); }
+# Teardown of whatever this run set up (trap: also on failure or interrupt).
+mounts=() loops=() cgroups=()
+cleanup() {
+	local m l c i
+	for m in "${mounts[@]}"; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
+	for l in "${loops[@]}"; do losetup -d "$l" 2>/dev/null || true; done
+	for c in "${cgroups[@]}"; do
+		for i in 1 2 3 4 5; do rmdir "$c" 2>/dev/null && break; sleep 0.2; done
+	done
+}
+# On a signal: stop this script's processes (children first), then exit (and clean up). Long
+# loops run in the background under `wait`, which a signal interrupts at once.
+kill_tree() { local c; for c in $(ps -o pid= --ppid "$1"); do kill_tree "$c"; kill "$c" 2>/dev/null || true; done; }
+trap cleanup EXIT
+trap 'trap - INT TERM; kill_tree $$; exit 130' INT TERM
+# Runs "$@" in the background, its output in $runs.
+waited() { "$@" > "$dir/stream-runs.txt" & wait $!; runs=$(cat "$dir/stream-runs.txt"); }
+
+bytes_of() { cat "$1"/*.bin | wc -c; }
+record_size() { grep -a -o '"record_size": *[0-9]*' "$1/manifest.coli" | head -1 | sed 's/.*: *//'; }
+
+# A child cgroup NAME of this shell's own cgroup in v1 controller CTL; prints its folder.
+cgroup_new() {
+	local ctl=$1 name=$2 own cg
+	own=$(awk -F: -v c="$ctl" '{n = split($2, a, ","); for (i = 1; i <= n; i++) if (a[i] == c) print $3}' /proc/self/cgroup)
+	cg=/sys/fs/cgroup/$ctl${own%/}/coli-bench-$$-$name
+	[ -d "/sys/fs/cgroup/$ctl" ] || { say "stream.sh: no cgroup v1 '$ctl' controller at /sys/fs/cgroup/$ctl"; exit 1; }
+	mkdir -p "$cg"
+	echo "$cg"
+}
+# Runs a command with the subshell's PID in cgroup folders $1 (space-separated; this shell
+# stays outside).
+in_cgroup() {
+	local cgs=$1; shift
+	(for c in $cgs; do echo "$BASHPID" > "$c/cgroup.procs"; done && exec "$@")
+}
+# Bytes read from block devices by the blkio cgroup $1 so far (blkio.reset_stats does not reset them).
+blk_read() { awk '$2 == "Read" {s += $3} END {printf "%.0f", s}' "$1/blkio.throttle.io_service_bytes"; }
+
+# More fields of coli-run's closing lines (lib.sh has the common ones).
+read_gbs() { field "$1" 's/.*read per token, read \([0-9.]*\) GB\/s.*/\1/p'; }
+# Per-disk lines: "coli-run: disk PATH (DEV): X MiB read, busy B%, Z MB/s while busy"; $2 = line number.
+disk_col() { field "$(echo "$1" | grep '^coli-run: disk ' | sed -n "$2p")" "s/.*: \([0-9.]*\) MiB read, busy \([0-9.]*\)%, \([0-9.]*\) MB\/s while busy.*/\\$3/p"; }
+
+# Runs coli-run (in cgroup $1, or "" for none); stdout to $dir/stream-ids.txt, stderr returned.
+# A failed run stops the benchmark with its messages.
+run_coli() {
+	local cg=$1 err st=0; shift
+	if [ -n "$cg" ]; then
+		err=$(in_cgroup "$cg" bin/coli-run "$@" 2>&1 >"$dir/stream-ids.txt") || st=$?
+	else
+		err=$(bin/coli-run "$@" 2>&1 >"$dir/stream-ids.txt") || st=$?
+	fi
+	if [ "$st" != 0 ]; then
+		say "stream.sh: coli-run $* failed (exit $st):"
+		say "$err"
+		exit 1
+	fi
+	echo "$err"
+}
+
+# ---- 1 and 2: cold streaming efficiency, and mmap, under a memory cgroup cap ----
+
+cold_rep() {
+	local ref ref2 chunk_mbs err mmap_err cg_mib rs=$1 tok mib ratio mm=- mm_rss=- mm_cg=- mm_mib=- dev_mib
+	ref=$(bin/coli-diskbench --records "$big/experts.bin" "$rs" 8 3 | sed 's/read_mbs=\([0-9]*\).*/\1/')
+	chunk_mbs=$(bin/coli-diskbench --records "$big/experts.bin" "$rs" 8 3 4096 0 "$chunk" | sed 's/read_mbs=\([0-9]*\).*/\1/')
+	drop
+	echo 0 > "$memcg/memory.max_usage_in_bytes"
+	dev_mib=$(blk_read "$statcg")
+	err=$(run_coli "$memcg $statcg" -m "$big" --stream --ram "$ram" --prompt-ids "$prompt" -n $((ntok + 1)) --ignore-eos --print-ids)
+	cg_mib=$(( $(cat "$memcg/memory.max_usage_in_bytes") >> 20 ))
+	dev_mib=$(( ($(blk_read "$statcg") - dev_mib) >> 20 ))
+	ref2=$(bin/coli-diskbench --records "$big/experts.bin" "$rs" 8 3 | sed 's/read_mbs=\([0-9]*\).*/\1/')
+	say "  O_DIRECT qd 8: records $ref MB/s before, $ref2 MB/s after, in $((chunk >> 20)) MiB chunks $chunk_mbs MB/s; $dev_mib MiB read from disk, cgroup max $cg_mib MiB"
+	ref=$(( (ref + ref2) / 2 ))
+	cp "$dir/stream-ids.txt" "$dir/stream-ids-coli.txt"
+	say "  coli: $(echo "$err" | grep -E 'decode|stream:|disk ' | tr '\n' ' ')"
+	if [ "$do_mmap" = 1 ]; then
+		drop
+		echo 0 > "$memcg/memory.max_usage_in_bytes"
+		mm_mib=$(blk_read "$statcg")
+		mmap_err=$(run_coli "$memcg $statcg" -m "$big" --io mmap --prompt-ids "$prompt" -n $((ntok + 1)) --ignore-eos --print-ids)
+		mm_cg=$(( $(cat "$memcg/memory.max_usage_in_bytes") >> 20 ))
+		mm=$(tok_s "$mmap_err"); mm_rss=$(rss_of "$mmap_err"); mm_mib=$(( ($(blk_read "$statcg") - mm_mib) >> 20 ))
+		cmp -s "$dir/stream-ids.txt" "$dir/stream-ids-coli.txt" || say "stream.sh: warning: --io mmap generated other tokens"
+		say "  mmap: $(echo "$mmap_err" | grep -E 'decode|stream:|disk ' | tr '\n' ' ')"
+	fi
+	tok=$(tok_s "$err"); mib=$(mib_tok "$err")
+	ratio=$(awk -v m="$mib" -v t="$tok" -v r="$ref" 'BEGIN {printf "%.3f", m * 1048576 * t / 1e6 / r}')
+	echo "$ref $tok $mib $(read_gbs "$err") $(hit_rate "$err") $(rss_of "$err") $cg_mib $ratio" \
+		"$(disk_col "$err" 1 2) $(disk_col "$err" 1 3) $mm $mm_rss $mm_cg" \
+		"$(awk -v a="$tok" -v b="$mm" 'BEGIN {print (b + 0 > 0) ? sprintf("%.2f", a / b) : "-"}') $mm_mib $dev_mib $chunk_mbs"
+}
+
+# Distinct experts per MoE layer and the mean overlap of consecutive tokens' experts, from the
+# routing of the prompt + generated ids (synthetic weights can collapse routing: DESIGN.md).
+routing_check() {
+	local ids k layers n
+	ids="$prompt $(cat "$dir/stream-ids-coli.txt")"
+	k=$(grep -o '"num_experts_per_tok": *[0-9]*' "$big/config.json" | sed 's/.*: *//')
+	bin/coli-run -m "$big" --stream --prompt-ids "$ids" --teacher-force --dump-routing "$dir/stream-routing.bin" -q >/dev/null
+	n=$(echo "$ids" | wc -w)
+	od -An -v -t d4 -w$((4 * k)) "$dir/stream-routing.bin" | awk -v n="$n" -v k="$k" '
+		{ l = int((NR - 1) / n); t = (NR - 1) % n
+		  for (i = 1; i <= k; i++) { seen[l, $i] = 1; cur[t, i] = $i }
+		  if (t > 0) { o = 0; for (i = 1; i <= k; i++) for (j = 1; j <= k; j++) if (cur[t, i] == cur[t - 1, j]) o++; ov += o; pairs++ }
+		  if (t == n - 1) { d = 0; for (key in seen) { split(key, p, SUBSEP); if (p[1] == l) d++ } ; dist = dist (dist == "" ? "" : ", ") d }
+		  L = l + 1 }
+		END { printf "%d MoE layers, %d tokens, top-%d: distinct experts per layer %s; mean overlap with the previous token %.2f of %d\n", L, n, k, dist, ov / pairs, k }'
+}
+
+if [[ " $parts " == *" cold "* ]] || [[ " $parts " == *" mmap "* ]]; then
+	big=$(model_of stream-q4 "$big_shape")
+	mbytes=$(bytes_of "$big")
+	rs=$(record_size "$big")
+	# The store reads a record in chunks of STORE_CHUNK bytes: the disk is also measured at that size.
+	chunk=$(( $(sed -n 's/^#define STORE_CHUNK (\([0-9]*\)u << 20).*/\1/p' run/store.h 2>/dev/null | grep . || echo 4) << 20 ))
+	# The cap: a third of the model (whole container) rounded down to 64 MiB; --ram 256 MiB below it.
+	cap_mib=$(( mbytes / 3 >> 26 << 6 ))
+	ram=$(awk -v c="$cap_mib" 'BEGIN {printf "%.2f", (c - 256) / 1024}')
+	do_mmap=0
+	[[ " $parts " == *" mmap "* ]] && do_mmap=1
+	memcg=$(cgroup_new memory cap)
+	cgroups+=("$memcg")
+	statcg=$(cgroup_new blkio count)
+	cgroups+=("$statcg")
+	# blk-throttle counts a cgroup's bytes only on devices with a rule: an unreachable one per disk.
+	for d in /sys/block/*; do
+		case ${d##*/} in loop* | ram* | zram*) continue ;; esac
+		echo "$(cat "$d/dev") 1000000000000" > "$statcg/blkio.throttle.read_bps_device"
+	done
+	echo $((cap_mib << 20)) > "$memcg/memory.limit_in_bytes"
+	dev=$(df --output=source "$big" | tail -1)
+	ra_kb=$(cat "/sys/class/block/$(basename "$(readlink -f "$dev")")/queue/read_ahead_kb" 2>/dev/null ||
+		cat "/sys/dev/block/$(mountpoint -d "$(df --output=target "$big" | tail -1)")/queue/read_ahead_kb" 2>/dev/null || echo "?")
+	ra_sect=$(blockdev --getra "$dev" 2>/dev/null || echo "cannot open $dev")
+	say "cold: $big ($(awk -v b="$mbytes" 'BEGIN {printf "%.2f", b / 2^30}') GiB, records of $rs bytes), cap $cap_mib MiB, --ram $ram"
+	record "coli-diskbench --records $big/experts.bin $rs 8 3   # before and after the coli-run, the mean"
+	record "coli-diskbench --records $big/experts.bin $rs 8 3 4096 0 $chunk   # records read in chunks as the store does (run/store.h STORE_CHUNK), before the run"
+	record "echo 3 > /proc/sys/vm/drop_caches; (echo \$BASHPID > $memcg/cgroup.procs; exec coli-run -m $big --stream --ram $ram --prompt-ids \"$prompt\" -n $((ntok + 1)) --ignore-eos --print-ids)   # memory.limit_in_bytes = $cap_mib MiB"
+	[ "$do_mmap" = 1 ] && record "the same with --io mmap instead of --stream --ram $ram"
+	record "(the runs are also in blkio cgroup $statcg, no effective throttle: its blkio.throttle.io_service_bytes counts the bytes read from disk)"
+	cold_reps() { for i in $(seq "$reps"); do say "cold: repetition $i/$reps"; cold_rep "$rs"; done; }
+	waited cold_reps
+	med() { echo "$runs" | awk -v c="$1" '{print $c}' | median; }
+	maxc() { echo "$runs" | awk -v c="$1" '{print $c}' | grep -v '^-$' | sort -n | tail -1; }
+	say "cold: routing check"
+	rcheck=$(routing_check)
+	record "coli-run -m $big --stream --prompt-ids \"PROMPT + GENERATED\" --teacher-force --dump-routing $dir/stream-routing.bin"
+	echo "### Cold streaming efficiency (model $(awk -v b="$mbytes" -v c="$cap_mib" 'BEGIN {printf "%.2f GiB = %.1fx the %d MiB cap", b / 2^30, b / 2^20 / c, c}'))"
+	echo
+	echo "| decode tok/s | MiB read/token | expert MB/s (decode) | read GB/s (in flight) | disk busy % | disk MB/s while busy | O_DIRECT MB/s (qd 8, $((rs >> 20)) MiB records) | efficiency | O_DIRECT MB/s (qd 8, records in $((chunk >> 20)) MiB chunks) | hit rate % | peak RSS MiB (--ram $ram) | cgroup max MiB (cap $cap_mib) |"
+	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	printf '| %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$(med 2)" "$(med 3)" \
+		"$(echo "$runs" | awk '{print $3 * 1048576 * $2 / 1e6}' | median)" "$(med 4)" "$(med 9)" "$(med 10)" \
+		"$(med 1)" "$(med 8)" "$(med 17)" "$(med 5)" "$(maxc 6)" "$(maxc 7)"
+	echo
+	echo "Routing: $rcheck. Peak RSS under --ram $ram GiB in every run: $(echo "$runs" | awk -v r="$ram" '$6 > r * 1024 {bad = 1} END {print bad ? "NO" : "yes"}')."
+	echo
+	if [ "$do_mmap" = 1 ]; then
+		echo "### Against page-cache mmap (same model, cap, prompt; readahead of $dev: read_ahead_kb ${ra_kb} KiB, blockdev --getra: $ra_sect)"
+		echo
+		echo "| coli tok/s | mmap tok/s | ratio coli/mmap | coli MiB read from disk | mmap MiB read from disk | mmap peak RSS MiB | mmap cgroup max MiB |"
+		echo "|---:|---:|---:|---:|---:|---:|---:|"
+		printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$(med 2)" "$(med 11)" "$(med 14)" "$(med 16)" "$(med 15)" "$(maxc 12)" "$(maxc 13)"
+		echo
+	fi
+fi
+
+# ---- 3: mirrors on two throttled loop devices ----
+
+# A file-backed ext4 loop device holding a copy of the model, mounted at $dir/mnt-NAME; the
+# device in $mirror_loop (not run in a subshell: the teardown lists must see it).
+# The image is kept between runs; the copy is redone when the model's arguments change.
+mirror_disk() {
+	local name=$1 model=$2 img=$dir/mirror-$1.img mnt=$dir/mnt-$1 loop gb
+	gb=$(( ($(bytes_of "$model") >> 30) + 2 ))
+	if [ ! -e "$img" ] || [ "$(stat -c %s "$img")" != $((gb << 30)) ]; then
+		say "mirror: creating $img ($gb GiB, ext4)"
+		rm -f "$img"
+		truncate -s "${gb}G" "$img"
+		mkfs.ext4 -q -F "$img"
+	fi
+	loop=$(losetup --direct-io=on -f --show "$img" 2>/dev/null || losetup -f --show "$img")
+	loops+=("$loop")
+	mirror_loop=$loop
+	mkdir -p "$mnt"
+	mount "$loop" "$mnt"
+	mounts+=("$mnt")
+	if [ "$(cat "$mnt/model.args" 2>/dev/null)" != "$(cat "$dir/mirror-q4.args")" ]; then
+		say "mirror: copying $model to $mnt"
+		rm -rf "$mnt/model.coli" "$mnt/model.args"
+		cp -r "$model" "$mnt/model.coli"
+		sync
+		cp "$dir/mirror-q4.args" "$mnt/model.args"
+	fi
+}
+
+mirror_rep() {
+	local ra rb one two rs=$1 t1 t2
+	ra=$(in_cgroup "$blkcg" bin/coli-diskbench --records "$dir/mnt-a/model.coli/experts.bin" "$rs" 8 3 | sed 's/read_mbs=\([0-9]*\).*/\1/')
+	rb=$(in_cgroup "$blkcg" bin/coli-diskbench --records "$dir/mnt-b/model.coli/experts.bin" "$rs" 8 3 | sed 's/read_mbs=\([0-9]*\).*/\1/')
+	drop
+	one=$(run_coli "$blkcg" -m "$dir/mnt-a/model.coli" --stream --cache-slots "$k" --prompt-ids "$prompt" -n $((ntok + 1)) --ignore-eos --print-ids)
+	say "  A alone: $(echo "$one" | grep -E 'decode|stream:|disk ' | tr '\n' ' ')"
+	drop
+	two=$(run_coli "$blkcg" -m "$dir/mnt-a/model.coli" --mirror "$dir/mnt-b/model.coli" --stream --cache-slots "$k" --prompt-ids "$prompt" -n $((ntok + 1)) --ignore-eos --print-ids)
+	say "  A + B:   $(echo "$two" | grep -E 'decode|stream:|disk ' | tr '\n' ' ')"
+	t1=$(awk -v m="$(mib_tok "$one")" -v t="$(tok_s "$one")" 'BEGIN {printf "%.0f", m * 1048576 * t / 1e6}')
+	t2=$(awk -v m="$(mib_tok "$two")" -v t="$(tok_s "$two")" 'BEGIN {printf "%.0f", m * 1048576 * t / 1e6}')
+	echo "$ra $rb $(tok_s "$one") $t1 $(tok_s "$two") $t2" \
+		"$(awk -v a="$t2" -v s=$((bw_a + bw_b)) 'BEGIN {printf "%.2f", a / s}')" \
+		"$(awk -v a="$t2" -v b="$t1" 'BEGIN {printf "%.2f", a / b}')" \
+		"$(disk_col "$two" 1 1) $(disk_col "$two" 1 3) $(disk_col "$two" 2 1) $(disk_col "$two" 2 3)" \
+		"$(awk -v a="$t2" -v s="$ra" -v t="$rb" 'BEGIN {printf "%.2f", a / (s + t)}')"
+}
+
+if [[ " $parts " == *" mirror "* ]]; then
+	small=$(model_of mirror-q4 "$small_shape")
+	rs=$(record_size "$small")
+	k=$(grep -o '"num_experts_per_tok": *[0-9]*' "$small/config.json" | sed 's/.*: *//')
+	blkcg=$(cgroup_new blkio throttle)
+	cgroups+=("$blkcg")
+	mirror_disk a "$small"
+	loop_a=$mirror_loop
+	mirror_disk b "$small"
+	loop_b=$mirror_loop
+	echo "$(cat "/sys/block/$(basename "$loop_a")/dev") $((bw_a * 1000000))" > "$blkcg/blkio.throttle.read_bps_device"
+	echo "$(cat "/sys/block/$(basename "$loop_b")/dev") $((bw_b * 1000000))" > "$blkcg/blkio.throttle.read_bps_device"
+	say "mirror: $loop_a throttled to $bw_a MB/s, $loop_b to $bw_b MB/s ($(cat "$blkcg/blkio.throttle.read_bps_device" | tr '\n' ' '))"
+	record "losetup --direct-io=on -f --show $dir/mirror-{a,b}.img; mount on $dir/mnt-{a,b}; echo 'MAJ:MIN BYTES' > $blkcg/blkio.throttle.read_bps_device  # A $bw_a MB/s, B $bw_b MB/s"
+	record "(echo \$BASHPID > $blkcg/cgroup.procs; exec coli-diskbench --records $dir/mnt-{a,b}/model.coli/experts.bin $rs 8 3)"
+	record "echo 3 > /proc/sys/vm/drop_caches; (in the blkio cgroup) coli-run -m $dir/mnt-a/model.coli [--mirror $dir/mnt-b/model.coli] --stream --cache-slots $k --prompt-ids \"$prompt\" -n $((ntok + 1)) --ignore-eos --print-ids"
+	mirror_reps() { for i in $(seq "$reps"); do say "mirror: repetition $i/$reps"; mirror_rep "$rs"; done; }
+	waited mirror_reps
+	med() { echo "$runs" | awk -v c="$1" '{print $c}' | median; }
+	echo "### Mirrors: two loop devices throttled to $bw_a and $bw_b MB/s ($(awk -v b="$(bytes_of "$small")" 'BEGIN {printf "%.2f", b / 2^30}') GiB model, $((rs >> 20)) MiB records, --cache-slots $k)"
+	echo
+	echo "| A measured MB/s | B measured MB/s | A alone tok/s | A alone MB/s | A+B tok/s | A+B MB/s | A+B / ($bw_a+$bw_b) | A+B / A alone | A+B / measured A+B | A MiB, MB/s busy | B MiB, MB/s busy |"
+	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s, %s | %s, %s |\n' "$(med 1)" "$(med 2)" "$(med 3)" "$(med 4)" \
+		"$(med 5)" "$(med 6)" "$(med 7)" "$(med 8)" "$(med 13)" "$(med 9)" "$(med 10)" "$(med 11)" "$(med 12)"
+	echo
+fi
+
+echo "Medians of $reps runs (peak RSS and cgroup maxima: the largest), $ntok decode tokens after a ${prompt// /,} prompt, page cache dropped before each coli-run. Efficiency = MiB read per token x decode tok/s / O_DIRECT random whole-record read bandwidth at queue depth 8 in the same repetition (the mean of 3 s before and 3 s after the run). Commit $(commit), $(date -u +%Y-%m-%d), $(nproc) cores. Commands:"
+echo
+echo '```'
+printf '%s\n' "${cmds[@]}"
+echo '```'
