@@ -30,7 +30,7 @@ static int listed(int x, const int *list, int n)
  * got once and not listed in it. */
 static int evictable(const slot *p, const int *list, int n, int prefetching)
 {
-	if (p->expert < 0 || p->refs > 0 || p->state == S_FLIGHT)
+	if (p->expert < 0 || p->refs > 0 || p->state == S_FLIGHT || p->state == S_DRAIN)
 		return 0;
 	return !prefetching || ((p->state == S_READY || p->stale) && !listed(p->expert, list, n));
 }
@@ -61,11 +61,12 @@ static int pick_slot(const stream_store *s, stream_layer *L, const int *list, in
 	return lru;
 }
 
-/* Whether a read nobody has got yet is in flight (it will become evictable). */
+/* Whether a read nobody has got yet is in flight (it will become evictable), or a dropped
+ * prediction's (it will become empty). */
 static int unclaimed_in_flight(const stream_store *s, const stream_layer *L)
 {
 	for (int i = 0; i < s->work; i++)
-		if (L->slots[i].state == S_FLIGHT && L->slots[i].refs == 0)
+		if ((L->slots[i].state == S_FLIGHT && L->slots[i].refs == 0) || L->slots[i].state == S_DRAIN)
 			return 1;
 	return 0;
 }
@@ -531,8 +532,15 @@ void store_predict_check(coli_store *base, int layer, const int32_t *chosen, int
 		slot *p = &L->slots[i];
 		if (p->refs > 0 || p->state == S_READY) /* got since (another use): not a prediction's */
 			continue;
-		if (p->state == S_FLIGHT && p->next_chunk == 0 && dequeue(s, p)) { /* not started: never read */
-			evict(L, i);
+		if (p->state == S_FLIGHT && dequeue(s, p)) { /* chunks left unclaimed: none of them is read */
+			uint64_t claimed = (uint64_t)p->next_chunk * p->chunk;
+			s->st.predict_wasted_bytes += claimed < L->x->record_size ? claimed : L->x->record_size;
+			if (p->next_chunk == 0) {
+				evict(L, i);
+			} else { /* the claimed ones land in a slot nobody can take meanwhile */
+				L->where[x] = -1, L->resident--;
+				p->state = S_DRAIN;
+			}
 			continue;
 		}
 		p->stale = 1;

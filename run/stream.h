@@ -9,7 +9,9 @@
 #include "replica.h"
 #include "store.h"
 
-enum { S_EMPTY, S_FLIGHT, S_FILLED, S_READY }; /* a slot's state: queued or being read, read, checked */
+/* A slot's state: empty; queued or being read; read; checked; a dropped prediction whose chunks
+ * already claimed are still being read (neither resident nor free, empty once they land). */
+enum { S_EMPTY, S_FLIGHT, S_FILLED, S_READY, S_DRAIN };
 enum { Q_PREDICT, Q_PREFETCH, Q_GET }; /* read queue order: gets, then prefetches, then predictions */
 
 /* One cache slot: a 4096-aligned buffer holding one expert record, and its views. */

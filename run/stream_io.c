@@ -89,8 +89,12 @@ static int chunk_result(stream_store *s, slot *p, int c, int *r, unsigned *tried
 		if (p->io_rc == 0)
 			p->io_rc = -1, p->err = *err;
 	}
-	if (++p->chunks_done == p->n_chunks)
+	if (++p->chunks_done == p->n_chunks && p->state != S_DRAIN)
 		filled(s, p);
+	if (p->state == S_DRAIN && p->chunks_done == p->next_chunk) { /* its last claimed chunk */
+		p->expert = -1, p->state = S_EMPTY;
+		pthread_cond_broadcast(&s->done);
+	}
 	return 0;
 }
 

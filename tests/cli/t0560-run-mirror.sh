@@ -56,9 +56,15 @@ test_expect_success "records in two chunks, a bad copy: found and reported, the 
 	cmp "$SCRATCH/ram" out &&
 	grep -q "bad.coli/experts.bin: expert record \[layer 0\]\[expert $1\] at offset $2: crc32 .*instead" err
 '
-test_expect_success "with prefetch on and a mirror: the RAM tokens" '
+test_expect_success "with prefetch on and a mirror: the RAM tokens, also with records in two chunks" '
 	run -m "$M" --mirror "$SCRATCH/m1.coli" --cache-slots 8 --prefetch on >a &&
-	cmp "$SCRATCH/ram" a
+	cmp "$SCRATCH/ram" a &&
+	for io in threads uring; do
+		for n in 8 12; do
+			COLI_TEST_CHUNK=4096 run -m "$M" --mirror "$SCRATCH/m1.coli" --cache-slots $n --prefetch on --io $io >b &&
+			cmp "$SCRATCH/ram" b || exit 1
+		done
+	done
 '
 test_expect_success "the closing lines give each copy its disk line" '
 	coli-run -m "$M" --mirror "$SCRATCH/m1.coli" --prompt-ids "$P" -n 8 --ignore-eos --print-ids --cache-slots 2 >out 2>err &&
