@@ -52,7 +52,7 @@ typedef struct stream_layer {
 /* An io_uring read in flight: chunk c of p, on copy r (tried: the copies tried for it). */
 typedef struct ureq {
 	slot *p;                  /* NULL: free */
-	int c, r, rc;
+	int c, r, rc, demand;     /* demand: claimed for a get or prefetch */
 	unsigned tried;
 	uint64_t done;            /* bytes of the chunk read so far */
 	coli_err err;
@@ -73,6 +73,8 @@ typedef struct stream_store {
 	pthread_cond_t queued, done;
 	slot *qhead, *qtail;      /* records with chunks not yet claimed by a reader */
 	int stop, n_threads, inflight;
+	int demand_inflight;      /* chunks of gets and prefetches being read: a prediction's chunk
+				   * is claimed only when none is, so it never shares the disk with them */
 	int predict;              /* decode predicts the next layer's experts */
 	double busy_since;        /* when inflight last became nonzero */
 	pthread_t threads[STORE_IO_THREADS * REPLICA_MAX];

@@ -40,11 +40,21 @@ void stream_retire(stream_store *s, int r, uint64_t len, int ok)
 	s->st.bytes_read += ok ? len : 0;
 }
 
+/* Whether the first queued chunk may be read now: not a prediction's while a demanded chunk is
+ * being read. Lock held. */
+static int claimable(const stream_store *s)
+{
+	return s->qhead && (s->qhead->prio != Q_PREDICT || s->demand_inflight == 0);
+}
+
 /* Takes the next chunk of the first queued record (the record leaves the queue with its last
- * chunk) and issues it to the copy expected to finish it first; lock held, queue not empty. */
-static slot *claim(stream_store *s, int *c, int *r)
+ * chunk) and issues it to the copy expected to finish it first; *demand: 1 for a get's or a
+ * prefetch's. Lock held, claimable(s). */
+static slot *claim(stream_store *s, int *c, int *r, int *demand)
 {
 	slot *p = s->qhead;
+	*demand = p->prio != Q_PREDICT;
+	s->demand_inflight += *demand;
 	*c = p->next_chunk++;
 	if (p->next_chunk == p->n_chunks) {
 		if (!(s->qhead = p->next))
@@ -71,8 +81,9 @@ static void filled(stream_store *s, slot *p)
 
 /* The read of chunk c of p on copy *r ended (rc 0, or -1 with err). A failed read is reported
  * and issued to another copy not in *tried when one is left: 1 (read it from *r now). Else
- * the chunk is over (p filled with its last): 0. Lock held. */
-static int chunk_result(stream_store *s, slot *p, int c, int *r, unsigned *tried, int rc, const coli_err *err)
+ * the chunk is over (p filled with its last; demand: claimed as a demanded chunk): 0. Lock held. */
+static int chunk_result(stream_store *s, slot *p, int c, int *r, unsigned *tried, int demand, int rc,
+			const coli_err *err)
 {
 	uint64_t len = chunk_len(p, c);
 	stream_retire(s, *r, len, rc == 0);
@@ -89,6 +100,8 @@ static int chunk_result(stream_store *s, slot *p, int c, int *r, unsigned *tried
 		if (p->io_rc == 0)
 			p->io_rc = -1, p->err = *err;
 	}
+	if (demand && --s->demand_inflight == 0 && s->qhead) /* predictions may go */
+		pthread_cond_broadcast(&s->queued);
 	if (++p->chunks_done == p->n_chunks && p->state != S_DRAIN)
 		filled(s, p);
 	if (p->state == S_DRAIN && p->chunks_done == p->next_chunk) { /* its last claimed chunk */
@@ -100,7 +113,7 @@ static int chunk_result(stream_store *s, slot *p, int c, int *r, unsigned *tried
 
 /* Reads chunk c of p from copy r, and from others while reads fail. Lock held on entry and
  * exit, released while reading (p is in flight: nobody else touches this chunk). */
-static void read_chunk(stream_store *s, slot *p, int c, int r)
+static void read_chunk(stream_store *s, slot *p, int c, int r, int demand)
 {
 	uint64_t off = (uint64_t)c * p->chunk, len = chunk_len(p, c);
 	unsigned tried = 1u << r;
@@ -113,7 +126,7 @@ static void read_chunk(stream_store *s, slot *p, int c, int r)
 		if (rc == 0 && !s->no_crc)
 			p->chunk_crc[c] = (uint32_t)crc32_z(0, p->buf + off, len);
 		pthread_mutex_lock(&s->mu);
-	} while (chunk_result(s, p, c, &r, &tried, rc, &err));
+	} while (chunk_result(s, p, c, &r, &tried, demand, rc, &err));
 }
 
 /* An I/O thread: reads queued chunks until the store closes (the queue drained). */
@@ -122,13 +135,13 @@ static void *io_main(void *arg)
 	stream_store *s = arg;
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
-		while (!s->qhead && !s->stop)
+		while (!claimable(s) && !(s->stop && !s->qhead))
 			pthread_cond_wait(&s->queued, &s->mu);
 		if (!s->qhead)
 			break;
-		int c, r;
-		slot *p = claim(s, &c, &r);
-		read_chunk(s, p, c, r);
+		int c, r, demand;
+		slot *p = claim(s, &c, &r, &demand);
+		read_chunk(s, p, c, r, demand);
 	}
 	pthread_mutex_unlock(&s->mu);
 	return NULL;
@@ -198,7 +211,7 @@ static void uring_claim(stream_store *s)
 	ureq *q = s->ureqs;
 	while (q->p)
 		q++;
-	q->p = claim(s, &q->c, &q->r);
+	q->p = claim(s, &q->c, &q->r, &q->demand);
 	q->tried = 1u << q->r, q->done = 0, q->rc = 0;
 	uring_submit_read(s, q);
 }
@@ -213,7 +226,7 @@ static void *uring_main(void *arg)
 	int n = 0, n_ended = 0; /* reads on the ring; reads ended, not yet accounted */
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
-		for (; n + n_ended < s->uring_depth && s->qhead; n++) /* ended ones still hold their request */
+		for (; n + n_ended < s->uring_depth && claimable(s); n++) /* ended ones still hold their request */
 			uring_claim(s);
 		if (n_ended) {
 			pthread_mutex_unlock(&s->mu);
@@ -227,7 +240,7 @@ static void *uring_main(void *arg)
 			pthread_mutex_lock(&s->mu);
 			for (int j = 0; j < n_ended; j++) {
 				ureq *q = ended[j];
-				if (chunk_result(s, q->p, q->c, &q->r, &q->tried, q->rc, &q->err)) {
+				if (chunk_result(s, q->p, q->c, &q->r, &q->tried, q->demand, q->rc, &q->err)) {
 					q->done = 0, n++;
 					uring_submit_read(s, q);
 				} else {
