@@ -143,9 +143,11 @@ int store_stream_stats(const coli_store *s, store_stats *st);
 /* Next-layer prediction (decode, streaming store only; off at open): the forward pass runs
  * layer l+1's router on layer l's post-attention state and calls store_predict with the
  * experts it would pick; their reads are queued behind every get and prefetch, into slots a
- * prefetch may take. When layer l+1's real routing is known, store_predict_check scores the
- * prediction (predicted / predict_hits / predict_wasted_bytes), drops predicted reads not yet
- * started that were not chosen, and lets prefetches evict the ones already read. Only a hint:
+ * prefetch may take, and a predicted chunk is read only while no get's or prefetch's chunk is.
+ * When layer l+1's real routing is known, store_predict_check scores the prediction
+ * (predicted / predict_hits / predict_wasted_bytes), drops the chunks not yet claimed of
+ * predicted reads not chosen (a slot whose claimed chunks are still being read is freed once
+ * they land), and lets prefetches evict the ones already read. Only a hint:
  * never changes what a get returns. set_predict: -1 for any other store. */
 int store_stream_set_predict(coli_store *s, int on);
 int store_predicting(const coli_store *s);
