@@ -88,6 +88,17 @@ test_expect_success "a mirror with a corrupted record: the right tokens whicheve
 	cmp "$SCRATCH/ram" out &&
 	{ ! grep -q crc32 err || grep -q "badm.coli/experts.bin: expert record \[layer 0\]\[expert $1\].*instead" err; }
 '
+# Every record of the mirror corrupted: of the hundreds of reads over 16 tokens at 1 slot, the
+# ones sent to the mirror fail their CRC and are served by the model's copy.
+test_expect_success "a mirror whose every record is corrupted: the right tokens, failovers reported" '
+	rm -rf allbad.coli && cp -r "$M" allbad.coli &&
+	rs=$((($(wc -c <"$M/experts.bin") - 4096) / (4 * 32))) &&
+	for k in $(seq 0 127); do flip allbad.coli $((4096 + k * rs)) || exit 1; done &&
+	coli-run -m "$M" --mirror allbad.coli --prompt-ids "$P" -n 16 --ignore-eos --print-ids --cache-slots 1 >out 2>err &&
+	cmp "$SCRATCH/ram" out &&
+	grep -q "allbad.coli/experts.bin: expert record \[layer [0-3]\]\[expert [0-9]*\] at offset [0-9]*: crc32 0x[0-9a-f]*, expected 0x[0-9a-f]*; read from the copy in $M instead" err &&
+	grep -q "^coli-run: disk allbad.coli .*, [0-9]* failed reads in the run$" err
+'
 test_expect_success "every copy bad: exit 1 naming the record" '
 	set -- $(first_record) &&
 	rm -rf b1.coli b2.coli && cp -r "$M" b1.coli && cp -r "$M" b2.coli && flip b1.coli $2 && flip b2.coli $2 &&
