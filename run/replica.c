@@ -82,6 +82,21 @@ static int same_container(const coli_container *c, const char *mirror, const cha
 	return rc;
 }
 
+/* The last copy opened must be another file than the ones before (a mirror naming the model,
+ * or twice the same folder, would only split one disk's reads). */
+static int distinct(const replica_set *rs, coli_err *e)
+{
+	const replica *r = &rs->r[rs->n - 1];
+	struct stat a, b;
+	if (fstat(r->fd, &a) < 0)
+		return coli_errf(e, COLI_EIO, "%s: %s", r->path, strerror(errno));
+	for (int i = 0; i < rs->n - 1; i++)
+		if (fstat(rs->r[i].fd, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+			return coli_errf(e, COLI_EUSAGE, "--mirror %s: the same file as %s, not another copy", r->path,
+					 rs->r[i].path);
+	return 0;
+}
+
 int replicas_open(replica_set *rs, const coli_container *c, const char *const *mirrors, int n_mirrors,
 		  uint64_t n_records, coli_err *e)
 {
@@ -96,7 +111,7 @@ int replicas_open(replica_set *rs, const coli_container *c, const char *const *m
 		if (!(r->path = coli_path_join(r->dir, "experts.bin")))
 			return coli_errf(e, COLI_ENOMEM, "out of memory");
 		rs->n++;
-		if ((i && same_container(c, r->dir, r->path, e) < 0) || open_copy(r, e) < 0)
+		if ((i && same_container(c, r->dir, r->path, e) < 0) || open_copy(r, e) < 0 || distinct(rs, e) < 0)
 			return -1;
 		device_name(r->path, r->dev, sizeof(r->dev));
 	}

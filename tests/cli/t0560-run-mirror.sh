@@ -106,7 +106,7 @@ test_expect_success "every copy bad: exit 1 naming the record" '
 	err_has "[layer 0][expert $1]" "none of its 2 copies" &&
 	err_has "b1.coli/experts.bin" "b2.coli/experts.bin"
 '
-test_expect_success "a mirror of another container is refused, naming the differing byte" '
+test_expect_success "a mirror of another container is refused, naming the differing byte; the same file twice too" '
 	coli-convert -q --expert-bits 8 "$F/checkpoint" other.coli &&
 	expect_exit 1 coli-run -q -m "$M" --mirror other.coli --prompt-ids "1" -n 1 &&
 	err_has "--mirror other.coli/manifest.coli" "differs from $M/manifest.coli at byte" &&
@@ -114,7 +114,12 @@ test_expect_success "a mirror of another container is refused, naming the differ
 	expect_exit 1 coli-run -q -m "$M" --mirror short.coli --prompt-ids "1" -n 1 &&
 	err_has "--mirror short.coli/experts.bin" "size" &&
 	expect_exit 1 coli-run -q -m "$M" --mirror nowhere.coli --prompt-ids "1" -n 1 &&
-	err_has "nowhere.coli/manifest.coli"
+	err_has "nowhere.coli/manifest.coli" &&
+	expect_exit 2 coli-run -q -m "$M" --mirror "$M" --prompt-ids "1" -n 1 &&
+	err_has "--mirror $M/experts.bin: the same file as $M/experts.bin" &&
+	ln -s "$SCRATCH/m1.coli" link.coli &&
+	expect_exit 2 coli-run -q -m "$M" --mirror "$SCRATCH/m1.coli" --mirror link.coli --prompt-ids "1" -n 1 &&
+	err_has "--mirror link.coli/experts.bin: the same file as $SCRATCH/m1.coli/experts.bin"
 '
 test_expect_success "--crc off: a flipped byte is not checked (the run goes on)" '
 	set -- $(first_record) &&
