@@ -31,7 +31,8 @@ typedef struct run_opts {
 	int encode;
 	const char *decode;
 	int stream;               /* --stream: experts read from disk on demand */
-	int cache_slots;          /* --cache-slots N per MoE layer (implies stream); 0: top_k x 4 */
+	int cache_slots;          /* --cache-slots N per MoE layer, pins included (implies stream); 0:
+				   * top_k x 4, or what --ram leaves */
 	int prefetch;             /* --prefetch on|off: predict the next layer's experts when streaming
 				   * (1, 0; -1: not given, on) */
 	int pins;                 /* --pins N per MoE layer (implies stream); -1: default (top_k

@@ -82,7 +82,7 @@ enum { STORE_IO_THREADS_POOL, STORE_IO_URING, STORE_IO_MMAP };
 
 /* Options of the streaming store. */
 typedef struct store_stream_opts {
-	int cache_slots;          /* experts kept resident per MoE layer; 0: top_k x 4 */
+	int cache_slots;          /* LRU slots per MoE layer, beside the pins; 0: top_k x 4 */
 	int pins;                 /* experts pinned in RAM per MoE layer (with usage); 0: none */
 	const double *usage;      /* NULL, or routing counts [container layer * n_experts + expert]
 				   * (n_experts: the model's) choosing the pinned experts */
