@@ -11,6 +11,7 @@
 #include <zlib.h>
 
 #include "fileio.h"
+#include "le.h"
 #include "manifest.h"
 #include "sha256.h"
 
@@ -18,28 +19,6 @@ const uint8_t coli_magic[8] = {0x89, 'C', 'O', 'L', 'I', '\r', '\n', 0x1a};
 
 #define INT_CANARY 0x0123456789abcdefull
 #define FLOAT_CANARY 370.5
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
 
 static int all_zero(const uint8_t *p, size_t n)
 {
@@ -88,10 +67,10 @@ void coli_section_header(uint8_t out[COLI_SECTION_HEADER], coli_section s, const
 {
 	memset(out, 0, COLI_SECTION_HEADER);
 	memcpy(out, coli_magic, 8);
-	put32(out + 8, COLI_CONTAINER_VERSION);
-	put32(out + 12, (uint32_t)s + 1);
+	le_put32(out + 8, COLI_CONTAINER_VERSION);
+	le_put32(out + 12, (uint32_t)s + 1);
 	memcpy(out + 16, identity, 32);
-	put32(out + COLI_SECTION_HEADER - 4, crc(out, COLI_SECTION_HEADER - 4));
+	le_put32(out + COLI_SECTION_HEADER - 4, crc(out, COLI_SECTION_HEADER - 4));
 }
 
 int coli_section_header_check(const uint8_t h[COLI_SECTION_HEADER], coli_section s,
@@ -99,14 +78,14 @@ int coli_section_header_check(const uint8_t h[COLI_SECTION_HEADER], coli_section
 {
 	if (memcmp(h, coli_magic, 8) != 0)
 		return coli_errf(e, COLI_EDATA, "%s: bad binary format (magic)", what);
-	if (get32(h + COLI_SECTION_HEADER - 4) != crc(h, COLI_SECTION_HEADER - 4))
+	if (le_get32(h + COLI_SECTION_HEADER - 4) != crc(h, COLI_SECTION_HEADER - 4))
 		return coli_errf(e, COLI_EDATA, "%s: section header crc32 0x%08x, stored 0x%08x", what,
-				 crc(h, COLI_SECTION_HEADER - 4), get32(h + COLI_SECTION_HEADER - 4));
-	if (get32(h + 8) != COLI_CONTAINER_VERSION)
+				 crc(h, COLI_SECTION_HEADER - 4), le_get32(h + COLI_SECTION_HEADER - 4));
+	if (le_get32(h + 8) != COLI_CONTAINER_VERSION)
 		return coli_errf(e, COLI_EDATA, "%s: version %u unsupported (this reader knows %u)", what,
-				 get32(h + 8), COLI_CONTAINER_VERSION);
-	if (get32(h + 12) != (uint32_t)s + 1)
-		return coli_errf(e, COLI_EDATA, "%s: section kind %u, expected %u", what, get32(h + 12),
+				 le_get32(h + 8), COLI_CONTAINER_VERSION);
+	if (le_get32(h + 12) != (uint32_t)s + 1)
+		return coli_errf(e, COLI_EDATA, "%s: section kind %u, expected %u", what, le_get32(h + 12),
 				 (unsigned)s + 1);
 	if (!all_zero(h + 48, COLI_SECTION_HEADER - 52))
 		return coli_errf(e, COLI_EDATA, "%s: reserved section header bytes 48..4091 are not zero", what);
@@ -121,16 +100,16 @@ void coli_manifest_header(uint8_t out[COLI_MANIFEST_HEADER], const char *json, s
 {
 	memset(out, 0, COLI_MANIFEST_HEADER);
 	memcpy(out, coli_magic, 8);
-	put32(out + 8, COLI_CONTAINER_VERSION);
-	put32(out + 12, COLI_MANIFEST_HEADER);
-	put64(out + 16, INT_CANARY);
+	le_put32(out + 8, COLI_CONTAINER_VERSION);
+	le_put32(out + 12, COLI_MANIFEST_HEADER);
+	le_put64(out + 16, INT_CANARY);
 	double f = FLOAT_CANARY;
 	uint64_t fbits;
 	memcpy(&fbits, &f, 8);
-	put64(out + 24, fbits);
-	put64(out + 32, len);
-	put32(out + 40, crc(json, len));
-	put32(out + 60, crc(out, 60));
+	le_put64(out + 24, fbits);
+	le_put64(out + 32, len);
+	le_put32(out + 40, crc(json, len));
+	le_put32(out + 60, crc(out, 60));
 }
 
 /* Checks the manifest header against the file size; fills *json_len. */
@@ -138,27 +117,27 @@ int coli_manifest_header_check(const uint8_t h[COLI_MANIFEST_HEADER], uint64_t f
 			       const char *what, uint64_t *json_len, coli_err *e)
 {
 	double f;
-	uint64_t fbits = get64(h + 24);
+	uint64_t fbits = le_get64(h + 24);
 	memcpy(&f, &fbits, 8);
 	if (memcmp(h, coli_magic, 8) != 0)
 		return coli_errf(e, COLI_EDATA, "%s: bad binary format (magic; text-mode newline damage?)", what);
-	if (get32(h + 60) != crc(h, 60))
-		return coli_errf(e, COLI_EDATA, "%s: header crc32 0x%08x, stored 0x%08x", what, crc(h, 60), get32(h + 60));
-	if (get32(h + 8) != COLI_CONTAINER_VERSION)
+	if (le_get32(h + 60) != crc(h, 60))
+		return coli_errf(e, COLI_EDATA, "%s: header crc32 0x%08x, stored 0x%08x", what, crc(h, 60), le_get32(h + 60));
+	if (le_get32(h + 8) != COLI_CONTAINER_VERSION)
 		return coli_errf(e, COLI_EDATA, "%s: version %u unsupported (this reader knows %u)", what,
-				 get32(h + 8), COLI_CONTAINER_VERSION);
-	if (get32(h + 12) != COLI_MANIFEST_HEADER || get64(h + 16) != INT_CANARY || f != FLOAT_CANARY)
+				 le_get32(h + 8), COLI_CONTAINER_VERSION);
+	if (le_get32(h + 12) != COLI_MANIFEST_HEADER || le_get64(h + 16) != INT_CANARY || f != FLOAT_CANARY)
 		return coli_errf(e, COLI_EDATA, "%s: bad binary format (header size or canaries)", what);
 	if (!all_zero(h + 44, 16))
 		return coli_errf(e, COLI_EDATA, "%s: reserved header bytes 44..59 are not zero", what);
-	*json_len = get64(h + 32);
+	*json_len = le_get64(h + 32);
 	if (*json_len > COLI_MAX_MANIFEST || *json_len + COLI_MANIFEST_HEADER != file_size)
 		return coli_errf(e, COLI_EDATA, "%s: manifest length %llu does not match file size %llu", what,
 				 (unsigned long long)*json_len, (unsigned long long)file_size);
 	return 0;
 }
 
-uint32_t coli_manifest_header_crc(const uint8_t h[COLI_MANIFEST_HEADER]) { return get32(h + 40); }
+uint32_t coli_manifest_header_crc(const uint8_t h[COLI_MANIFEST_HEADER]) { return le_get32(h + 40); }
 
 static int open_section(coli_container *c, coli_section s, coli_err *e)
 {

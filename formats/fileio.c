@@ -112,14 +112,14 @@ int coli_fsync_dir_of(const char *path, coli_err *e)
 	return rc;
 }
 
-int coli_write_atomic(const char *path, const void *data, size_t n, coli_err *e)
+int coli_write_atomic_by(const char *path, coli_fill_fn fill, void *ctx, coli_err *e)
 {
 	char tmp[4096];
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return coli_errf(e, COLI_EIO, "%s: %s", tmp, strerror(errno));
-	int rc = coli_pwrite_full(fd, data, n, 0, tmp, e);
+	int rc = fill(fd, tmp, ctx, e);
 	if (rc == 0 && fsync(fd) < 0)
 		rc = coli_errf(e, COLI_EIO, "%s: fsync: %s", tmp, strerror(errno));
 	close(fd);
@@ -127,9 +127,26 @@ int coli_write_atomic(const char *path, const void *data, size_t n, coli_err *e)
 		rc = coli_errf(e, COLI_EIO, "%s: rename: %s", path, strerror(errno));
 	if (rc < 0) {
 		unlink(tmp);
-		return rc;
+		return -1;
 	}
 	return coli_fsync_dir_of(path, e);
+}
+
+typedef struct bytes {
+	const void *data;
+	size_t n;
+} bytes;
+
+static int fill_bytes(int fd, const char *tmp, void *ctx, coli_err *e)
+{
+	const bytes *b = ctx;
+	return coli_pwrite_full(fd, b->data, b->n, 0, tmp, e);
+}
+
+int coli_write_atomic(const char *path, const void *data, size_t n, coli_err *e)
+{
+	bytes b = {data, n};
+	return coli_write_atomic_by(path, fill_bytes, &b, e);
 }
 
 char *coli_path_join(const char *dir, const char *name)

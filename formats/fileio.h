@@ -26,6 +26,11 @@ int coli_read_file(const char *path, char **out, size_t *len, coli_err *e);
  * file or the new one, never a torn one. */
 int coli_write_atomic(const char *path, const void *data, size_t n, coli_err *e);
 
+/* The same for a file written piece by piece: fill writes the content to fd (named tmp in
+ * errors); 0, or -1 with e filled (the temporary file is then removed). */
+typedef int (*coli_fill_fn)(int fd, const char *tmp, void *ctx, coli_err *e);
+int coli_write_atomic_by(const char *path, coli_fill_fn fill, void *ctx, coli_err *e);
+
 /* fsync of the folder holding path (makes a rename durable). */
 int coli_fsync_dir_of(const char *path, coli_err *e);
 

@@ -10,19 +10,9 @@
 #include <zlib.h>
 
 #include "fileio.h"
+#include "le.h"
 
 static const uint8_t kv_magic[8] = {0x89, 'C', 'O', 'L', 'I', 'K', 'V', '\n'};
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
 
 static uint64_t payload_bytes(const coli_kvfile *f)
 {
@@ -35,18 +25,17 @@ static void header(uint8_t h[COLI_KV_HEADER], const coli_kvfile *f, uint32_t crc
 	uint64_t n = payload_bytes(f);
 	memset(h, 0, COLI_KV_HEADER);
 	memcpy(h, kv_magic, 8);
-	put32(h + 8, COLI_KV_VERSION);
-	put32(h + 12, COLI_KV_HEADER);
+	le_put32(h + 8, COLI_KV_VERSION);
+	le_put32(h + 12, COLI_KV_HEADER);
 	memcpy(h + 16, f->identity, 32);
-	put32(h + 48, (uint32_t)f->n_layers);
-	put32(h + 52, (uint32_t)f->k_width);
-	put32(h + 56, (uint32_t)f->v_width);
-	put32(h + 60, (uint32_t)f->n_tokens);
-	put32(h + 64, (uint32_t)f->n_cached);
-	put32(h + 72, (uint32_t)n);
-	put32(h + 76, (uint32_t)(n >> 32));
-	put32(h + 80, crc);
-	put32(h + 124, (uint32_t)crc32(0, h, 124));
+	le_put32(h + 48, (uint32_t)f->n_layers);
+	le_put32(h + 52, (uint32_t)f->k_width);
+	le_put32(h + 56, (uint32_t)f->v_width);
+	le_put32(h + 60, (uint32_t)f->n_tokens);
+	le_put32(h + 64, (uint32_t)f->n_cached);
+	le_put64(h + 72, n);
+	le_put32(h + 80, crc);
+	le_put32(h + 124, (uint32_t)crc32(0, h, 124));
 }
 
 /* The payload pieces in file order: tokens, then k and v of each layer. */
@@ -70,30 +59,21 @@ static int write_payload(int fd, const coli_kvfile *f, const char *tmp, uLong *c
 	return 0;
 }
 
-int coli_kvfile_write(const char *path, const coli_kvfile *f, coli_err *e)
+/* The payload, then the header with its CRC. */
+static int fill(int fd, const char *tmp, void *ctx, coli_err *e)
 {
-	char tmp[4096];
+	const coli_kvfile *f = ctx;
 	uint8_t h[COLI_KV_HEADER];
 	uLong crc = crc32(0, NULL, 0);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return coli_errf(e, COLI_EIO, "%s: %s", tmp, strerror(errno));
-	int rc = write_payload(fd, f, tmp, &crc, e);
-	if (rc == 0) {
-		header(h, f, (uint32_t)crc);
-		rc = coli_pwrite_full(fd, h, sizeof(h), 0, tmp, e);
-	}
-	if (rc == 0 && fsync(fd) < 0)
-		rc = coli_errf(e, COLI_EIO, "%s: fsync: %s", tmp, strerror(errno));
-	close(fd);
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = coli_errf(e, COLI_EIO, "%s: rename: %s", path, strerror(errno));
-	if (rc < 0) {
-		unlink(tmp);
+	if (write_payload(fd, f, tmp, &crc, e) < 0)
 		return -1;
-	}
-	return coli_fsync_dir_of(path, e);
+	header(h, f, (uint32_t)crc);
+	return coli_pwrite_full(fd, h, sizeof(h), 0, tmp, e);
+}
+
+int coli_kvfile_write(const char *path, const coli_kvfile *f, coli_err *e)
+{
+	return coli_write_atomic_by(path, fill, (void *)f, e);
 }
 
 static int check_header(const uint8_t *h, uint64_t size, const uint8_t identity[32], const char *path,
@@ -101,21 +81,21 @@ static int check_header(const uint8_t *h, uint64_t size, const uint8_t identity[
 {
 	if (size < COLI_KV_HEADER || memcmp(h, kv_magic, 8) != 0)
 		return coli_errf(e, COLI_EDATA, "%s: not a coli KV session (bad magic)", path);
-	if (get32(h + 124) != (uint32_t)crc32(0, h, 124))
+	if (le_get32(h + 124) != (uint32_t)crc32(0, h, 124))
 		return coli_errf(e, COLI_EDATA, "%s: header crc32 mismatch (torn or corrupt session file)", path);
-	if (get32(h + 8) != COLI_KV_VERSION)
-		return coli_errf(e, COLI_EDATA, "%s: version %u unsupported (this reader knows %u)", path, get32(h + 8),
+	if (le_get32(h + 8) != COLI_KV_VERSION)
+		return coli_errf(e, COLI_EDATA, "%s: version %u unsupported (this reader knows %u)", path, le_get32(h + 8),
 				 COLI_KV_VERSION);
 	if (memcmp(h + 16, identity, 32) != 0)
 		return coli_errf(e, COLI_EDATA, "%s: identity: a session of another model or another conversion of it", path);
 	memcpy(f->identity, h + 16, 32);
-	f->n_layers = (int)get32(h + 48), f->k_width = (int)get32(h + 52), f->v_width = (int)get32(h + 56);
-	f->n_tokens = (int)get32(h + 60), f->n_cached = (int)get32(h + 64);
+	f->n_layers = (int)le_get32(h + 48), f->k_width = (int)le_get32(h + 52), f->v_width = (int)le_get32(h + 56);
+	f->n_tokens = (int)le_get32(h + 60), f->n_cached = (int)le_get32(h + 64);
 	if (f->n_layers <= 0 || f->k_width <= 0 || f->v_width <= 0 || f->n_tokens < 0 || f->n_cached < 0 ||
 	    f->n_cached > f->n_tokens || f->n_layers > 4096 || f->k_width > (1 << 20) || f->v_width > (1 << 20))
 		return coli_errf(e, COLI_EDATA, "%s: shape fields out of range (layers %d, widths %d/%d, tokens %d, cached %d)",
 				 path, f->n_layers, f->k_width, f->v_width, f->n_tokens, f->n_cached);
-	uint64_t n = (uint64_t)get32(h + 72) | (uint64_t)get32(h + 76) << 32;
+	uint64_t n = le_get64(h + 72);
 	if (n != payload_bytes(f) || COLI_KV_HEADER + n != size)
 		return coli_errf(e, COLI_EDATA, "%s: payload length %llu, file size %llu, shape implies %llu", path,
 				 (unsigned long long)n, (unsigned long long)size, (unsigned long long)payload_bytes(f));
@@ -160,7 +140,7 @@ int coli_kvfile_read(const char *path, const uint8_t identity[32], coli_kvfile *
 	if (rc == 0)
 		rc = check_header(h, size, identity, path, f, e);
 	if (rc == 0)
-		rc = read_payload(fd, path, f, get32(h + 80), e);
+		rc = read_payload(fd, path, f, le_get32(h + 80), e);
 	close(fd);
 	if (rc < 0)
 		coli_kvfile_release(f);

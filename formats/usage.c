@@ -9,41 +9,20 @@
 #include <zlib.h>
 
 #include "fileio.h"
+#include "le.h"
 
 static const uint8_t usage_magic[8] = {0x89, 'C', 'O', 'L', 'I', 'U', 'S', '\n'};
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	put32(p, (uint32_t)v);
-	put32(p + 4, (uint32_t)(v >> 32));
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
 
 static void putf64(uint8_t *p, double d)
 {
 	uint64_t v;
 	memcpy(&v, &d, 8);
-	put64(p, v);
+	le_put64(p, v);
 }
 
 static double getf64(const uint8_t *p)
 {
-	uint64_t v = get64(p);
+	uint64_t v = le_get64(p);
 	double d;
 	memcpy(&d, &v, 8);
 	return d;
@@ -90,16 +69,16 @@ int coli_usage_write(const char *path, const coli_usage *u, coli_err *e)
 		putf64(buf + COLI_USAGE_HEADER + 8 * i, u->counts[i]);
 	memset(h, 0, COLI_USAGE_HEADER);
 	memcpy(h, usage_magic, 8);
-	put32(h + 8, COLI_USAGE_VERSION);
-	put32(h + 12, COLI_USAGE_HEADER);
+	le_put32(h + 8, COLI_USAGE_VERSION);
+	le_put32(h + 12, COLI_USAGE_HEADER);
 	memcpy(h + 16, u->identity, 32);
-	put32(h + 48, (uint32_t)u->n_layers);
-	put32(h + 52, (uint32_t)u->n_experts);
-	put32(h + 56, u->runs);
+	le_put32(h + 48, (uint32_t)u->n_layers);
+	le_put32(h + 52, (uint32_t)u->n_experts);
+	le_put32(h + 56, u->runs);
 	putf64(h + 64, u->decay);
-	put64(h + 72, n);
-	put32(h + 80, (uint32_t)crc32_z(crc32(0, NULL, 0), buf + COLI_USAGE_HEADER, (size_t)n));
-	put32(h + 124, (uint32_t)crc32(0, h, 124));
+	le_put64(h + 72, n);
+	le_put32(h + 80, (uint32_t)crc32_z(crc32(0, NULL, 0), buf + COLI_USAGE_HEADER, (size_t)n));
+	le_put32(h + 124, (uint32_t)crc32(0, h, 124));
 	int rc = coli_write_atomic(path, buf, (size_t)(COLI_USAGE_HEADER + n), e);
 	free(buf);
 	return rc;
@@ -110,17 +89,17 @@ static int check_header(const uint8_t *h, uint64_t size, const uint8_t identity[
 {
 	if (size < COLI_USAGE_HEADER || memcmp(h, usage_magic, 8) != 0)
 		return coli_errf(e, COLI_EDATA, "%s: not a coli usage file (bad magic)", path);
-	if (get32(h + 124) != (uint32_t)crc32(0, h, 124))
+	if (le_get32(h + 124) != (uint32_t)crc32(0, h, 124))
 		return coli_errf(e, COLI_EDATA, "%s: header crc32 mismatch (torn or corrupt usage file)", path);
-	if (get32(h + 8) != COLI_USAGE_VERSION)
-		return coli_errf(e, COLI_EDATA, "%s: version %u unsupported (this reader knows %u)", path, get32(h + 8),
+	if (le_get32(h + 8) != COLI_USAGE_VERSION)
+		return coli_errf(e, COLI_EDATA, "%s: version %u unsupported (this reader knows %u)", path, le_get32(h + 8),
 				 COLI_USAGE_VERSION);
-	if (get32(h + 12) != COLI_USAGE_HEADER)
-		return coli_errf(e, COLI_EDATA, "%s: header_size %u, expected %u", path, get32(h + 12), COLI_USAGE_HEADER);
+	if (le_get32(h + 12) != COLI_USAGE_HEADER)
+		return coli_errf(e, COLI_EDATA, "%s: header_size %u, expected %u", path, le_get32(h + 12), COLI_USAGE_HEADER);
 	if (memcmp(h + 16, identity, 32) != 0)
 		return coli_errf(e, COLI_EDATA, "%s: identity: usage statistics of another model or another conversion of it",
 				 path);
-	uint32_t nl = get32(h + 48), ne = get32(h + 52);
+	uint32_t nl = le_get32(h + 48), ne = le_get32(h + 52);
 	if (nl == 0 || ne == 0 || nl > COLI_USAGE_MAX_LAYERS || ne > COLI_USAGE_MAX_EXPERTS)
 		return coli_errf(e, COLI_EDATA, "%s: n_layers %u / n_experts %u out of range [1, %d] / [1, %d]", path, nl, ne,
 				 COLI_USAGE_MAX_LAYERS, COLI_USAGE_MAX_EXPERTS);
@@ -133,12 +112,12 @@ static int check_header(const uint8_t *h, uint64_t size, const uint8_t identity[
 	for (int i = 84; i < 124; i++)
 		if (h[i])
 			return coli_errf(e, COLI_EDATA, "%s: reserved byte %d is %u, must be 0", path, i, h[i]);
-	uint64_t n = get64(h + 72), want = payload_bytes((int)nl, (int)ne);
+	uint64_t n = le_get64(h + 72), want = payload_bytes((int)nl, (int)ne);
 	if (n != want || COLI_USAGE_HEADER + n != size)
 		return coli_errf(e, COLI_EDATA, "%s: payload_size %llu, file size %llu, shape implies %llu", path,
 				 (unsigned long long)n, (unsigned long long)size, (unsigned long long)want);
 	memcpy(u->identity, h + 16, 32);
-	u->n_layers = (int)nl, u->n_experts = (int)ne, u->runs = get32(h + 56), u->decay = decay;
+	u->n_layers = (int)nl, u->n_experts = (int)ne, u->runs = le_get32(h + 56), u->decay = decay;
 	return 0;
 }
 
@@ -175,7 +154,7 @@ int coli_usage_read(const char *path, const uint8_t identity[32], coli_usage *u,
 	if (rc == 0)
 		rc = check_header(h, size, identity, path, u, e);
 	if (rc == 0)
-		rc = read_payload(fd, path, u, get32(h + 80), e);
+		rc = read_payload(fd, path, u, le_get32(h + 80), e);
 	close(fd);
 	if (rc < 0)
 		coli_usage_release(u);

@@ -102,18 +102,18 @@ int replicas_open(replica_set *rs, const coli_container *c, const char *const *m
 {
 	memset(rs, 0, sizeof(*rs));
 	rs->n_records = n_records;
-	if (n_mirrors + 1 > REPLICA_MAX)
-		return coli_errf(e, COLI_EUSAGE, "--mirror: %d mirrors, at most %d", n_mirrors, REPLICA_MAX - 1);
+	if (n_mirrors + 1 > STORE_MAX_COPIES)
+		return coli_errf(e, COLI_EUSAGE, "--mirror: %d mirrors, at most %d", n_mirrors, STORE_MAX_COPIES - 1);
 	for (int i = 0; i <= n_mirrors; i++) {
 		replica *r = &rs->r[rs->n];
-		r->dir = i ? mirrors[i - 1] : c->dir;
+		r->d.dir = i ? mirrors[i - 1] : c->dir;
 		r->fd = -1;
-		if (!(r->path = coli_path_join(r->dir, "experts.bin")))
+		if (!(r->path = coli_path_join(r->d.dir, "experts.bin")))
 			return coli_errf(e, COLI_ENOMEM, "out of memory");
 		rs->n++;
-		if ((i && same_container(c, r->dir, r->path, e) < 0) || open_copy(r, e) < 0 || distinct(rs, e) < 0)
+		if ((i && same_container(c, r->d.dir, r->path, e) < 0) || open_copy(r, e) < 0 || distinct(rs, e) < 0)
 			return -1;
-		device_name(r->path, r->dev, sizeof(r->dev));
+		device_name(r->path, r->d.dev, sizeof(r->d.dev));
 	}
 	return 0;
 }
@@ -131,7 +131,7 @@ void replicas_close(replica_set *rs)
 
 static double bandwidth(const replica *r)
 {
-	return r->bytes >= PRIOR_BYTES && r->busy_s > 0 ? (double)r->bytes / r->busy_s : PRIOR_BPS;
+	return r->d.bytes_read >= PRIOR_BYTES && r->d.busy_s > 0 ? (double)r->d.bytes_read / r->d.busy_s : PRIOR_BPS;
 }
 
 int replica_pick(const replica_set *rs, uint64_t rec, uint64_t len, unsigned tried)
@@ -162,15 +162,15 @@ void replica_done(replica_set *rs, int i, uint64_t len, int ok, double now)
 {
 	replica *r = &rs->r[i];
 	r->issued -= len;
-	r->bytes += ok ? len : 0;
+	r->d.bytes_read += ok ? len : 0;
 	if (--r->inflight == 0)
-		r->busy_s += now - r->busy_since;
+		r->d.busy_s += now - r->busy_since;
 }
 
 void replica_mark_bad(replica_set *rs, int i, uint64_t rec)
 {
 	replica *r = &rs->r[i];
-	r->failures++;
+	r->d.failures++;
 	if (!r->bad)
 		r->bad = calloc(rs->n_records ? rs->n_records : 1, 1); /* none: only the avoidance is lost */
 	if (r->bad && rec < rs->n_records)

@@ -14,24 +14,19 @@
 #include "container.h"
 #include "store.h"
 
-#define REPLICA_MAX STORE_MAX_COPIES
-
 typedef struct replica {
-	const char *dir;          /* the container folder (not owned) */
+	store_disk d;             /* dir (not owned), device, bytes delivered, busy time, failures:
+				   * what the statistics report */
 	char *path;               /* <dir>/experts.bin */
-	char dev[32];             /* its block device ("nvme0n1", "loop3"), or MAJ:MIN, or "?" */
 	int fd, own_fd;           /* O_DIRECT when the filesystem allows it */
 	uint64_t issued;          /* bytes of reads issued, not yet done */
 	int inflight;
 	double busy_since;        /* when inflight last became nonzero */
-	double busy_s;            /* wall time with at least one read in flight */
-	uint64_t bytes;           /* bytes delivered */
-	uint64_t failures;        /* reads or CRC checks that failed on this copy */
 	uint8_t *bad;             /* [record] 1: this copy of the record failed; NULL: none yet */
 } replica;
 
 typedef struct replica_set {
-	replica r[REPLICA_MAX];
+	replica r[STORE_MAX_COPIES];
 	int n;
 	uint64_t n_records;       /* records in experts.bin, for the bad maps */
 } replica_set;

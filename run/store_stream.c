@@ -145,7 +145,7 @@ static int recover(stream_store *s, slot *p, coli_err *e)
 {
 	const coli_lexperts *lx = p->x;
 	uint64_t size = lx->record_size, off = coli_record_offset(lx, p->expert);
-	uint32_t want = lx->crc[p->expert], got[REPLICA_MAX] = {0};
+	uint32_t want = lx->crc[p->expert], got[STORE_MAX_COPIES] = {0};
 	unsigned tried = 0, failed = 0;
 	int good = -1, rc = 0;
 	void *tmp = NULL;
@@ -180,7 +180,7 @@ static int recover(stream_store *s, slot *p, coli_err *e)
 		if (failed >> r & 1 && got[r])
 			fprintf(stderr, "coli-run: %s: expert record [layer %d][expert %d] at offset %llu: crc32 0x%08x, expected 0x%08x%s%s%s\n",
 				s->rs.r[r].path, lx->layer, p->expert, (unsigned long long)off, got[r], want,
-				good >= 0 ? "; read from the copy in " : "", good >= 0 ? s->rs.r[good].dir : "", good >= 0 ? " instead" : "");
+				good >= 0 ? "; read from the copy in " : "", good >= 0 ? s->rs.r[good].d.dir : "", good >= 0 ? " instead" : "");
 	p->state = S_FILLED;
 	pthread_cond_broadcast(&s->done);
 	if (good < 0)
@@ -561,9 +561,8 @@ int store_stream_stats(const coli_store *s, store_stats *st)
 	for (int i = 0; i < ss->rs.n; i++) {
 		const replica *r = &ss->rs.r[i];
 		store_disk *d = &st->disks[i];
-		d->dir = r->dir, d->bytes_read = r->bytes, d->failures = r->failures;
-		d->busy_s = r->busy_s + (r->inflight ? t - r->busy_since : 0);
-		snprintf(d->dev, sizeof(d->dev), "%s", r->dev);
+		*d = r->d;
+		d->busy_s += r->inflight ? t - r->busy_since : 0;
 	}
 	st->n_disks = ss->rs.n;
 	pthread_mutex_unlock(&ss->mu);

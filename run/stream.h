@@ -77,7 +77,7 @@ typedef struct stream_store {
 				   * is claimed only when none is, so it never shares the disk with them */
 	int predict;              /* decode predicts the next layer's experts */
 	double busy_since;        /* when inflight last became nonzero */
-	pthread_t threads[STORE_IO_THREADS * REPLICA_MAX];
+	pthread_t threads[STORE_IO_THREADS * STORE_MAX_COPIES];
 	const struct io_backend *io; /* the backend running the threads */
 	struct io_uring ring;     /* io_uring backend: owned by its one thread */
 	ureq *ureqs;              /* [uring_depth] */

@@ -92,7 +92,7 @@ static int chunk_result(stream_store *s, slot *p, int c, int *r, unsigned *tried
 		replica_mark_bad(&s->rs, *r, stream_rec(p));
 		int next = replica_pick(&s->rs, stream_rec(p), len, *tried);
 		if (next >= 0) {
-			fprintf(stderr, "coli-run: %s; reading it from the copy in %s\n", err->msg, s->rs.r[next].dir);
+			fprintf(stderr, "coli-run: %s; reading it from the copy in %s\n", err->msg, s->rs.r[next].d.dir);
 			*tried |= 1u << next, *r = next;
 			stream_issue(s, next, len);
 			return 1;
@@ -222,7 +222,7 @@ static void uring_claim(stream_store *s)
 static void *uring_main(void *arg)
 {
 	stream_store *s = arg;
-	ureq *ended[STORE_URING_DEPTH * REPLICA_MAX];
+	ureq *ended[STORE_URING_DEPTH * STORE_MAX_COPIES];
 	int n = 0, n_ended = 0; /* reads on the ring; reads ended, not yet accounted */
 	pthread_mutex_lock(&s->mu);
 	for (;;) {

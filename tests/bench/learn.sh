@@ -22,10 +22,8 @@
 set -eu
 shopt -s inherit_errexit
 cd "$(dirname "$0")/../.."
-if [ "$(id -u)" != 0 ]; then
-	echo "learn.sh: needs root (drop_caches before each run); run it as root" >&2
-	exit 2
-fi
+. tests/bench/lib.sh
+need_root learn.sh "drop_caches before each run"
 dir=${COLI_BENCH_DIR:-build/bench}
 reps=${COLI_BENCH_REPS:-3}
 ntok=${COLI_BENCH_TOKENS:-64}
@@ -33,10 +31,8 @@ nruns=${COLI_BENCH_RUNS:-5}
 total=${COLI_BENCH_SLOTS:-32}
 pinopt=${COLI_BENCH_PINS:+--pins $COLI_BENCH_PINS}
 pins=${COLI_BENCH_PINS:-default}
-shape="--family qwen3_moe --layers 12 --experts 128 --top-k 8 --hidden 2048 --expert-ffn 768 --heads 32 --kv-heads 4 --head-dim 128 --measure 64 --seed 11"
 mkdir -p "$dir"
-. tests/bench/lib.sh
-model=$(model_of run-q4 "$shape")
+model=$(model_of run-q4 "$run_q4_shape")
 k=$(grep -o '"num_experts_per_tok": *[0-9]*' "$model/config.json" | sed 's/.*: *//')
 usage=$dir/learn.coli_usage
 

@@ -1,6 +1,8 @@
 # lib.sh: what the benchmark scripts share (sourced; $dir set first): progress, cache drops,
 # medians, models made once per shape, and fields of coli-run's closing lines.
 say() { echo "$*" >&2; }
+# need_root SCRIPT WHY: exits 2 with a message unless running as root.
+need_root() { [ "$(id -u)" = 0 ] || { echo "$1: needs root ($2); run it as root" >&2; exit 2; }; }
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || say "warning: cannot drop caches (not root)"; }
 # The median of the numbers on stdin ("-" lines skipped; "-" when none).
 median() { grep -v '^-$' | sort -g | awk '{v[NR]=$1} END {if (!NR) print "-"; else print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
@@ -20,6 +22,10 @@ model_of() {
 	fi
 	echo "$model"
 }
+
+# The 4 GiB model of bench-run and learn.sh: a qwen3_moe of 12 layers x 128 experts, top-8,
+# hidden 2048, expert FFN 768 (2.4 MiB int4 records): the width of DESIGN.md's in-RAM figure.
+run_q4_shape="--family qwen3_moe --layers 12 --experts 128 --top-k 8 --hidden 2048 --expert-ffn 768 --heads 32 --kv-heads 4 --head-dim 128 --measure 64 --seed 11"
 
 # Fields of coli-run's closing lines (its stderr text in $1); "-" when absent.
 field() { local v; v=$(echo "$1" | sed -n "$2" | head -1); echo "${v:--}"; }

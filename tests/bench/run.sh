@@ -10,10 +10,9 @@ set -eu
 cd "$(dirname "$0")/../.."
 dir=${COLI_BENCH_DIR:-build/bench}
 reps=${COLI_BENCH_REPS:-3}
-shape="--family qwen3_moe --layers 12 --experts 128 --top-k 8 --hidden 2048 --expert-ffn 768 --heads 32 --kv-heads 4 --head-dim 128 --measure 64 --seed 11"
 mkdir -p "$dir"
 . tests/bench/lib.sh
-model=$(model_of run-q4 "$shape")
+model=$(model_of run-q4 "$run_q4_shape")
 threads=$(nproc)
 prompt=$(seq 1000 1511 | tr '\n' ' ')
 

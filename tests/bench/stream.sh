@@ -18,10 +18,8 @@
 set -eu
 shopt -s inherit_errexit
 cd "$(dirname "$0")/../.."
-if [ "$(id -u)" != 0 ]; then
-	echo "stream.sh: needs root (drop_caches, memory and blkio cgroups, loop devices); run it as root" >&2
-	exit 2
-fi
+. tests/bench/lib.sh
+need_root stream.sh "drop_caches, memory and blkio cgroups, loop devices"
 dir=${COLI_BENCH_DIR:-build/bench}
 reps=${COLI_BENCH_REPS:-3}
 ntok=${COLI_BENCH_TOKENS:-32}
@@ -32,7 +30,6 @@ big_shape="$base --layers 6 --experts 64"
 small_shape="$base --layers 3 --experts 64"
 prompt="1 2 3 4"
 mkdir -p "$dir"
-. tests/bench/lib.sh
 cmds=()
 record() { cmds+=("$*"); }
 # Teardown of whatever this run set up (trap: also on failure or interrupt).

@@ -63,6 +63,9 @@ no_manifest() {
 	fi
 }
 
+# ids_of FILE: the int32 little-endian ids in FILE (a fixture's prompt_ids.i32.bin), space-separated.
+ids_of() { od -An -t d4 -v "$1" | tr -s ' \n' ' ' | sed 's/^ //; s/ $//'; }
+
 test_done() {
 	exit $t_failed
 }

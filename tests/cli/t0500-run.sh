@@ -2,7 +2,6 @@
 # t0500-run.sh: coli-run's scripting contract, sessions and usage errors, on the fixtures.
 . "$(dirname "$0")/lib.sh"
 
-ids_of() { od -An -t d4 -v "$1" | tr -s ' \n' ' ' | sed 's/^ //; s/ $//'; }
 size_of() { wc -c <"$1" | tr -d ' '; }
 
 for fam in qwen3_moe deepseek_v3 glm4_moe; do

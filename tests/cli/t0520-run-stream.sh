@@ -2,8 +2,6 @@
 # t0520-run-stream.sh: --stream reads experts from disk and multiplies the same bytes as RAM.
 . "$(dirname "$0")/lib.sh"
 
-ids_of() { od -An -t d4 -v "$1" | tr -s ' \n' ' ' | sed 's/^ //; s/ $//'; }
-
 for fam in qwen3_moe deepseek_v3 mixtral; do
 	F=$FIX/$fam-tiny
 	M=$SCRATCH/$fam.coli

@@ -3,7 +3,6 @@
 # foreign or corrupt.
 . "$(dirname "$0")/lib.sh"
 
-ids_of() { od -An -t d4 -v "$1" | tr -s ' \n' ' ' | sed 's/^ //; s/ $//'; }
 size_of() { wc -c <"$1" | tr -d ' '; }
 
 F=$FIX/qwen3_moe-tiny

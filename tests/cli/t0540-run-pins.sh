@@ -3,8 +3,6 @@
 # resident for the whole run; tokens and step logits stay bit-identical to RAM.
 . "$(dirname "$0")/lib.sh"
 
-ids_of() { od -An -t d4 -v "$1" | tr -s ' \n' ' ' | sed 's/^ //; s/ $//'; }
-
 for fam in qwen3_moe deepseek_v3; do
 	F=$FIX/$fam-tiny
 	M=$SCRATCH/$fam.coli

@@ -4,8 +4,6 @@
 # the tokens stay those of the in-RAM run.
 . "$(dirname "$0")/lib.sh"
 
-ids_of() { od -An -t d4 -v "$1" | tr -s ' \n' ' ' | sed 's/^ //; s/ $//'; }
-
 F=$FIX/qwen3_moe-tiny
 M=$SCRATCH/qwen3_moe.coli
 

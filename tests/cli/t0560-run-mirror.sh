@@ -3,8 +3,6 @@
 # --crc, --io mmap, and the io_uring fallback: never a different token.
 . "$(dirname "$0")/lib.sh"
 
-ids_of() { od -An -t d4 -v "$1" | tr -s ' \n' ' ' | sed 's/^ //; s/ $//'; }
-
 F=$FIX/qwen3_moe-tiny
 M=$SCRATCH/model.coli
 P="$(ids_of "$F/prompt_ids.i32.bin")"

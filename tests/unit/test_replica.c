@@ -11,8 +11,8 @@ static void two(replica_set *rs, double bw_a, double bw_b)
 {
 	memset(rs, 0, sizeof(*rs));
 	rs->n = 2, rs->n_records = 16;
-	rs->r[0].bytes = 100 * MiB, rs->r[0].busy_s = (double)(100 * MiB) / bw_a;
-	rs->r[1].bytes = 100 * MiB, rs->r[1].busy_s = (double)(100 * MiB) / bw_b;
+	rs->r[0].d.bytes_read = 100 * MiB, rs->r[0].d.busy_s = (double)(100 * MiB) / bw_a;
+	rs->r[1].d.bytes_read = 100 * MiB, rs->r[1].d.busy_s = (double)(100 * MiB) / bw_b;
 }
 
 /* Issues n reads of len bytes, each to the copy picked; counts per copy. */
@@ -56,14 +56,14 @@ int main(void)
 	T_CHECK("tried copies are skipped; all tried: -1",
 		replica_pick(&rs, 6, MiB, 1u) == 1 && replica_pick(&rs, 6, MiB, 3u) == -1, "picked %d, %d",
 		replica_pick(&rs, 6, MiB, 1u), replica_pick(&rs, 6, MiB, 3u));
-	T_CHECK("failures counted", rs.r[0].failures == 1 && rs.r[1].failures == 1, "%llu, %llu",
-		(unsigned long long)rs.r[0].failures, (unsigned long long)rs.r[1].failures);
+	T_CHECK("failures counted", rs.r[0].d.failures == 1 && rs.r[1].d.failures == 1, "%llu, %llu",
+		(unsigned long long)rs.r[0].d.failures, (unsigned long long)rs.r[1].d.failures);
 	free(rs.r[0].bad), free(rs.r[1].bad);
 
 	memset(&rs, 0, sizeof(rs));
 	rs.n = 2, rs.n_records = 1;
-	rs.r[0].bytes = MiB, rs.r[0].busy_s = 1e-3; /* 1 GB/s, but under 8 MiB: the prior */
-	rs.r[1].bytes = 0;
+	rs.r[0].d.bytes_read = MiB, rs.r[0].d.busy_s = 1e-3; /* 1 GB/s, but under 8 MiB: the prior */
+	rs.r[1].d.bytes_read = 0;
 	replica_issue(&rs, 0, MiB, 0);
 	T_CHECK("before 8 MiB delivered a copy counts at the 1 GB/s prior", replica_pick(&rs, 0, MiB, 0) == 1,
 		"picked %d", replica_pick(&rs, 0, MiB, 0));
