@@ -1,11 +1,11 @@
-# coli: libcoli (formats/) and the tools on top of it. `make` builds everything present,
+# coli: libcoli (formats/), libcoli-engine (engine/) and the tools on top of them. `make` builds everything present,
 # `make test` runs the suite, `make demo` runs the pipeline on a synthetic model.
 CC      ?= cc
 OPT     ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla \
            -Wformat=2 -Wno-format-nonliteral
 CFLAGS  ?=
-CFLAGS  += $(OPT) $(WARN) -D_GNU_SOURCE -pthread -Iformats -MMD -MP $(EXTRA_CFLAGS)
+CFLAGS  += $(OPT) $(WARN) -D_GNU_SOURCE -pthread -Iformats -Iengine -MMD -MP $(EXTRA_CFLAGS)
 LDFLAGS += -pthread $(EXTRA_LDFLAGS)
 LIBS    := -ljansson -lz -lm -lpcre2-8 -lutf8proc -luring
 
@@ -13,9 +13,16 @@ B := build
 LIB_SRC  := $(wildcard formats/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o)
 LIBCOLI  := $(B)/libcoli.a
+# The engine: public headers at the top of engine/, internals in its subfolders.
+ENG_SRC  := $(wildcard engine/*/*.c)
+ENG_OBJ  := $(ENG_SRC:%.c=$(B)/%.o)
+LIBENG   := $(B)/libcoli-engine.a
 
-# Each tool is every .c of its folder linked against libcoli.
+# Each tool is every .c of its folder linked against libcoli; the runtime tools (run, plan,
+# profile) also against the engine.
 TOOLS := convert:coli-convert plan:coli-plan run:coli-run profile:coli-profile tests/synth:coli-synth
+ENGINE_TOOLS := run plan profile
+tool_libs = $(if $(filter $(call tool_dir,$1),$(ENGINE_TOOLS)),$(LIBENG)) $(LIBCOLI)
 tool_dir = $(word 1,$(subst :, ,$1))
 tool_bin = bin/$(word 2,$(subst :, ,$1))
 BINS := $(foreach t,$(TOOLS),$(if $(wildcard $(call tool_dir,$t)/*.c),$(call tool_bin,$t)))
@@ -36,15 +43,20 @@ $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-# Unit tests see the tools' own headers (tools themselves see only formats/).
+# Unit tests see the tools' own headers and the engine's internals (tools see only the public
+# headers of formats/ and engine/).
 $(B)/tests/unit/%.o: CFLAGS += -Irun -Iconvert
 
 $(LIBCOLI): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
+
+$(LIBENG): $(ENG_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && $(AR) rcs $@ $^
 
 define tool_rule
-$(call tool_bin,$1): $(patsubst %.c,$(B)/%.o,$(wildcard $(call tool_dir,$1)/*.c)) $(LIBCOLI)
+$(call tool_bin,$1): $(patsubst %.c,$(B)/%.o,$(wildcard $(call tool_dir,$1)/*.c)) $(call tool_libs,$1)
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) -o $$@ $$^ $(LIBS)
 endef
@@ -52,15 +64,15 @@ $(foreach t,$(TOOLS),$(eval $(call tool_rule,$t)))
 
 define toollib_rule
 $(B)/lib$(word 2,$(subst :, ,$1)).a: $(patsubst %.c,$(B)/%.o,$(filter-out $(call tool_dir,$1)/main.c,$(wildcard $(call tool_dir,$1)/*.c)))
-	$(AR) rcs $$@ $$^
+	rm -f $$@ && $(AR) rcs $$@ $$^
 endef
 $(foreach t,$(TOOLS),$(eval $(call toollib_rule,$t)))
 
-$(BENCH_BIN): bin/coli-%: $(B)/tests/bench/%.o $(LIBCOLI)
+$(BENCH_BIN): bin/coli-%: $(B)/tests/bench/%.o $(LIBENG) $(LIBCOLI)
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-bin/tests/%: $(B)/tests/unit/%.o $(TOOL_LIBS) $(LIBCOLI)
+bin/tests/%: $(B)/tests/unit/%.o $(TOOL_LIBS) $(LIBENG) $(LIBCOLI)
 	@mkdir -p bin/tests
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 

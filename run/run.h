@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 #include "error.h"
-#include "forward.h"
+#include "engine.h"
 #include "tokenizer.h"
 
 typedef struct run_opts {

@@ -149,7 +149,7 @@ if [[ " $parts " == *" cold "* ]] || [[ " $parts " == *" mmap "* ]]; then
 	mbytes=$(bytes_of "$big")
 	rs=$(record_size "$big")
 	# The store reads a record in chunks of STORE_CHUNK bytes: the disk is also measured at that size.
-	chunk=$(( $(sed -n 's/^#define STORE_CHUNK (\([0-9]*\)u << 20).*/\1/p' run/store.h 2>/dev/null | grep . || echo 4) << 20 ))
+	chunk=$(( $(sed -n 's/^#define STORE_CHUNK (\([0-9]*\)u << 20).*/\1/p' engine/store.h 2>/dev/null | grep . || echo 4) << 20 ))
 	# The cap: a third of the model (whole container) rounded down to 64 MiB; --ram 256 MiB below it.
 	cap_mib=$(( mbytes / 3 >> 26 << 6 ))
 	ram=$(awk -v c="$cap_mib" 'BEGIN {printf "%.2f", (c - 256) / 1024}')
@@ -171,7 +171,7 @@ if [[ " $parts " == *" cold "* ]] || [[ " $parts " == *" mmap "* ]]; then
 	ra_sect=$(blockdev --getra "$dev" 2>/dev/null || echo "cannot open $dev")
 	say "cold: $big ($(awk -v b="$mbytes" 'BEGIN {printf "%.2f", b / 2^30}') GiB, records of $rs bytes), cap $cap_mib MiB, --ram $ram"
 	record "coli-diskbench --records $big/experts.bin $rs 8 3   # before and after the coli-run, the mean"
-	record "coli-diskbench --records $big/experts.bin $rs 8 3 4096 0 $chunk   # records read in chunks as the store does (run/store.h STORE_CHUNK), before the run"
+	record "coli-diskbench --records $big/experts.bin $rs 8 3 4096 0 $chunk   # records read in chunks as the store does (engine/store.h STORE_CHUNK), before the run"
 	record "echo 3 > /proc/sys/vm/drop_caches; (echo \$BASHPID > $memcg/cgroup.procs; exec coli-run -m $big --stream --ram $ram --prompt-ids \"$prompt\" -n $((ntok + 1)) --ignore-eos --print-ids)   # memory.limit_in_bytes = $cap_mib MiB"
 	[ "$do_mmap" = 1 ] && record "the same with --io mmap instead of --stream --ram $ram"
 	record "(the runs are also in blkio cgroup $statcg, no effective throttle: its blkio.throttle.io_service_bytes counts the bytes read from disk)"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t0400-tokenizer.sh: coli's tokenizer (run/tokenizer.h) against @lenml/tokenizers, a
+# t0400-tokenizer.sh: coli's tokenizer (engine/tokenizer.h) against @lenml/tokenizers, a
 # JavaScript port of Hugging Face's tokenizers, on a generated corpus of 1200+ strings, for the
 # real Qwen3 and DeepSeek V3 tokenizer.json files: identical ids for every string, and
 # decode(encode(s)) == s for every string, where s is first passed through the file's own

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "fileio.h"
-#include "forward.h"
+#include "engine.h"
 #include "t.h"
 
 #define TOL 1e-3

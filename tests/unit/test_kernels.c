@@ -19,7 +19,7 @@
 #include <time.h>
 
 #include "kernels.h"
-#include "kernels_impl.h"
+#include "kernels/impl.h"
 #include "quant.h"
 #include "t.h"
 

@@ -1,7 +1,7 @@
-/* test_replica.c: which copy of experts.bin a read goes to (run/replica.c). */
+/* test_replica.c: which copy of experts.bin a read goes to (engine/store/replica.c). */
 #include <string.h>
 
-#include "replica.h"
+#include "store/replica.h"
 #include "t.h"
 
 #define MiB (1ull << 20)

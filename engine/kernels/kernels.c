@@ -1,0 +1,279 @@
+/* kernels.c: the kernels' public face: ISA choice, matrix views, row splits over the pool. */
+#include "kernels.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/impl.h"
+#include "kernels/pool.h"
+
+#define SMALL_WORK 65536 /* multiply-adds below which a product runs on the caller only
+			  * (measured: 2 threads gain nothing below, the pool costs ~1 us) */
+#define VEC_UNIT 16      /* rows: pieces of a split start at multiples of these */
+#define MUL_UNIT 32
+#define COL_UNIT 128     /* columns, for the transposed product */
+
+static const kern_ops *chosen;
+static int n_threads; /* 0 until asked: then the default */
+static float *xbuf;   /* prepared activations, shared read-only by the workers */
+static size_t xcap;   /* floats */
+
+coli_mat coli_mat_of(const coli_blob *b, const uint8_t *base)
+{
+	coli_mat m = {
+		.enc = b->enc,
+		.rows = b->rows,
+		.cols = b->cols,
+		.row_bytes = (int64_t)b->row_bytes,
+		.block = {b->block[0], b->block[1]},
+		.codes = base,
+		.scales = b->scales_off ? base + b->scales_off : NULL,
+	};
+	return m;
+}
+
+static const kern_ops *variant(const char *isa)
+{
+	if (strcmp(isa, "scalar") == 0)
+		return &kern_scalar;
+	if (strcmp(isa, "avx2") == 0)
+		return &kern_avx2;
+	if (strcmp(isa, "avx512") == 0)
+		return &kern_avx512;
+	return NULL;
+}
+
+int kernels_available(const char *isa)
+{
+	__builtin_cpu_init();
+	if (strcmp(isa, "scalar") == 0)
+		return 1;
+	int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+		   __builtin_cpu_supports("f16c");
+	if (strcmp(isa, "avx2") == 0)
+		return avx2;
+	if (strcmp(isa, "avx512") == 0)
+		return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		       __builtin_cpu_supports("avx512vl");
+	return 0;
+}
+
+int kernels_force(const char *isa, coli_err *e)
+{
+	const kern_ops *k = variant(isa);
+	if (!k)
+		return coli_errf(e, COLI_EUSAGE, "COLI_ISA=%s: unknown ISA (expected scalar, avx2 or avx512)",
+				 isa);
+	if (!kernels_available(isa))
+		return coli_errf(e, COLI_EUSAGE, "COLI_ISA=%s: this CPU lacks %s", isa,
+				 strcmp(isa, "avx2") == 0 ? "AVX2, FMA or F16C" : "AVX-512");
+	chosen = k;
+	return 0;
+}
+
+int kernels_init(coli_err *e)
+{
+	const char *isa = getenv("COLI_ISA");
+	if (isa && *isa)
+		return kernels_force(isa, e);
+	chosen = kernels_available("avx512") ? &kern_avx512
+		 : kernels_available("avx2") ? &kern_avx2
+					     : &kern_scalar;
+	return 0;
+}
+
+/* The variant in use; a product before kernels_init gets the best available one (a bad
+ * COLI_ISA is reported by kernels_init only). */
+static const kern_ops *ops(void)
+{
+	if (!chosen && kernels_init(NULL) < 0)
+		chosen = kernels_available("avx512") ? &kern_avx512
+			 : kernels_available("avx2") ? &kern_avx2
+						     : &kern_scalar;
+	return chosen;
+}
+
+const char *kernels_isa(void)
+{
+	return ops()->name;
+}
+
+void kernels_set_threads(int n)
+{
+	n_threads = n > 0 ? n : 0;
+}
+
+int kernels_threads(void)
+{
+	if (n_threads == 0)
+		n_threads = kpool_default_threads();
+	return n_threads;
+}
+
+void kernels_release(void)
+{
+	kpool_stop();
+	free(xbuf);
+	xbuf = NULL;
+	xcap = 0;
+}
+
+/* A buffer of n floats for prepared activations; NULL when it cannot be had. */
+static float *prep_buffer(size_t n)
+{
+	if (n <= xcap)
+		return xbuf;
+	size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
+	float *p = aligned_alloc(64, bytes);
+	if (!p)
+		return NULL;
+	free(xbuf);
+	xbuf = p;
+	xcap = bytes / sizeof(float);
+	return xbuf;
+}
+
+/* x of n tokens prepared for the variant, or NULL (no preparation wanted or no memory). */
+static const float *prepare(const kern_ops *k, const coli_mat *W, const float *x, int n)
+{
+	int64_t per = k->prep_floats(W);
+	if (per == 0)
+		return NULL;
+	float *xp = prep_buffer((size_t)per * (size_t)n);
+	for (int t = 0; xp && t < n; t++)
+		k->prep(W, x + (int64_t)t * W->cols, xp + (int64_t)t * per);
+	return xp;
+}
+
+/* Threads for `work` multiply-adds and pieces of about a quarter of each thread's share. */
+static int split(int64_t work, int64_t total, int64_t unit, int64_t *grain)
+{
+	int t = kernels_threads();
+	if (work < SMALL_WORK || total <= unit)
+		t = 1;
+	int64_t g = (total + 4 * t - 1) / (4 * t);
+	*grain = (g + unit - 1) / unit * unit;
+	return t;
+}
+
+typedef struct job {
+	const kern_ops *k;
+	const coli_mat *W;
+	const float *x, *xp, *a;
+	float *y;
+	int n;
+	int64_t r0, nr;
+} job;
+
+static void vec_piece(void *arg, int64_t b, int64_t e)
+{
+	const job *j = arg;
+	j->k->vec(j->W, j->x, j->xp, j->y + b, j->r0 + b, j->r0 + e);
+}
+
+static void mul_piece(void *arg, int64_t b, int64_t e)
+{
+	const job *j = arg;
+	j->k->mul(j->W, j->x, j->xp, j->n, j->y, b, e);
+}
+
+static void vec_t_piece(void *arg, int64_t b, int64_t e)
+{
+	const job *j = arg;
+	j->k->vec_t(j->W, j->r0, j->nr, j->a, j->y, b, e < j->W->cols ? e : j->W->cols);
+}
+
+void mat_vec_range(const coli_mat *W, int64_t r0, int64_t nr, const float *x, float *y)
+{
+	job j = {.k = ops(), .W = W, .x = x, .y = y, .r0 = r0};
+	int64_t grain;
+	if (nr <= 0)
+		return;
+	int t = split(nr * W->cols, nr, VEC_UNIT, &grain);
+	j.xp = prepare(j.k, W, x, 1);
+	kpool_for(t, nr, grain, vec_piece, &j);
+}
+
+/* Several independent products in one pool dispatch: their rows form one index space, so two
+ * threads share out small matrices (a decode token's experts) without a sync per matrix. */
+typedef struct batch_job {
+	const kern_ops *k;
+	const coli_mat *const *W;
+	const float *const *x;
+	const float **xp;
+	float *const *y;
+	const int64_t *first; /* first global row of each item; first[count] = total */
+	int count;
+} batch_job;
+
+static void batch_piece(void *arg, int64_t b, int64_t e)
+{
+	const batch_job *j = arg;
+	for (int i = 0; i < j->count; i++) {
+		int64_t lo = b > j->first[i] ? b : j->first[i], hi = e < j->first[i + 1] ? e : j->first[i + 1];
+		if (lo < hi)
+			j->k->vec(j->W[i], j->x[i], j->xp[i], j->y[i] + (lo - j->first[i]), lo - j->first[i],
+				  hi - j->first[i]);
+	}
+}
+
+int mat_vec_batch(const coli_mat *const *W, const float *const *x, float *const *y, int count)
+{
+	const kern_ops *k = ops();
+	int64_t first[65], per[64], total = 0, work = 0, floats = 0, grain;
+	const float *xp[64];
+	if (count <= 0 || count > 64)
+		return -1;
+	for (int i = 0; i < count; i++) {
+		first[i] = total;
+		total += W[i]->rows;
+		work += W[i]->rows * W[i]->cols;
+		floats += per[i] = k->prep_floats(W[i]);
+	}
+	first[count] = total;
+	float *buf = floats ? prep_buffer((size_t)floats) : NULL;
+	if (floats && !buf)
+		return -1;
+	for (int i = 0, at = 0; i < count; at += (int)per[i], i++) {
+		xp[i] = per[i] ? buf + at : NULL;
+		if (per[i])
+			k->prep(W[i], x[i], buf + at);
+	}
+	batch_job j = {k, W, x, xp, y, first, count};
+	int t = split(work, total, VEC_UNIT, &grain);
+	kpool_for(t, total, grain, batch_piece, &j);
+	return 0;
+}
+
+void mat_vec(const coli_mat *W, const float *x, float *y)
+{
+	mat_vec_range(W, 0, W->rows, x, y);
+}
+
+void mat_mul(const coli_mat *W, const float *X, int n, float *Y)
+{
+	job j = {.k = ops(), .W = W, .x = X, .y = Y, .n = n};
+	int64_t grain;
+	if (n <= 0)
+		return;
+	int t = split(W->rows * W->cols * n, W->rows, MUL_UNIT, &grain);
+	if (n <= j.k->small_n)
+		j.xp = prepare(j.k, W, X, n);
+	kpool_for(t, W->rows, grain, mul_piece, &j);
+}
+
+void mat_vec_t_acc(const coli_mat *W, int64_t r0, int64_t nr, const float *a, float *y)
+{
+	job j = {.k = ops(), .W = W, .a = a, .y = y, .r0 = r0, .nr = nr};
+	int64_t grain;
+	if (nr <= 0)
+		return;
+	int t = split(nr * W->cols, W->cols, COL_UNIT, &grain);
+	grain = (W->cols + (int64_t)t * COL_UNIT - 1) / ((int64_t)t * COL_UNIT) * COL_UNIT; /* one piece each */
+	kpool_for(t, W->cols, grain, vec_t_piece, &j);
+}
+
+void mat_row(const coli_mat *W, int64_t r, float *out)
+{
+	ops()->row(W, r, out);
+}

@@ -1,0 +1,222 @@
+/* pool.c: persistent worker threads for the kernels: spin briefly, then sleep. */
+#include "kernels/pool.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SPIN_NS 50000 /* how long a worker (or the waiting caller) spins before sleeping */
+
+static struct {
+	int want;                 /* workers asked for (some may have failed to start) */
+	int workers;              /* threads besides the caller, running */
+	pthread_t *tid;
+	pthread_mutex_t mu;
+	pthread_cond_t wake;      /* workers: a new generation */
+	pthread_cond_t done;      /* caller: the last worker finished */
+	_Atomic unsigned gen;     /* job generation; changed under mu */
+	int sleepers;             /* workers waiting on `wake` (under mu) */
+	int caller_waiting;       /* the caller waits on `done` (under mu) */
+	int quit;
+	/* the job, written before gen changes */
+	kpool_fn fn;
+	void *arg;
+	int64_t total, grain;
+	_Atomic int64_t next;     /* start of the next unclaimed piece */
+	_Atomic int active;       /* workers still in the current job */
+} P = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
+       .done = PTHREAD_COND_INITIALIZER};
+
+static int64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+/* Claims pieces until none is left. */
+static void run_pieces(void)
+{
+	for (;;) {
+		int64_t b = atomic_fetch_add(&P.next, P.grain);
+		if (b >= P.total)
+			return;
+		P.fn(P.arg, b, b + P.grain < P.total ? b + P.grain : P.total);
+	}
+}
+
+/* Waits until the generation differs from `seen`: spinning first, then on the condvar. */
+static unsigned wait_gen(unsigned seen)
+{
+	int64_t t0 = now_ns();
+	for (int i = 0;; i++) {
+		unsigned g = atomic_load_explicit(&P.gen, memory_order_acquire);
+		if (g != seen)
+			return g;
+		if ((i & 63) == 63 && now_ns() - t0 > SPIN_NS)
+			break;
+		cpu_relax();
+	}
+	pthread_mutex_lock(&P.mu);
+	unsigned g;
+	while ((g = atomic_load_explicit(&P.gen, memory_order_acquire)) == seen) {
+		P.sleepers++;
+		pthread_cond_wait(&P.wake, &P.mu);
+		P.sleepers--;
+	}
+	pthread_mutex_unlock(&P.mu);
+	return g;
+}
+
+/* gen0: the generation when the worker was created (it may start after the first job). */
+static void *worker(void *gen0)
+{
+	unsigned seen = (unsigned)(uintptr_t)gen0;
+	for (;;) {
+		seen = wait_gen(seen);
+		if (P.quit)
+			return NULL;
+		run_pieces();
+		if (atomic_fetch_sub(&P.active, 1) == 1) {
+			pthread_mutex_lock(&P.mu);
+			if (P.caller_waiting)
+				pthread_cond_signal(&P.done);
+			pthread_mutex_unlock(&P.mu);
+		}
+	}
+}
+
+/* Publishes a new generation (job or quit) and wakes sleeping workers. */
+static void publish(void)
+{
+	pthread_mutex_lock(&P.mu);
+	atomic_store_explicit(&P.gen, atomic_load(&P.gen) + 1, memory_order_release);
+	if (P.sleepers)
+		pthread_cond_broadcast(&P.wake);
+	pthread_mutex_unlock(&P.mu);
+}
+
+static void wait_workers(void)
+{
+	int64_t t0 = now_ns();
+	for (int i = 0; atomic_load_explicit(&P.active, memory_order_acquire) != 0; i++) {
+		if ((i & 63) == 63 && now_ns() - t0 > SPIN_NS) {
+			pthread_mutex_lock(&P.mu);
+			P.caller_waiting = 1;
+			while (atomic_load_explicit(&P.active, memory_order_acquire) != 0)
+				pthread_cond_wait(&P.done, &P.mu);
+			P.caller_waiting = 0;
+			pthread_mutex_unlock(&P.mu);
+			return;
+		}
+		cpu_relax();
+	}
+}
+
+void kpool_stop(void)
+{
+	if (!P.tid) {
+		P.want = 0;
+		return;
+	}
+	P.quit = 1;
+	publish();
+	for (int i = 0; i < P.workers; i++)
+		pthread_join(P.tid[i], NULL);
+	free(P.tid);
+	P.tid = NULL;
+	P.workers = 0;
+	P.want = 0;
+	P.quit = 0;
+}
+
+static void start(int workers)
+{
+	kpool_stop();
+	P.want = workers;
+	P.tid = calloc((size_t)workers, sizeof(*P.tid));
+	if (!P.tid)
+		return;
+	void *gen0 = (void *)(uintptr_t)atomic_load(&P.gen);
+	for (; P.workers < workers; P.workers++)
+		if (pthread_create(&P.tid[P.workers], NULL, worker, gen0) != 0)
+			break;
+}
+
+void kpool_for(int threads, int64_t total, int64_t grain, kpool_fn fn, void *arg)
+{
+	if (threads > 1 && P.want != threads - 1)
+		start(threads - 1);
+	if (threads <= 1 || P.workers == 0 || total <= grain) {
+		fn(arg, 0, total);
+		return;
+	}
+	P.fn = fn;
+	P.arg = arg;
+	P.total = total;
+	P.grain = grain;
+	atomic_store(&P.next, 0);
+	atomic_store(&P.active, P.workers);
+	publish();
+	run_pieces();
+	wait_workers();
+}
+
+/* Reads one integer from a sysfs file; -1 when unreadable. */
+static int read_int(const char *fmt, int cpu, const char *leaf)
+{
+	char path[128];
+	int v = -1;
+	snprintf(path, sizeof(path), fmt, cpu, leaf);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%d", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+int kpool_default_threads(void)
+{
+	const char *fmt = "/sys/devices/system/cpu/cpu%d/topology/%s";
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+		long online = sysconf(_SC_NPROCESSORS_ONLN);
+		return online > 0 ? (int)online : 1;
+	}
+	int allowed = CPU_COUNT(&set), n = 0;
+	long *seen = calloc((size_t)allowed + 1, sizeof(*seen));
+	if (!seen)
+		return allowed > 0 ? allowed : 1;
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+		if (!CPU_ISSET(cpu, &set))
+			continue;
+		int pkg = read_int(fmt, cpu, "physical_package_id"), core = read_int(fmt, cpu, "core_id");
+		if (pkg < 0 || core < 0) {
+			n = -1;
+			break;
+		}
+		long key = (long)pkg << 20 | core;
+		int i = 0;
+		while (i < n && seen[i] != key)
+			i++;
+		if (i == n && n < allowed)
+			seen[n++] = key;
+	}
+	free(seen);
+	if (n <= 0)
+		n = allowed;
+	return n > 0 ? n : 1;
+}

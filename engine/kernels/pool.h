@@ -1,0 +1,27 @@
+/* pool.h: the persistent worker threads that split one product's rows (internal).
+ *
+ * One caller at a time (the forward pass is single-threaded apart from this pool). The caller
+ * takes part in the work. Workers spin briefly after a job (products come back to back in a
+ * forward pass), then sleep on a condition variable: an idle pool burns no CPU.
+ */
+#ifndef COLI_KERNELS_POOL_H
+#define COLI_KERNELS_POOL_H
+
+#include <stdint.h>
+
+/* Work on [begin, end) of a range. */
+typedef void (*kpool_fn)(void *arg, int64_t begin, int64_t end);
+
+/* Runs fn over [0, total) in pieces of `grain` (the last may be shorter) on `threads` threads,
+ * the caller included; returns when every piece is done. The pool is (re)created on first use
+ * or when `threads` changes; threads that cannot be created leave the work to the others. */
+void kpool_for(int threads, int64_t total, int64_t grain, kpool_fn fn, void *arg);
+
+/* Stops and joins the workers (a later kpool_for starts them again). */
+void kpool_stop(void);
+
+/* Physical cores this process may run on: distinct (package, core) pairs of the CPUs in its
+ * affinity mask, from sysfs; the mask's CPU count when the topology cannot be read. */
+int kpool_default_threads(void);
+
+#endif

@@ -1,0 +1,227 @@
+/* attention.c: GQA/MHA and MLA attention over the KV cache, causal within the batch. */
+#include "nn/attention.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/blocks.h"
+#include "fileio.h"
+#include "kernels/pool.h"
+
+/* Per-head RMSNorm (qwen3_moe, glm4_moe) or one over the whole projection (olmoe). */
+static void qk_norm(const model *m, float *x, const float *w, int heads, int hd)
+{
+	if (!w)
+		return;
+	float eps = (float)m->cfg->rms_norm_eps;
+	if (m->cfg->qk_norm == COLI_QKNORM_WHOLE)
+		rmsnorm(x, x, w, heads * hd, eps);
+	else
+		for (int h = 0; h < heads; h++)
+			rmsnorm(x + h * hd, x + h * hd, w, hd, eps);
+}
+
+static void clip(float *x, int n, float c)
+{
+	if (c <= 0)
+		return;
+	for (int i = 0; i < n; i++)
+		x[i] = x[i] < -c ? -c : x[i] > c ? c : x[i];
+}
+
+/* One query head against cached positions 0..last: softmax(q.k * scale) . v. */
+static void attend(const float *q, const kv_cache *kv, int l, int kvh, int hd, int last, float scale,
+		   float *att, float *out)
+{
+	for (int t = 0; t <= last; t++)
+		att[t] = dot(q, kv->k[l] + (int64_t)t * kv->k_width + kvh * hd, hd) * scale;
+	softmax(att, last + 1);
+	memset(out, 0, (size_t)hd * sizeof(float));
+	for (int t = 0; t <= last; t++)
+		axpy(out, att[t], kv->v[l] + (int64_t)t * kv->v_width + kvh * hd, hd);
+}
+
+/* q, k, v projections of the batch, normed, clipped and rotated, keys/values cached. */
+static void gqa_project(const model *m, const layer_w *L, kv_cache *kv, int l, const float *X, int n, float *Q)
+{
+	const coli_model *c = m->cfg;
+	int hd = c->head_dim, qw = c->n_heads * hd, kw = c->n_kv_heads * hd;
+	float *K = kv->k[l] + (int64_t)kv->n * kw; /* [n][kv_heads * hd], appended to the cache */
+	float *V = kv->v[l] + (int64_t)kv->n * kw; /* [n][kv_heads * hd] */
+	const coli_mat *W[3] = {&L->q, &L->k, &L->v};
+	const float *xs[3] = {X, X, X};
+	float *ys[3] = {Q, K, V};
+	if (n != 1 || mat_vec_batch(W, xs, ys, 3) < 0) { /* decode: the three in one dispatch */
+		mat_mul(&L->q, X, n, Q);
+		mat_mul(&L->k, X, n, K);
+		mat_mul(&L->v, X, n, V);
+	}
+	add_bias(Q, L->q_bias, n, qw);
+	add_bias(K, L->k_bias, n, kw);
+	add_bias(V, L->v_bias, n, kw);
+	for (int i = 0; i < n; i++) {
+		float *q = Q + (int64_t)i * qw, *k = K + (int64_t)i * kw;
+		qk_norm(m, q, L->q_norm, c->n_heads, hd);
+		qk_norm(m, k, L->k_norm, c->n_kv_heads, hd);
+		clip(q, qw, (float)c->clip_qkv);
+		clip(k, kw, (float)c->clip_qkv);
+		clip(V + (int64_t)i * kw, kw, (float)c->clip_qkv);
+		for (int h = 0; h < c->n_heads; h++)
+			rope_apply(m->rope, q + h * hd, kv->n + i);
+		for (int h = 0; h < c->n_kv_heads; h++)
+			rope_apply(m->rope, k + h * hd, kv->n + i);
+	}
+}
+
+/* The (token, head) pairs of a batch, shared out over the kernels' threads. */
+typedef struct gqa_job {
+	const model *m;
+	const kv_cache *kv;
+	int l;
+	const float *Q;
+	float *A;
+	int failed;
+} gqa_job;
+
+static void gqa_pairs(void *arg, int64_t begin, int64_t end)
+{
+	gqa_job *j = arg;
+	const coli_model *c = j->m->cfg;
+	int hd = c->head_dim, qw = c->n_heads * hd, group = c->n_heads / c->n_kv_heads;
+	float *att = malloc((size_t)(j->kv->n + end / c->n_heads + 1) * sizeof(float));
+	if (!att) {
+		j->failed = 1;
+		return;
+	}
+	for (int64_t p = begin; p < end; p++) {
+		int i = (int)(p / c->n_heads), h = (int)(p % c->n_heads);
+		attend(j->Q + (int64_t)i * qw + h * hd, j->kv, j->l, h / group, hd, j->kv->n + i,
+		       (float)j->m->attn_scale, att, j->A + (int64_t)i * qw + h * hd);
+	}
+	free(att);
+}
+
+int attn_gqa(const model *m, int l, kv_cache *kv, const float *X, int n, float *out, coli_err *e)
+{
+	const coli_model *c = m->cfg;
+	const layer_w *L = &m->w->layers[l];
+	int qw = c->n_heads * c->head_dim;
+	float *Q = coli_malloc((size_t)n * qw * sizeof(float), e); /* [n][heads * hd] queries */
+	float *A = coli_malloc((size_t)n * qw * sizeof(float), e); /* [n][heads * hd] attention output */
+	if (!Q || !A) {
+		free(Q), free(A);
+		return -1;
+	}
+	gqa_project(m, L, kv, l, X, n, Q);
+	gqa_job j = {m, kv, l, Q, A, 0};
+	/* Threads only when there is enough work to pay for waking them (a prefill, a long context). */
+	int64_t pairs = (int64_t)n * c->n_heads, work = pairs * (kv->n + n) * c->head_dim;
+	if (work < (1 << 22))
+		gqa_pairs(&j, 0, pairs);
+	else
+		kpool_for(kernels_threads(), pairs, pairs / (4 * kernels_threads()) + 1, gqa_pairs, &j);
+	int rc = j.failed ? coli_errf(e, COLI_ENOMEM, "out of memory for attention scores") : 0;
+	if (rc == 0) {
+		mat_mul(&L->o, A, n, out);
+		add_bias(out, L->o_bias, n, c->hidden_size);
+	}
+	free(Q), free(A);
+	return rc;
+}
+
+/* MLA scratch for one batch. */
+typedef struct mla_ws {
+	float *Q;   /* [n][heads][nope + rope] queries */
+	float *CKV; /* [n][kv_lora + rope] kv_a_proj output */
+	float *QA;  /* [n][q_lora] q_a_proj output */
+	float *A;   /* [n][heads * v_head_dim] attention output */
+	float *att; /* [ctx] one head's scores */
+	float *qc;  /* [kv_lora] one head's query absorbed into the latent space */
+	float *ctx; /* [kv_lora] one head's attention-weighted latent */
+} mla_ws;
+
+static int mla_alloc(mla_ws *w, const coli_model *c, int n, int ctx_len, coli_err *e)
+{
+	int qk = c->qk_nope_head_dim + c->qk_rope_head_dim, ql = c->q_lora_rank > 0 ? c->q_lora_rank : 1;
+	w->Q = coli_malloc((size_t)n * c->n_heads * qk * sizeof(float), e);
+	w->CKV = coli_malloc((size_t)n * (c->kv_lora_rank + c->qk_rope_head_dim) * sizeof(float), e);
+	w->QA = coli_malloc((size_t)n * ql * sizeof(float), e);
+	w->A = coli_malloc((size_t)n * c->n_heads * c->v_head_dim * sizeof(float), e);
+	w->att = coli_malloc((size_t)ctx_len * sizeof(float), e);
+	w->qc = coli_malloc((size_t)c->kv_lora_rank * sizeof(float), e);
+	w->ctx = coli_malloc((size_t)c->kv_lora_rank * sizeof(float), e);
+	return w->Q && w->CKV && w->QA && w->A && w->att && w->qc && w->ctx ? 0 : -1;
+}
+
+static void mla_free(mla_ws *w)
+{
+	free(w->Q), free(w->CKV), free(w->QA), free(w->A), free(w->att), free(w->qc), free(w->ctx);
+}
+
+/* Queries and the cached latent + rope key of the batch. */
+static void mla_project(const model *m, const layer_w *L, kv_cache *kv, int l, const float *X, int n, mla_ws *w)
+{
+	const coli_model *c = m->cfg;
+	int ql = c->q_lora_rank, lat = c->kv_lora_rank, rd = c->qk_rope_head_dim;
+	if (ql > 0) {
+		mat_mul(&L->q_a, X, n, w->QA);
+		add_bias(w->QA, L->q_a_bias, n, ql);
+		for (int i = 0; i < n; i++)
+			rmsnorm(w->QA + (int64_t)i * ql, w->QA + (int64_t)i * ql, L->q_a_norm, ql, 1e-6f);
+		mat_mul(&L->q_b, w->QA, n, w->Q);
+	} else {
+		mat_mul(&L->q_b, X, n, w->Q);
+	}
+	mat_mul(&L->kv_a, X, n, w->CKV);
+	add_bias(w->CKV, L->kv_a_bias, n, lat + rd);
+	for (int i = 0; i < n; i++) {
+		const float *ckv = w->CKV + (int64_t)i * (lat + rd);
+		float *cl = kv->k[l] + (int64_t)(kv->n + i) * lat; /* [kv_lora] normed latent, cached */
+		float *kr = kv->v[l] + (int64_t)(kv->n + i) * rd;  /* [rope] rotated shared key, cached */
+		rmsnorm(cl, ckv, L->kv_a_norm, lat, 1e-6f);
+		memcpy(kr, ckv + lat, (size_t)rd * sizeof(float));
+		rope_apply(m->rope, kr, kv->n + i);
+	}
+}
+
+/* Absorbed MLA for one head of one token: scores against the latent, values from it. */
+static void mla_head(const model *m, const layer_w *L, const kv_cache *kv, int l, int h, float *q, int pos,
+		     mla_ws *w, float *out)
+{
+	const coli_model *c = m->cfg;
+	int nope = c->qk_nope_head_dim, rd = c->qk_rope_head_dim, lat = c->kv_lora_rank, vd = c->v_head_dim;
+	int64_t band = (int64_t)h * (nope + vd);
+	rope_apply(m->rope, q + nope, pos);
+	memset(w->qc, 0, (size_t)lat * sizeof(float));
+	mat_vec_t_acc(&L->kv_b, band, nope, q, w->qc); /* qc = W_kb_h^T q_nope */
+	for (int t = 0; t <= pos; t++)
+		w->att[t] = (dot(w->qc, kv->k[l] + (int64_t)t * lat, lat) + dot(q + nope, kv->v[l] + (int64_t)t * rd, rd)) *
+			    (float)m->attn_scale;
+	softmax(w->att, pos + 1);
+	memset(w->ctx, 0, (size_t)lat * sizeof(float));
+	for (int t = 0; t <= pos; t++)
+		axpy(w->ctx, w->att[t], kv->k[l] + (int64_t)t * lat, lat);
+	mat_vec_range(&L->kv_b, band + nope, vd, w->ctx, out); /* v = W_vb_h ctx */
+}
+
+int attn_mla(const model *m, int l, kv_cache *kv, const float *X, int n, float *out, coli_err *e)
+{
+	const coli_model *c = m->cfg;
+	const layer_w *L = &m->w->layers[l];
+	int qk = c->qk_nope_head_dim + c->qk_rope_head_dim, vd = c->v_head_dim;
+	mla_ws w;
+	memset(&w, 0, sizeof(w));
+	if (mla_alloc(&w, c, n, kv->n + n, e) < 0) {
+		mla_free(&w);
+		return -1;
+	}
+	mla_project(m, L, kv, l, X, n, &w);
+	for (int i = 0; i < n; i++)
+		for (int h = 0; h < c->n_heads; h++)
+			mla_head(m, L, kv, l, h, w.Q + ((int64_t)i * c->n_heads + h) * qk, kv->n + i, &w,
+				 w.A + ((int64_t)i * c->n_heads + h) * vd);
+	mat_mul(&L->o, w.A, n, out);
+	add_bias(out, L->o_bias, n, c->hidden_size);
+	mla_free(&w);
+	return 0;
+}

@@ -1,0 +1,208 @@
+/* forward.c: the decoder stack: embed -> per layer (norm, attention, residual, norm, MLP,
+ * residual) -> final norm -> lm_head; and the model / KV cache lifetimes. */
+#include "engine.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fileio.h"
+#include "nn/attention.h"
+#include "nn/blocks.h"
+#include "nn/moe.h"
+#include "nn/rope.h"
+#include "nn/weights.h"
+
+/* The expert store the options ask for. */
+static int open_store(model *m, const model_opts *o, coli_err *e)
+{
+	if (o && o->mmap)
+		return store_mmap_open(&m->store, m->ct, e);
+	if (!o || !o->stream)
+		return store_ram_open(&m->store, m->ct, e);
+	return store_stream_open(&m->store, m->ct, &o->so, e);
+}
+
+int model_open(model *m, const char *path, const model_opts *o, coli_err *e)
+{
+	memset(m, 0, sizeof(*m));
+	if (coli_container_open(&m->ct, path, e) < 0)
+		return -1;
+	m->cfg = &m->ct->model;
+	m->w = coli_calloc(1, sizeof(*m->w), e);
+	m->rope = m->w ? coli_calloc(1, sizeof(*m->rope), e) : NULL;
+	if (!m->rope || weights_load(m->w, m->ct, e) < 0 || open_store(m, o, e) < 0 ||
+	    rope_init(m->rope, m->cfg, e) < 0) {
+		model_close(m);
+		return -1;
+	}
+	int qk = m->cfg->attn == COLI_ATTN_MLA ? m->cfg->qk_nope_head_dim + m->cfg->qk_rope_head_dim : m->cfg->head_dim;
+	m->attn_scale = 1.0 / sqrt((double)qk) * (m->cfg->attn == COLI_ATTN_MLA ? rope_mla_scale(m->cfg) : 1.0);
+	return 0;
+}
+
+void model_close(model *m)
+{
+	store_close(m->store);
+	if (m->w)
+		weights_release(m->w);
+	if (m->rope)
+		rope_release(m->rope);
+	free(m->w);
+	free(m->rope);
+	coli_container_close(m->ct);
+	memset(m, 0, sizeof(*m));
+}
+
+/* Bytes of a stored matrix: codes and scales. */
+static uint64_t mat_bytes(const coli_mat *w)
+{
+	uint64_t n = (uint64_t)w->rows * (uint64_t)w->row_bytes, g = (uint64_t)(w->cols + 63) / 64;
+	if (w->enc == COLI_ENC_Q4 || w->enc == COLI_ENC_Q8)
+		n += (uint64_t)w->rows * g * 2;
+	if (w->enc == COLI_ENC_FP8)
+		n += (uint64_t)((w->rows + w->block[0] - 1) / w->block[0]) * (uint64_t)((w->cols + w->block[1] - 1) / w->block[1]) * 4;
+	return n;
+}
+
+uint64_t model_bytes_per_token(const model *m)
+{
+	uint64_t n = mat_bytes(&m->w->lm_head);
+	for (int l = 0; l < m->cfg->n_layers; l++) {
+		const layer_w *L = &m->w->layers[l];
+		const coli_mat *mats[] = {&L->q, &L->k, &L->v, &L->o, &L->q_a, &L->kv_a, &L->kv_b, &L->gate, &L->up,
+					  &L->down, &L->router, &L->sh_gate, &L->sh_up, &L->sh_down};
+		for (size_t i = 0; i < sizeof(mats) / sizeof(mats[0]); i++)
+			n += mats[i]->rows ? mat_bytes(mats[i]) : 0;
+		if (L->q_a.rows)
+			n += mat_bytes(&L->q_b);
+		const coli_lexperts *x = m->cfg->is_moe[l] ? coli_container_experts(m->ct, l) : NULL;
+		if (x)
+			n += (uint64_t)m->cfg->top_k * (x->part[0].nbytes + x->part[1].nbytes + x->part[2].nbytes);
+	}
+	return n;
+}
+
+int model_moe_layers(const model *m)
+{
+	int n = 0;
+	for (int l = 0; l < m->cfg->n_layers; l++)
+		n += m->cfg->is_moe[l];
+	return n;
+}
+
+static void kv_widths(const coli_model *c, int *k, int *v)
+{
+	*k = c->attn == COLI_ATTN_MLA ? c->kv_lora_rank : c->n_kv_heads * c->head_dim;
+	*v = c->attn == COLI_ATTN_MLA ? c->qk_rope_head_dim : c->n_kv_heads * c->head_dim;
+}
+
+uint64_t kv_token_bytes(const coli_model *c)
+{
+	int k, v;
+	kv_widths(c, &k, &v);
+	return (uint64_t)c->n_layers * (uint64_t)(k + v) * sizeof(float);
+}
+
+int kv_init(kv_cache *kv, const model *m, int cap, coli_err *e)
+{
+	const coli_model *c = m->cfg;
+	memset(kv, 0, sizeof(*kv));
+	kv->cap = cap;
+	kv->n_layers = c->n_layers;
+	kv_widths(c, &kv->k_width, &kv->v_width);
+	kv->k = coli_calloc((size_t)kv->n_layers, sizeof(float *), e);
+	kv->v = coli_calloc((size_t)kv->n_layers, sizeof(float *), e);
+	if (!kv->k || !kv->v)
+		return -1;
+	for (int l = 0; l < kv->n_layers; l++) {
+		kv->k[l] = coli_malloc((size_t)cap * kv->k_width * sizeof(float), e);
+		kv->v[l] = coli_malloc((size_t)cap * kv->v_width * sizeof(float), e);
+		if (!kv->k[l] || !kv->v[l])
+			return -1;
+	}
+	return 0;
+}
+
+void kv_release(kv_cache *kv)
+{
+	for (int l = 0; kv->k && l < kv->n_layers; l++) {
+		free(kv->k[l]);
+		free(kv->v[l]);
+	}
+	free(kv->k);
+	free(kv->v);
+	memset(kv, 0, sizeof(*kv));
+}
+
+/* Buffers of one forward call. */
+typedef struct fwd_ws {
+	float *X, *N, *B; /* residual, normed, block output: [n][hidden] */
+} fwd_ws;
+
+/* One decoder layer over the batch: x += attn(norm(x)); x += mlp(norm(x)). */
+static int layer(model *m, kv_cache *kv, int l, int n, fwd_ws *w, int32_t *ids, float *wts, coli_err *e)
+{
+	const coli_model *c = m->cfg;
+	const layer_w *L = &m->w->layers[l];
+	int d = c->hidden_size;
+	float eps = (float)c->rms_norm_eps;
+	for (int i = 0; i < n; i++)
+		rmsnorm(w->N + (int64_t)i * d, w->X + (int64_t)i * d, L->attn_norm, d, eps);
+	int rc = c->attn == COLI_ATTN_MLA ? attn_mla(m, l, kv, w->N, n, w->B, e) : attn_gqa(m, l, kv, w->N, n, w->B, e);
+	if (rc < 0)
+		return -1;
+	for (int64_t i = 0; i < (int64_t)n * d; i++)
+		w->X[i] += w->B[i];
+	if (n == 1) /* the next layer's experts, predicted: their reads overlap this MLP and its attention */
+		moe_predict(m, l + 1, w->X);
+	for (int i = 0; i < n; i++)
+		rmsnorm(w->N + (int64_t)i * d, w->X + (int64_t)i * d, L->mlp_norm, d, eps);
+	if (mlp_block(m, l, w->N, n, w->B, ids, wts, e) < 0)
+		return -1;
+	for (int64_t i = 0; i < (int64_t)n * d; i++)
+		w->X[i] += w->B[i];
+	return 0;
+}
+
+/* Final norm and lm_head: every row into logits, or the last row into last. */
+static void head(const model *m, fwd_ws *w, int n, float *logits, float *last)
+{
+	int d = m->cfg->hidden_size;
+	for (int i = 0; i < n; i++)
+		rmsnorm(w->N + (int64_t)i * d, w->X + (int64_t)i * d, m->w->final_norm, d, (float)m->cfg->rms_norm_eps);
+	if (logits)
+		mat_mul(&m->w->lm_head, w->N, n, logits);
+	if (last)
+		mat_vec(&m->w->lm_head, w->N + (int64_t)(n - 1) * d, last);
+}
+
+int forward(model *m, kv_cache *kv, const int32_t *tokens, int n, float *logits, float *last,
+	    routing_log *routing, coli_err *e)
+{
+	const coli_model *c = m->cfg;
+	int d = c->hidden_size, k = c->top_k, moe = 0, rc = 0;
+	if (kv->n + n > kv->cap)
+		return coli_errf(e, COLI_EUSAGE, "context full: %d cached + %d new tokens exceed %d", kv->n, n, kv->cap);
+	for (int i = 0; i < n; i++)
+		if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+			return coli_errf(e, COLI_EUSAGE, "token id %d out of range [0, %d)", tokens[i], c->vocab_size);
+	fwd_ws w = {coli_malloc((size_t)n * d * sizeof(float), e), coli_malloc((size_t)n * d * sizeof(float), e),
+		    coli_malloc((size_t)n * d * sizeof(float), e)};
+	if (!w.X || !w.N || !w.B)
+		rc = -1;
+	for (int i = 0; rc == 0 && i < n; i++)
+		mat_row(&m->w->embed, tokens[i], w.X + (int64_t)i * d);
+	for (int l = 0; rc == 0 && l < c->n_layers; l++) {
+		int32_t *ids = routing && c->is_moe[l] ? routing->ids + (int64_t)moe * n * k : NULL;
+		float *wts = routing && routing->weights && c->is_moe[l] ? routing->weights + (int64_t)moe * n * k : NULL;
+		rc = layer(m, kv, l, n, &w, ids, wts, e);
+		moe += c->is_moe[l];
+	}
+	if (rc == 0) {
+		head(m, &w, n, logits, last);
+		kv->n += n;
+	}
+	free(w.X), free(w.N), free(w.B);
+	return rc;
+}

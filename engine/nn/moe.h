@@ -1,0 +1,27 @@
+/* moe.h: the MLP blocks: routers (softmax top-k with or without renormalisation, Mixtral's
+ * softmax over the top-k, sigmoid + correction bias with group-limited top-k and routed
+ * scaling), SwiGLU experts through the expert store (each expert chosen by several tokens of a
+ * batch read and multiplied once), shared experts, and the dense MLP. */
+#ifndef COLI_MOE_H
+#define COLI_MOE_H
+
+#include "engine.h"
+#include "nn/rope.h"
+#include "nn/weights.h"
+
+/* Experts and weights for one token from its router logits [n_experts]; ids sorted by weight
+ * descending, ties by lower id. scratch: 2 x n_experts floats. */
+void route(const coli_model *c, const float *corr_bias, const float *logits, int32_t *ids, float *w,
+	   float *scratch);
+
+/* out[n][hidden] = MLP of layer l on the normed rows X[n][hidden]; MoE layers log their routing
+ * into ids/wts ([n][top_k], may be NULL). */
+int mlp_block(const model *m, int l, const float *X, int n, float *out, int32_t *ids, float *wts, coli_err *e);
+
+/* Decode: predicts the experts MoE layer l will choose from x, the residual before its MLP is
+ * added (layer l-1's post-attention state), by layer l's own norm, router and route(), and
+ * hands them to store_predict (reads queued behind every demanded one). Does nothing unless the
+ * store predicts; never changes what is computed. */
+void moe_predict(const model *m, int l, const float *x);
+
+#endif

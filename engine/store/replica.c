@@ -1,0 +1,178 @@
+/* replica.c: the copies of experts.bin a streaming store reads from, checked and chosen. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "fileio.h"
+#include "store/replica.h"
+
+#define PRIOR_BPS 1e9                 /* bandwidth assumed until a copy has delivered: */
+#define PRIOR_BYTES (8ull << 20)      /* this much */
+
+/* The block device holding path, by its sysfs name ("vda1", "loop3"), else MAJ:MIN. */
+static void device_name(const char *path, char *out, size_t size)
+{
+	struct stat st;
+	char link[64], target[256];
+	snprintf(out, size, "?");
+	if (stat(path, &st) < 0)
+		return;
+	snprintf(out, size, "%u:%u", major(st.st_dev), minor(st.st_dev));
+	snprintf(link, sizeof(link), "/sys/dev/block/%u:%u", major(st.st_dev), minor(st.st_dev));
+	ssize_t n = readlink(link, target, sizeof(target) - 1);
+	if (n > 0) {
+		target[n] = 0;
+		const char *base = strrchr(target, '/');
+		snprintf(out, size, "%.31s", base ? base + 1 : target);
+	}
+}
+
+/* Opens r's experts.bin with O_DIRECT, probed by one aligned read; buffered when the
+ * filesystem refuses O_DIRECT (tmpfs). */
+static int open_copy(replica *r, coli_err *e)
+{
+	void *probe = NULL;
+	int fd = open(r->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	if (fd < 0 && errno != EINVAL)
+		return coli_errf(e, COLI_EIO, "%s: %s", r->path, strerror(errno));
+	if (fd >= 0 && posix_memalign(&probe, 4096, 4096) != 0) {
+		close(fd);
+		return coli_errf(e, COLI_ENOMEM, "out of memory allocating 4096 bytes");
+	}
+	if (fd >= 0 && pread(fd, probe, 4096, 0) != 4096) {
+		close(fd);
+		fd = -1;
+	}
+	free(probe);
+	if (fd < 0 && (fd = open(r->path, O_RDONLY | O_CLOEXEC)) < 0)
+		return coli_errf(e, COLI_EIO, "%s: %s", r->path, strerror(errno));
+	r->fd = fd, r->own_fd = 1;
+	return 0;
+}
+
+/* A mirror must hold the same container: manifest.coli byte for byte, experts.bin as long. */
+static int same_container(const coli_container *c, const char *mirror, const char *experts, coli_err *e)
+{
+	char *ours = coli_path_join(c->dir, "manifest.coli"), *theirs = coli_path_join(mirror, "manifest.coli");
+	char *a = NULL, *b = NULL;
+	size_t na = 0, nb = 0, i = 0;
+	struct stat s0, s1;
+	int rc = ours && theirs ? 0 : coli_errf(e, COLI_ENOMEM, "out of memory");
+	if (rc == 0)
+		rc = coli_read_file(ours, &a, &na, e);
+	if (rc == 0)
+		rc = coli_read_file(theirs, &b, &nb, e);
+	while (rc == 0 && i < na && i < nb && a[i] == b[i])
+		i++;
+	if (rc == 0 && (i < na || i < nb))
+		rc = coli_errf(e, COLI_EDATA, "--mirror %s: manifest.coli differs from %s at byte %zu: not the same container",
+			       theirs, ours, i);
+	char *our_experts = rc == 0 ? coli_path_join(c->dir, "experts.bin") : NULL;
+	if (rc == 0 && (!our_experts || stat(our_experts, &s0) < 0 || stat(experts, &s1) < 0))
+		rc = coli_errf(e, COLI_EIO, "--mirror %s: %s", experts, strerror(errno));
+	if (rc == 0 && s1.st_size != s0.st_size)
+		rc = coli_errf(e, COLI_EDATA, "--mirror %s: size %lld bytes, %s has %lld", experts, (long long)s1.st_size,
+			       our_experts, (long long)s0.st_size);
+	free(our_experts), free(ours), free(theirs), free(a), free(b);
+	return rc;
+}
+
+/* The last copy opened must be another file than the ones before (a mirror naming the model,
+ * or twice the same folder, would only split one disk's reads). */
+static int distinct(const replica_set *rs, coli_err *e)
+{
+	const replica *r = &rs->r[rs->n - 1];
+	struct stat a, b;
+	if (fstat(r->fd, &a) < 0)
+		return coli_errf(e, COLI_EIO, "%s: %s", r->path, strerror(errno));
+	for (int i = 0; i < rs->n - 1; i++)
+		if (fstat(rs->r[i].fd, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+			return coli_errf(e, COLI_EUSAGE, "--mirror %s: the same file as %s, not another copy", r->path,
+					 rs->r[i].path);
+	return 0;
+}
+
+int replicas_open(replica_set *rs, const coli_container *c, const char *const *mirrors, int n_mirrors,
+		  uint64_t n_records, coli_err *e)
+{
+	memset(rs, 0, sizeof(*rs));
+	rs->n_records = n_records;
+	if (n_mirrors + 1 > STORE_MAX_COPIES)
+		return coli_errf(e, COLI_EUSAGE, "--mirror: %d mirrors, at most %d", n_mirrors, STORE_MAX_COPIES - 1);
+	for (int i = 0; i <= n_mirrors; i++) {
+		replica *r = &rs->r[rs->n];
+		r->d.dir = i ? mirrors[i - 1] : c->dir;
+		r->fd = -1;
+		if (!(r->path = coli_path_join(r->d.dir, "experts.bin")))
+			return coli_errf(e, COLI_ENOMEM, "out of memory");
+		rs->n++;
+		if ((i && same_container(c, r->d.dir, r->path, e) < 0) || open_copy(r, e) < 0 || distinct(rs, e) < 0)
+			return -1;
+		device_name(r->path, r->d.dev, sizeof(r->d.dev));
+	}
+	return 0;
+}
+
+void replicas_close(replica_set *rs)
+{
+	for (int i = 0; i < rs->n; i++) {
+		if (rs->r[i].own_fd)
+			close(rs->r[i].fd);
+		free(rs->r[i].path);
+		free(rs->r[i].bad);
+	}
+	rs->n = 0;
+}
+
+static double bandwidth(const replica *r)
+{
+	return r->d.bytes_read >= PRIOR_BYTES && r->d.busy_s > 0 ? (double)r->d.bytes_read / r->d.busy_s : PRIOR_BPS;
+}
+
+int replica_pick(const replica_set *rs, uint64_t rec, uint64_t len, unsigned tried)
+{
+	int best = -1, best_bad = 1;
+	double best_t = 0;
+	for (int i = 0; i < rs->n; i++) {
+		if (tried & (1u << i))
+			continue;
+		const replica *r = &rs->r[i];
+		int bad = r->bad && rec < rs->n_records && r->bad[rec];
+		double t = (double)(r->issued + len) / bandwidth(r);
+		if (best < 0 || bad < best_bad || (bad == best_bad && t < best_t))
+			best = i, best_t = t, best_bad = bad;
+	}
+	return best;
+}
+
+void replica_issue(replica_set *rs, int i, uint64_t len, double now)
+{
+	replica *r = &rs->r[i];
+	r->issued += len;
+	if (r->inflight++ == 0)
+		r->busy_since = now;
+}
+
+void replica_done(replica_set *rs, int i, uint64_t len, int ok, double now)
+{
+	replica *r = &rs->r[i];
+	r->issued -= len;
+	r->d.bytes_read += ok ? len : 0;
+	if (--r->inflight == 0)
+		r->d.busy_s += now - r->busy_since;
+}
+
+void replica_mark_bad(replica_set *rs, int i, uint64_t rec)
+{
+	replica *r = &rs->r[i];
+	r->d.failures++;
+	if (!r->bad)
+		r->bad = calloc(rs->n_records ? rs->n_records : 1, 1); /* none: only the avoidance is lost */
+	if (r->bad && rec < rs->n_records)
+		r->bad[rec] = 1;
+}

@@ -1,0 +1,570 @@
+/* store/stream.c: the streaming expert store's cache: per-layer LRU slots and pins, the read
+ * queue the I/O backends (store/stream_io.c) take records from, CRC checks and recovery from mirrors,
+ * next-layer prediction, statistics. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "fileio.h"
+#include "store/stream.h"
+
+/* Drops slot i's expert (its buffer stays for reuse). */
+static void evict(stream_layer *L, int i)
+{
+	L->where[L->slots[i].expert] = -1;
+	L->slots[i].expert = -1;
+	L->slots[i].state = S_EMPTY;
+	L->resident--;
+}
+
+static int listed(int x, const int *list, int n)
+{
+	for (int j = 0; j < n; j++)
+		if (list[j] == x)
+			return 1;
+	return 0;
+}
+
+/* Whether slot p may be evicted: released, not in flight; for a prefetch (only) also already
+ * got once and not listed in it. */
+static int evictable(const slot *p, const int *list, int n, int prefetching)
+{
+	if (p->expert < 0 || p->refs > 0 || p->state == S_FLIGHT || p->state == S_DRAIN)
+		return 0;
+	return !prefetching || ((p->state == S_READY || p->stale) && !listed(p->expert, list, n));
+}
+
+/* The least recently used evictable slot; -1 when none. */
+static int lru_slot(const stream_store *s, const stream_layer *L, const int *list, int n, int prefetching)
+{
+	int lru = -1;
+	for (int i = 0; i < s->work; i++)
+		if (evictable(&L->slots[i], list, n, prefetching) && (lru < 0 || L->slots[i].last < L->slots[lru].last))
+			lru = i;
+	return lru;
+}
+
+/* A slot for a new expert: an empty one (one with a buffer first), else the least recently
+ * used evictable one, evicted; -1 when none. */
+static int pick_slot(const stream_store *s, stream_layer *L, const int *list, int n, int prefetching)
+{
+	int empty = -1;
+	for (int i = 0; i < s->work; i++)
+		if (L->slots[i].expert < 0 && (empty < 0 || (L->slots[i].buf && !L->slots[empty].buf)))
+			empty = i;
+	if (empty >= 0)
+		return empty;
+	int lru = lru_slot(s, L, list, n, prefetching);
+	if (lru >= 0)
+		evict(L, lru);
+	return lru;
+}
+
+/* Whether a read nobody has got yet is in flight (it will become evictable), or a dropped
+ * prediction's (it will become empty). */
+static int unclaimed_in_flight(const stream_store *s, const stream_layer *L)
+{
+	for (int i = 0; i < s->work; i++)
+		if ((L->slots[i].state == S_FLIGHT && L->slots[i].refs == 0) || L->slots[i].state == S_DRAIN)
+			return 1;
+	return 0;
+}
+
+/* Puts p in the read queue after every entry of its priority or higher. */
+static void enqueue(stream_store *s, slot *p, int prio)
+{
+	slot **at = &s->qhead;
+	p->prio = prio;
+	while (*at && (*at)->prio >= prio)
+		at = &(*at)->next;
+	p->next = *at;
+	*at = p;
+	if (!p->next)
+		s->qtail = p;
+	pthread_cond_signal(&s->queued);
+}
+
+/* Takes p out of the read queue; 0 when it is not there (being read, or read). */
+static int dequeue(stream_store *s, slot *p)
+{
+	slot *prev = NULL;
+	for (slot **at = &s->qhead; *at; prev = *at, at = &(*at)->next)
+		if (*at == p) {
+			*at = p->next;
+			if (s->qtail == p)
+				s->qtail = prev;
+			p->next = NULL;
+			return 1;
+		}
+	return 0;
+}
+
+/* Moves p, when still queued, up to priority prio. */
+static void promote(stream_store *s, slot *p, int prio)
+{
+	if (p->state == S_FLIGHT && p->prio < prio && dequeue(s, p))
+		enqueue(s, p, prio);
+}
+
+/* p's record buffer (4096-aligned, pre-faulted) and chunk CRCs. */
+static int slot_buffers(slot *p, coli_err *e)
+{
+	void *buf = NULL;
+	p->n_chunks = (int)((p->x->record_size + p->chunk - 1) / p->chunk);
+	if (posix_memalign(&buf, 4096, p->x->record_size) != 0)
+		return coli_errf(e, COLI_ENOMEM, "out of memory allocating a %llu-byte cache slot for layer %d",
+				 (unsigned long long)p->x->record_size, p->x->layer);
+	p->buf = memset(buf, 0, p->x->record_size);
+	if (!(p->chunk_crc = coli_calloc((size_t)p->n_chunks, sizeof(*p->chunk_crc), e)))
+		return -1;
+	return 0;
+}
+
+/* Queues the read of expert x into slot i (its buffer allocated and pre-faulted first), at the
+ * queue's order prio (Q_GET: a get waits for it). */
+static int queue_read(stream_store *s, stream_layer *L, int i, int x, int prio, coli_err *e)
+{
+	slot *p = &L->slots[i];
+	if (!p->buf && slot_buffers(p, e) < 0)
+		return -1;
+	p->expert = x, p->state = S_FLIGHT, p->last = ++s->tick, p->next = NULL, p->stale = 0;
+	p->next_chunk = p->chunks_done = 0, p->used = 0, p->io_rc = 0;
+	L->where[x] = i;
+	L->resident++;
+	s->st.misses += prio != Q_PREDICT; /* a prediction's read: a miss once chosen */
+	enqueue(s, p, prio);
+	return 0;
+}
+
+/* p's record failed its read or CRC, with mirrors: reads it whole from each copy its chunks
+ * came from (all of them, to tell which failed), then from the others until one checks, into a
+ * buffer of its own; the good copy goes to p, each failing copy is reported on stderr and
+ * avoided for the record. Lock held, released while reading (p in flight meanwhile). */
+static int recover(stream_store *s, slot *p, coli_err *e)
+{
+	const coli_lexperts *lx = p->x;
+	uint64_t size = lx->record_size, off = coli_record_offset(lx, p->expert);
+	uint32_t want = lx->crc[p->expert], got[STORE_MAX_COPIES] = {0};
+	unsigned tried = 0, failed = 0;
+	int good = -1, rc = 0;
+	void *tmp = NULL;
+	if (posix_memalign(&tmp, 4096, size) != 0)
+		return coli_errf(e, COLI_ENOMEM, "out of memory allocating %llu bytes to re-read expert record [layer %d][expert %d]",
+				 (unsigned long long)size, lx->layer, p->expert);
+	p->state = S_FLIGHT;
+	for (int r;;) {
+		for (r = 0; r < s->rs.n && (!(p->used >> r & 1) || (tried >> r & 1)); r++)
+			;
+		if (r == s->rs.n && (good >= 0 || (r = replica_pick(&s->rs, stream_rec(p), size, tried)) < 0))
+			break;
+		tried |= 1u << r;
+		coli_err err = {0, ""};
+		stream_issue(s, r, size);
+		pthread_mutex_unlock(&s->mu);
+		rc = coli_pread_full(s->rs.r[r].fd, tmp, size, off, s->rs.r[r].path, &err);
+		got[r] = rc == 0 ? (uint32_t)crc32_z(0, tmp, size) : 0;
+		pthread_mutex_lock(&s->mu);
+		stream_retire(s, r, size, rc == 0);
+		if (rc == 0 && got[r] == want && good < 0)
+			memcpy(p->buf, tmp, size), good = r;
+		if (rc < 0 || got[r] != want) {
+			failed |= 1u << r;
+			replica_mark_bad(&s->rs, r, stream_rec(p));
+			if (rc < 0)
+				fprintf(stderr, "coli-run: %s\n", err.msg);
+		}
+	}
+	free(tmp);
+	for (int r = 0; r < s->rs.n; r++)
+		if (failed >> r & 1 && got[r])
+			fprintf(stderr, "coli-run: %s: expert record [layer %d][expert %d] at offset %llu: crc32 0x%08x, expected 0x%08x%s%s%s\n",
+				s->rs.r[r].path, lx->layer, p->expert, (unsigned long long)off, got[r], want,
+				good >= 0 ? "; read from the copy in " : "", good >= 0 ? s->rs.r[good].d.dir : "", good >= 0 ? " instead" : "");
+	p->state = S_FILLED;
+	pthread_cond_broadcast(&s->done);
+	if (good < 0)
+		return coli_errf(e, COLI_EDATA, "expert record [layer %d][expert %d]: none of its %d copies reads with crc32 0x%08x",
+				 lx->layer, p->expert, s->rs.n, want);
+	p->io_rc = 0, p->crc = want;
+	return 0;
+}
+
+/* Checks a read slot: its read's result and its CRC (with mirrors, a failure recovers from
+ * another copy); then its views. Lock held. */
+static int check(stream_store *s, slot *p, coli_err *e)
+{
+	const coli_lexperts *lx = p->x;
+	int x = p->expert, bad = p->io_rc < 0 || (!s->no_crc && p->crc != lx->crc[x]);
+	if (bad && s->rs.n > 1 && recover(s, p, e) < 0)
+		return -1;
+	if (bad && s->rs.n == 1 && p->io_rc < 0)
+		return *e = p->err, -1;
+	if (bad && s->rs.n == 1)
+		return coli_errf(e, COLI_EDATA,
+				 "%s: expert record [layer %d][expert %d] at offset %llu: crc32 0x%08x, expected 0x%08x",
+				 s->rs.r[0].path, lx->layer, x, (unsigned long long)coli_record_offset(lx, x), p->crc, lx->crc[x]);
+	p->view.gate = coli_mat_of(&lx->part[0], p->buf + lx->part_off[0]);
+	p->view.up = coli_mat_of(&lx->part[1], p->buf + lx->part_off[1]);
+	p->view.down = coli_mat_of(&lx->part[2], p->buf + lx->part_off[2]);
+	p->state = S_READY;
+	return 0;
+}
+
+/* The slot holding expert x, its read queued first on a miss; -1 with e filled on error. */
+static int find_or_queue(stream_store *s, stream_layer *L, int x, coli_err *e)
+{
+	int i = L->where[x];
+	if (i >= 0) {
+		s->st.hits += L->slots[i].state == S_READY;
+		promote(s, &L->slots[i], Q_GET);
+		return i;
+	}
+	while ((i = pick_slot(s, L, NULL, 0, 0)) < 0 && unclaimed_in_flight(s, L))
+		pthread_cond_wait(&s->done, &s->mu);
+	if (i < 0)
+		return coli_errf(e, COLI_EUSAGE, "expert store: layer %d: all %d cache slots in use", L->x->layer, s->work);
+	return queue_read(s, L, i, x, Q_GET, e) < 0 ? -1 : i;
+}
+
+static stream_layer *layer_of(stream_store *s, int layer, int expert, coli_err *e)
+{
+	stream_layer *L = layer >= 0 && layer < s->n_layers ? &s->layers[layer] : NULL;
+	if (!L || !L->x)
+		return coli_errf(e, COLI_EUSAGE, "expert store: layer %d has no experts", layer), NULL;
+	if (expert < 0 || expert >= L->x->n_experts)
+		return coli_errf(e, COLI_EUSAGE, "expert store: expert %d of layer %d out of range", expert, layer), NULL;
+	return L;
+}
+
+/* A pinned expert's view (a hit), or NULL when x is not pinned. */
+static const coli_expert *pinned_get(stream_store *s, stream_layer *L, int x)
+{
+	if (!L->pinned || L->pinned[x] < 0)
+		return NULL;
+	pthread_mutex_lock(&s->mu);
+	s->st.hits++, s->st.pin_hits++;
+	pthread_mutex_unlock(&s->mu);
+	return &L->pins[L->pinned[x]].view;
+}
+
+/* A get's use of slot i: waits for its read, checks it once read. Lock held. */
+static const coli_expert *use_slot(stream_store *s, stream_layer *L, int i, coli_err *e)
+{
+	slot *p = &L->slots[i];
+	p->refs++;
+	p->stale = 0;
+	p->last = ++s->tick;
+	while (p->state == S_FLIGHT)
+		pthread_cond_wait(&s->done, &s->mu);
+	if (p->state == S_FILLED && check(s, p, e) < 0) {
+		p->refs--;
+		evict(L, i);
+		return NULL;
+	}
+	return &p->view;
+}
+
+/* A get (wait: 1) or a try_get (0: only an expert resident and read). */
+static const coli_expert *get(stream_store *s, int layer, int expert, int wait, coli_err *e)
+{
+	stream_layer *L = layer_of(s, layer, expert, e);
+	const coli_expert *v = L ? pinned_get(s, L, expert) : NULL;
+	if (!L || v)
+		return v;
+	pthread_mutex_lock(&s->mu);
+	int i = L->where[expert];
+	if (wait)
+		i = find_or_queue(s, L, expert, e);
+	else if (i >= 0 && L->slots[i].state != S_FLIGHT)
+		s->st.hits += L->slots[i].state == S_READY;
+	else
+		i = -1;
+	v = i >= 0 ? use_slot(s, L, i, e) : NULL;
+	pthread_mutex_unlock(&s->mu);
+	return v;
+}
+
+static const coli_expert *stream_get(coli_store *base, int layer, int expert, coli_err *e)
+{
+	return get((stream_store *)base, layer, expert, 1, e);
+}
+
+static const coli_expert *stream_try_get(coli_store *base, int layer, int expert, coli_err *e)
+{
+	return get((stream_store *)base, layer, expert, 0, e);
+}
+
+/* Queues reads of the listed experts not resident, as many as slots allow without evicting an
+ * expert in use, in flight, not yet got (unless stale) or listed; queued[j] (may be NULL): 1
+ * when expert j's read was queued. Queued reads of listed experts move up to prio. */
+static void prefetch_locked(stream_store *s, stream_layer *L, const int *experts, int n, int prio, int *queued)
+{
+	for (int j = 0; queued && j < n; j++)
+		queued[j] = 0;
+	for (int j = 0, i; j < n; j++) {
+		if (experts[j] < 0 || experts[j] >= L->x->n_experts || (L->pinned && L->pinned[experts[j]] >= 0))
+			continue;
+		if ((i = L->where[experts[j]]) >= 0) {
+			promote(s, &L->slots[i], prio);
+			continue;
+		}
+		if ((i = pick_slot(s, L, experts, n, 1)) < 0 || queue_read(s, L, i, experts[j], prio, NULL) < 0)
+			break;
+		if (queued)
+			queued[j] = 1;
+	}
+}
+
+static void stream_prefetch(coli_store *base, int layer, const int *experts, int n)
+{
+	stream_store *s = (stream_store *)base;
+	if (layer < 0 || layer >= s->n_layers || !s->layers[layer].x)
+		return;
+	pthread_mutex_lock(&s->mu);
+	prefetch_locked(s, &s->layers[layer], experts, n, Q_PREFETCH, NULL);
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* Releases one use; then evicts released slots, least recently used first, down to keep. */
+static void stream_release(coli_store *base, int layer, int expert)
+{
+	stream_store *s = (stream_store *)base;
+	stream_layer *L = &s->layers[layer];
+	if (L->pinned && L->pinned[expert] >= 0)
+		return;
+	pthread_mutex_lock(&s->mu);
+	int i = L->where[expert];
+	if (i >= 0 && L->slots[i].refs > 0) {
+		L->slots[i].refs--;
+		for (int lru; L->resident > s->keep && (lru = lru_slot(s, L, NULL, 0, 1)) >= 0;)
+			evict(L, lru);
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* Stops the I/O threads once the queued reads are done. */
+static void stop_threads(stream_store *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->stop = 1;
+	pthread_cond_broadcast(&s->queued);
+	pthread_mutex_unlock(&s->mu);
+	if (s->io)
+		s->io->stop(s);
+}
+
+static void stream_close(coli_store *base)
+{
+	stream_store *s = (stream_store *)base;
+	stop_threads(s);
+	for (int l = 0; s->layers && l < s->n_layers; l++) {
+		for (int i = 0; s->layers[l].slots && i < s->work; i++)
+			free(s->layers[l].slots[i].buf), free(s->layers[l].slots[i].chunk_crc);
+		free(s->layers[l].slots);
+		free(s->layers[l].where);
+		for (int i = 0; s->layers[l].pins && i < s->layers[l].n_pins; i++)
+			free(s->layers[l].pins[i].buf), free(s->layers[l].pins[i].chunk_crc);
+		free(s->layers[l].pins);
+		free(s->layers[l].pinned);
+	}
+	free(s->layers);
+	replicas_close(&s->rs);
+	free(s->ureqs);
+	pthread_mutex_destroy(&s->mu);
+	pthread_cond_destroy(&s->queued);
+	pthread_cond_destroy(&s->done);
+	free(s);
+}
+
+static const coli_store_ops stream_ops = {
+	.get = stream_get, .try_get = stream_try_get, .release = stream_release, .prefetch = stream_prefetch, .close = stream_close};
+
+static int init_layer(stream_store *s, const coli_lexperts *x, uint64_t rec0, coli_err *e)
+{
+	stream_layer *L = &s->layers[x->layer];
+	L->x = x, L->rec0 = rec0;
+	L->slots = coli_calloc((size_t)s->work, sizeof(*L->slots), e);
+	L->where = coli_malloc((size_t)x->n_experts * sizeof(*L->where), e);
+	if (!L->slots || !L->where)
+		return -1;
+	for (int i = 0; i < s->work; i++)
+		L->slots[i].expert = -1, L->slots[i].x = x, L->slots[i].rec0 = rec0, L->slots[i].chunk = s->chunk;
+	for (int k = 0; k < x->n_experts; k++)
+		L->where[k] = -1;
+	return 0;
+}
+
+/* Pins layer L's n experts of highest counts (row: its usage counts, ne of them; ties: lower
+ * id; count 0 never pinned): each read into a buffer of its own and checked. */
+static int pin_layer(stream_store *s, stream_layer *L, const double *row, int ne, int n, coli_err *e)
+{
+	const coli_lexperts *x = L->x;
+	if (n > x->n_experts)
+		n = x->n_experts;
+	if (!(L->pinned = coli_malloc((size_t)x->n_experts * sizeof(*L->pinned), e)) ||
+	    !(L->pins = coli_calloc((size_t)(n > 0 ? n : 1), sizeof(*L->pins), e)))
+		return -1;
+	for (int k = 0; k < x->n_experts; k++)
+		L->pinned[k] = -1;
+	while (L->n_pins < n) {
+		int best = -1;
+		for (int k = 0; k < x->n_experts && k < ne; k++)
+			if (L->pinned[k] < 0 && row[k] > 0 && (best < 0 || row[k] > row[best]))
+				best = k;
+		if (best < 0)
+			break;
+		slot *p = &L->pins[L->n_pins++];
+		p->x = x, p->rec0 = L->rec0, p->chunk = s->chunk, p->expert = best, p->used = 1;
+		if (slot_buffers(p, e) < 0)
+			return -1;
+		/* from the model's copy, not counted in the stats (those are of the run) */
+		p->io_rc = coli_pread_full(s->rs.r[0].fd, p->buf, x->record_size, coli_record_offset(x, best),
+					   s->rs.r[0].path, &p->err);
+		p->crc = p->io_rc == 0 ? (uint32_t)crc32_z(0, p->buf, x->record_size) : 0;
+		pthread_mutex_lock(&s->mu);
+		int rc = check(s, p, e);
+		pthread_mutex_unlock(&s->mu);
+		if (rc < 0)
+			return -1;
+		L->pinned[best] = L->n_pins - 1;
+	}
+	return 0;
+}
+
+int store_stream_open(coli_store **out, const coli_container *c, const store_stream_opts *o, coli_err *e)
+{
+	int top_k = c->model.top_k > 0 ? c->model.top_k : 1, n = o ? o->cache_slots : 0;
+	if (n < 0)
+		return coli_errf(e, COLI_EUSAGE, "cache slots: %d is negative", n);
+	stream_store *s = coli_calloc(1, sizeof(*s), e);
+	if (!s)
+		return -1;
+	s->base.ops = &stream_ops;
+	s->c = c;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->queued, NULL);
+	pthread_cond_init(&s->done, NULL);
+	s->keep = n ? n : top_k * 4;
+	s->work = s->keep > top_k ? s->keep : top_k;
+	s->n_layers = c->model.n_layers + c->model.n_mtp_layers;
+	s->no_crc = o && o->no_crc;
+	const char *tc = getenv("COLI_TEST_CHUNK");
+	s->chunk = tc && atoll(tc) > 0 && atoll(tc) % 4096 == 0 ? (uint64_t)atoll(tc) : STORE_CHUNK;
+	uint64_t n_records = 0;
+	int rc = (s->layers = coli_calloc((size_t)s->n_layers, sizeof(*s->layers), e)) ? 0 : -1;
+	for (int i = 0; rc == 0 && i < c->layout.n_elayers; i++) {
+		rc = init_layer(s, &c->layout.elayers[i], n_records, e);
+		n_records += (uint64_t)c->layout.elayers[i].n_experts;
+	}
+	if (rc == 0)
+		rc = replicas_open(&s->rs, c, o ? o->mirrors : NULL, o ? o->n_mirrors : 0, n_records, e);
+	int pins = o && o->usage && o->pins > 0 ? o->pins : 0, ne = c->model.n_experts;
+	for (int i = 0; rc == 0 && pins && i < c->layout.n_elayers; i++) {
+		const coli_lexperts *x = &c->layout.elayers[i];
+		if (x->layer >= 0 && x->layer < s->n_layers)
+			rc = pin_layer(s, &s->layers[x->layer], o->usage + (size_t)x->layer * (size_t)ne, ne, pins, e);
+		if (rc == 0 && s->layers[x->layer].n_pins > s->st.pins)
+			s->st.pins = s->layers[x->layer].n_pins;
+	}
+	if (rc == 0 && o && o->io == STORE_IO_URING) {
+		coli_err ue = {0, ""};
+		s->io = &stream_uring_backend;
+		if (s->io->start(s, &ue) < 0) {
+			fprintf(stderr, "coli-run: --io uring: %s; using --io threads\n", ue.msg);
+			s->io = NULL;
+		}
+	}
+	if (rc == 0 && !s->io) {
+		s->io = &stream_threads_backend;
+		rc = s->io->start(s, e);
+	}
+	if (rc < 0) {
+		stream_close(&s->base);
+		return -1;
+	}
+	*out = &s->base;
+	return 0;
+}
+
+int store_stream_set_predict(coli_store *s, int on)
+{
+	if (!s || s->ops != &stream_ops)
+		return -1;
+	((stream_store *)s)->predict = on;
+	return 0;
+}
+
+int store_predicting(const coli_store *s)
+{
+	return s && s->ops == &stream_ops && ((const stream_store *)s)->predict;
+}
+
+void store_predict(coli_store *base, int layer, const int *experts, int n)
+{
+	stream_store *s = (stream_store *)base;
+	if (!store_predicting(base) || layer < 0 || layer >= s->n_layers || !s->layers[layer].x || n > 64)
+		return;
+	stream_layer *L = &s->layers[layer];
+	pthread_mutex_lock(&s->mu);
+	prefetch_locked(s, L, experts, n, Q_PREDICT, L->pred_read);
+	memcpy(L->pred, experts, (size_t)n * sizeof(int));
+	L->n_pred = n;
+	pthread_mutex_unlock(&s->mu);
+}
+
+void store_predict_check(coli_store *base, int layer, const int32_t *chosen, int n)
+{
+	stream_store *s = (stream_store *)base;
+	if (!store_predicting(base) || layer < 0 || layer >= s->n_layers || !s->layers[layer].n_pred)
+		return;
+	stream_layer *L = &s->layers[layer];
+	pthread_mutex_lock(&s->mu);
+	s->st.predicted += (uint64_t)L->n_pred;
+	for (int j = 0; j < L->n_pred; j++) {
+		int hit = 0, x = L->pred[j], i = L->where[x];
+		for (int t = 0; t < n && !hit; t++)
+			hit = chosen[t] == x;
+		s->st.predict_hits += (uint64_t)hit;
+		s->st.misses += (uint64_t)(hit && L->pred_read[j]);
+		if (hit || !L->pred_read[j] || i < 0)
+			continue;
+		slot *p = &L->slots[i];
+		if (p->refs > 0 || p->state == S_READY) /* got since (another use): not a prediction's */
+			continue;
+		if (p->state == S_FLIGHT && dequeue(s, p)) { /* chunks left unclaimed: none of them is read */
+			uint64_t claimed = (uint64_t)p->next_chunk * p->chunk;
+			s->st.predict_wasted_bytes += claimed < L->x->record_size ? claimed : L->x->record_size;
+			if (p->next_chunk == 0) {
+				evict(L, i);
+			} else { /* the claimed ones land in a slot nobody can take meanwhile */
+				L->where[x] = -1, L->resident--;
+				p->state = S_DRAIN;
+			}
+			continue;
+		}
+		p->stale = 1;
+		s->st.predict_wasted_bytes += L->x->record_size;
+	}
+	L->n_pred = 0;
+	pthread_mutex_unlock(&s->mu);
+}
+
+int store_stream_stats(const coli_store *s, store_stats *st)
+{
+	if (!s || s->ops != &stream_ops)
+		return -1;
+	stream_store *ss = (stream_store *)s;
+	pthread_mutex_lock(&ss->mu);
+	*st = ss->st;
+	double t = stream_now();
+	for (int i = 0; i < ss->rs.n; i++) {
+		const replica *r = &ss->rs.r[i];
+		store_disk *d = &st->disks[i];
+		*d = r->d;
+		d->busy_s += r->inflight ? t - r->busy_since : 0;
+	}
+	st->n_disks = ss->rs.n;
+	pthread_mutex_unlock(&ss->mu);
+	return 0;
+}

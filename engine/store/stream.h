@@ -1,0 +1,108 @@
+/* stream.h: the streaming store's insides, shared by its cache (store/stream.c) and its I/O
+ * backends (store/stream_io.c). Not an API: store.h is. */
+#ifndef COLI_STREAM_H
+#define COLI_STREAM_H
+
+#include <liburing.h>
+#include <pthread.h>
+
+#include "store/replica.h"
+#include "store.h"
+
+/* A slot's state: empty; queued or being read; read; checked; a dropped prediction whose chunks
+ * already claimed are still being read (neither resident nor free, empty once they land). */
+enum { S_EMPTY, S_FLIGHT, S_FILLED, S_READY, S_DRAIN };
+enum { Q_PREDICT, Q_PREFETCH, Q_GET }; /* read queue order: gets, then prefetches, then predictions */
+
+/* One cache slot: a 4096-aligned buffer holding one expert record, and its views. */
+typedef struct slot {
+	uint8_t *buf;             /* record_size bytes, allocated (and pre-faulted) on first use */
+	uint32_t *chunk_crc;      /* [n_chunks]: each chunk's CRC, combined once all are read */
+	const coli_lexperts *x;   /* its layer's records */
+	uint64_t rec0;            /* index in experts.bin of its layer's first record */
+	uint64_t chunk;           /* bytes per chunk read (the store's) */
+	int expert;               /* -1 when empty */
+	int state;                /* S_*: in flight never evicted; read and not yet got: not trimmed */
+	int refs;                 /* gets not yet released: never evicted while > 0 */
+	uint64_t last;            /* LRU tick of the last get or prefetch */
+	int n_chunks, next_chunk, chunks_done; /* chunks of the record; claimed by a reader; read */
+	unsigned used;            /* copies (bit per replica) its chunks were read from */
+	int io_rc;                /* the read's result (S_FILLED) */
+	uint32_t crc;             /* of the bytes read (S_FILLED) */
+	coli_err err;             /* the read's error when io_rc < 0 */
+	struct slot *next;        /* in the read queue */
+	int prio;                 /* in the queue: Q_PREDICT, Q_PREFETCH or Q_GET */
+	int stale;                /* predicted, not chosen, never got: a prefetch may evict it */
+	coli_expert view;
+} slot;
+
+/* The slots of one MoE layer. */
+typedef struct stream_layer {
+	const coli_lexperts *x;
+	uint64_t rec0;            /* index in experts.bin of its first record */
+	slot *slots;              /* [n_work] */
+	int *where;               /* [n_experts] -> slot index, -1 when not resident */
+	int resident;             /* slots holding an expert (also in flight) */
+	int *pinned;              /* [n_experts] -> index in pins, -1 when not pinned; NULL: none */
+	slot *pins;               /* [n_pins]: read and checked at open, never evicted */
+	int n_pins;
+	int pred[64], pred_read[64], n_pred; /* the last prediction, its reads queued; n_pred 0: none */
+} stream_layer;
+
+/* An io_uring read in flight: chunk c of p, on copy r (tried: the copies tried for it). */
+typedef struct ureq {
+	slot *p;                  /* NULL: free */
+	int c, r, rc, demand;     /* demand: claimed for a get or prefetch */
+	unsigned tried;
+	uint64_t done;            /* bytes of the chunk read so far */
+	coli_err err;
+} ureq;
+
+typedef struct stream_store {
+	coli_store base;
+	const coli_container *c;
+	replica_set rs;           /* experts.bin and its mirrors */
+	int no_crc;
+	uint64_t chunk;           /* STORE_CHUNK (COLI_TEST_CHUNK in tests: multi-chunk tiny records) */
+	int keep, work;           /* slots resident after release; slots usable while in use */
+	stream_layer *layers;     /* [container layer]; x NULL when not MoE */
+	int n_layers;
+	uint64_t tick;
+	store_stats st;
+	pthread_mutex_t mu;       /* guards everything below, every slot's state, the replicas */
+	pthread_cond_t queued, done;
+	slot *qhead, *qtail;      /* records with chunks not yet claimed by a reader */
+	int stop, n_threads, inflight;
+	int demand_inflight;      /* chunks of gets and prefetches being read: a prediction's chunk
+				   * is claimed only when none is, so it never shares the disk with them */
+	int predict;              /* decode predicts the next layer's experts */
+	double busy_since;        /* when inflight last became nonzero */
+	pthread_t threads[STORE_IO_THREADS * STORE_MAX_COPIES];
+	const struct io_backend *io; /* the backend running the threads */
+	struct io_uring ring;     /* io_uring backend: owned by its one thread */
+	ureq *ureqs;              /* [uring_depth] */
+	int uring_depth;
+} stream_store;
+
+/* An I/O backend: starts the threads that take chunks off the queue (in its order), read them,
+ * and end each through chunk_result; they stop once s->stop is set and the queue is drained. */
+typedef struct io_backend {
+	int (*start)(stream_store *s, coli_err *e); /* -1 with e filled: none started */
+	void (*stop)(stream_store *s);              /* joins them (s->stop already set) */
+} io_backend;
+
+/* The two backends. */
+extern const io_backend stream_threads_backend, stream_uring_backend;
+
+double stream_now(void);
+/* A read of len bytes issued to copy r / ended (ok: it delivered): the store's and the copy's
+ * counters. Lock held. */
+void stream_issue(stream_store *s, int r, uint64_t len);
+void stream_retire(stream_store *s, int r, uint64_t len, int ok);
+
+static inline uint64_t stream_rec(const slot *p)
+{
+	return p->rec0 + (uint64_t)p->expert;
+}
+
+#endif
