@@ -15,8 +15,15 @@ typedef struct coli_expert {
 } coli_expert;
 
 typedef struct coli_store coli_store;
+typedef struct store_stats store_stats;
 
+/* What stands behind a store. */
+typedef enum coli_store_kind { COLI_STORE_RAM, COLI_STORE_MMAP, COLI_STORE_STREAM } coli_store_kind;
+
+/* A store's function table. get, try_get, release and close are always there; the other
+ * entries may be NULL (the store_* wrappers below then do nothing or report "none"). */
 typedef struct coli_store_ops {
+	coli_store_kind kind;
 	/* The expert's matrices, valid until released; NULL with e filled on error. */
 	const coli_expert *(*get)(coli_store *s, int layer, int expert, coli_err *e);
 	/* A get that never waits: the expert when it is resident and read (a use to release),
@@ -24,15 +31,28 @@ typedef struct coli_store_ops {
 	 * NULL with e filled on error. */
 	const coli_expert *(*try_get)(coli_store *s, int layer, int expert, coli_err *e);
 	void (*release)(coli_store *s, int layer, int expert);
-	/* A hint: the experts will be got soon; a store may start reading them now. Never evicts an
-	 * expert in use, never makes a later get fail; errors surface at get. */
+	/* The experts will be got now (a decoding token's top_k, all needed at once): their reads
+	 * start at once, ahead of prefetches and predictions. Never evicts an expert in use,
+	 * never makes a later get fail; errors surface at get. */
+	void (*request)(coli_store *s, int layer, const int *experts, int n);
+	/* A hint: the experts will be got soon (a batch's next experts); a store may start
+	 * reading them now, behind every request. Same guarantees as request. */
 	void (*prefetch)(coli_store *s, int layer, const int *experts, int n);
+	/* Counters since open into *st; -1 when the store keeps none. */
+	int (*stats)(const coli_store *s, store_stats *st);
+	/* Next-layer prediction (store_predict below): on or off; -1 when the store has none. */
+	int (*set_predict)(coli_store *s, int on);
+	int (*predicting)(const coli_store *s);
+	void (*predict)(coli_store *s, int layer, const int *experts, int n);
+	void (*predict_check)(coli_store *s, int layer, const int32_t *chosen, int n);
 	void (*close)(coli_store *s);
 } coli_store_ops;
 
 struct coli_store {
 	const coli_store_ops *ops;
 };
+
+static inline coli_store_kind store_kind(const coli_store *s) { return s->ops->kind; }
 
 static inline const coli_expert *store_get(coli_store *s, int layer, int expert, coli_err *e)
 {
@@ -46,9 +66,43 @@ static inline const coli_expert *store_try_get(coli_store *s, int layer, int exp
 
 static inline void store_release(coli_store *s, int layer, int expert) { s->ops->release(s, layer, expert); }
 
+static inline void store_request(coli_store *s, int layer, const int *experts, int n)
+{
+	if (s->ops->request)
+		s->ops->request(s, layer, experts, n);
+}
+
 static inline void store_prefetch(coli_store *s, int layer, const int *experts, int n)
 {
-	s->ops->prefetch(s, layer, experts, n);
+	if (s->ops->prefetch)
+		s->ops->prefetch(s, layer, experts, n);
+}
+
+static inline int store_get_stats(const coli_store *s, store_stats *st)
+{
+	return s && s->ops->stats ? s->ops->stats(s, st) : -1;
+}
+
+static inline int store_set_predict(coli_store *s, int on)
+{
+	return s && s->ops->set_predict ? s->ops->set_predict(s, on) : -1;
+}
+
+static inline int store_predicting(const coli_store *s)
+{
+	return s && s->ops->predicting ? s->ops->predicting(s) : 0;
+}
+
+static inline void store_predict(coli_store *s, int layer, const int *experts, int n)
+{
+	if (s->ops->predict)
+		s->ops->predict(s, layer, experts, n);
+}
+
+static inline void store_predict_check(coli_store *s, int layer, const int32_t *chosen, int n)
+{
+	if (s->ops->predict_check)
+		s->ops->predict_check(s, layer, chosen, n);
 }
 
 static inline void store_close(coli_store *s)
@@ -105,7 +159,7 @@ typedef struct store_disk {
 } store_disk;
 
 /* Counters of the streaming store since open. */
-typedef struct store_stats {
+struct store_stats {
 	uint64_t hits, misses;     /* gets of a checked record; records read (a prediction's once chosen) */
 	uint64_t pin_hits;        /* of the hits, gets of a pinned expert */
 	int pins;                 /* experts pinned in the MoE layer with most (0: none) */
@@ -116,7 +170,11 @@ typedef struct store_stats {
 	uint64_t predict_wasted_bytes; /* read for a prediction, not chosen */
 	store_disk disks[STORE_MAX_COPIES]; /* the model's copy, then each mirror */
 	int n_disks;
-} store_stats;
+};
+
+/* *d = a - b, counter by counter (b taken before a, of the same store): what happened between
+ * the two snapshots. pins, n_disks and the disks' names are a's. */
+void store_stats_sub(const store_stats *a, const store_stats *b, store_stats *d);
 
 /* Experts read from experts.bin on demand (O_DIRECT when the filesystem allows), one whole
  * record per miss in chunks of STORE_CHUNK, its CRC checked (unless o->no_crc), kept in
@@ -136,10 +194,6 @@ typedef struct store_stats {
  * nothing, they are never evicted and never counted against cache_slots. */
 int store_stream_open(coli_store **out, const coli_container *c, const store_stream_opts *o, coli_err *e);
 
-/* The counters of a streaming store into *st; -1 (st untouched) for any other store. */
-int store_stream_stats(const coli_store *s, store_stats *st);
-
-
 /* Next-layer prediction (decode, streaming store only; off at open): the forward pass runs
  * layer l+1's router on layer l's post-attention state and calls store_predict with the
  * experts it would pick; their reads are queued behind every get and prefetch, into slots a
@@ -147,11 +201,7 @@ int store_stream_stats(const coli_store *s, store_stats *st);
  * When layer l+1's real routing is known, store_predict_check scores the prediction
  * (predicted / predict_hits / predict_wasted_bytes), drops the chunks not yet claimed of
  * predicted reads not chosen (a slot whose claimed chunks are still being read is freed once
- * they land), and lets prefetches evict the ones already read. Only a hint:
- * never changes what a get returns. set_predict: -1 for any other store. */
-int store_stream_set_predict(coli_store *s, int on);
-int store_predicting(const coli_store *s);
-void store_predict(coli_store *s, int layer, const int *experts, int n);
-void store_predict_check(coli_store *s, int layer, const int32_t *chosen, int n);
+ * they land), and lets prefetches evict the ones already read. Only a hint: never changes
+ * what a get returns. */
 
 #endif

@@ -147,7 +147,7 @@ static int generate(runner *r, float *logits, coli_err *e)
 	if (r->o->dump_logits && !steps)
 		rc = -1;
 	double t = now();
-	store_stream_stats(r->m.store, &r->st0);
+	store_get_stats(r->m.store, &r->st0);
 	while (rc == 0 && out && k < r->o->n_gen) {
 		if (steps)
 			memcpy(steps + (size_t)k * V, logits, (size_t)V * sizeof(float));
@@ -247,19 +247,13 @@ static int chat(runner *r, float *logits, coli_err *e)
 /* The streaming store's counters over the decode (over the whole run without one). */
 static void report_stream(const runner *r)
 {
-	store_stats st;
-	if (store_stream_stats(r->m.store, &st) < 0)
+	store_stats all, st;
+	if (store_get_stats(r->m.store, &all) < 0)
 		return;
 	int n = r->decoded ? r->decoded : r->prefilled;
-	if (r->decoded) {
-		st.hits -= r->st0.hits, st.misses -= r->st0.misses, st.pin_hits -= r->st0.pin_hits;
-		st.bytes_read -= r->st0.bytes_read, st.read_s -= r->st0.read_s;
-		st.predicted -= r->st0.predicted, st.predict_hits -= r->st0.predict_hits;
-		st.predict_wasted_bytes -= r->st0.predict_wasted_bytes;
-		for (int i = 0; i < st.n_disks; i++) {
-			st.disks[i].bytes_read -= r->st0.disks[i].bytes_read, st.disks[i].busy_s -= r->st0.disks[i].busy_s;
-		}
-	}
+	st = all;
+	if (r->decoded)
+		store_stats_sub(&all, &r->st0, &st);
 	uint64_t gets = st.hits + st.misses;
 	char pred[96] = "";
 	if (r->o->prefetch != 0)
@@ -282,8 +276,9 @@ static void report_stream(const runner *r)
 	for (int i = 0; i < st.n_disks; i++) {
 		const store_disk *d = &st.disks[i];
 		char fail[48] = "";
-		if (d->failures)
-			snprintf(fail, sizeof(fail), ", %llu failed reads in the run", (unsigned long long)d->failures);
+		if (all.disks[i].failures)
+			snprintf(fail, sizeof(fail), ", %llu failed reads in the run",
+				 (unsigned long long)all.disks[i].failures);
 		fprintf(stderr, "coli-run: disk %s (%s): %.1f MiB read, busy %.0f%%, %.0f MB/s while busy%s\n", d->dir,
 			d->dev, (double)d->bytes_read / 1048576, wall > 0 ? 100.0 * d->busy_s / wall : 0.0,
 			d->busy_s > 0 ? (double)d->bytes_read / d->busy_s / 1e6 : 0.0, fail);
@@ -451,7 +446,7 @@ static int setup(runner *r, coli_err *e)
 	if (model_open(&r->m, o->model, &mo, e) < 0)
 		return -1;
 	r->m.usage = r->counts;
-	store_stream_set_predict(r->m.store, o->prefetch != 0); /* -1 (nothing to do) in RAM */
+	store_set_predict(r->m.store, o->prefetch != 0); /* -1 (nothing to do) in RAM */
 	if (context_extra(o, r->m.cfg->vocab_size, &extra, e) < 0)
 		return -1;
 	if (open_tokenizer(r, e) < 0 || eos_ids(r->m.ct, r->eos, 16, &r->n_eos, e) < 0)

@@ -211,7 +211,7 @@ static int experts_one_token(const model *m, int l, const float *x, moe_ws *w, f
 		}
 	for (int j = 0; j < k; j++)
 		want[j] = w->ids[order[j]];
-	store_prefetch(m->store, l, want, k); /* the k reads overlap */
+	store_request(m->store, l, want, k); /* the k reads overlap */
 	while (rc == 0 && left > 0) {
 		int js[64], n = 0;
 		for (int j = 0; rc == 0 && j < k; j++) {

@@ -34,11 +34,6 @@ static void ram_release(coli_store *s, int layer, int expert)
 	(void)s, (void)layer, (void)expert;
 }
 
-static void ram_prefetch(coli_store *s, int layer, const int *experts, int n)
-{
-	(void)s, (void)layer, (void)experts, (void)n;
-}
-
 static void ram_close(coli_store *s)
 {
 	ram_store *r = (ram_store *)s;
@@ -52,7 +47,10 @@ static void ram_close(coli_store *s)
 	free(r);
 }
 
-static const coli_store_ops ram_ops = {.get = ram_get, .try_get = ram_get, .release = ram_release, .prefetch = ram_prefetch, .close = ram_close};
+static const coli_store_ops ram_ops = {
+	.kind = COLI_STORE_RAM, .get = ram_get, .try_get = ram_get, .release = ram_release, .close = ram_close};
+static const coli_store_ops mmap_ops = {
+	.kind = COLI_STORE_MMAP, .get = ram_get, .try_get = ram_get, .release = ram_release, .close = ram_close};
 
 static int index_layer(ram_store *r, const coli_lexperts *x, coli_err *e)
 {
@@ -82,7 +80,7 @@ static int open_store(coli_store **out, const coli_container *c, int mapped, col
 	void *p = NULL;
 	if (!r)
 		return -1;
-	r->base.ops = &ram_ops;
+	r->base.ops = mapped ? &mmap_ops : &ram_ops;
 	r->c = c;
 	r->n_layers = c->model.n_layers + c->model.n_mtp_layers;
 	int rc = (r->experts = coli_calloc((size_t)r->n_layers, sizeof(*r->experts), e)) ? 0 : -1;

@@ -316,14 +316,25 @@ static void prefetch_locked(stream_store *s, stream_layer *L, const int *experts
 	}
 }
 
-static void stream_prefetch(coli_store *base, int layer, const int *experts, int n)
+/* Queues the listed experts' reads at order prio (Q_GET: a request, Q_PREFETCH: a hint). */
+static void queue_listed(coli_store *base, int layer, const int *experts, int n, int prio)
 {
 	stream_store *s = (stream_store *)base;
 	if (layer < 0 || layer >= s->n_layers || !s->layers[layer].x)
 		return;
 	pthread_mutex_lock(&s->mu);
-	prefetch_locked(s, &s->layers[layer], experts, n, Q_PREFETCH, NULL);
+	prefetch_locked(s, &s->layers[layer], experts, n, prio, NULL);
 	pthread_mutex_unlock(&s->mu);
+}
+
+static void stream_request(coli_store *base, int layer, const int *experts, int n)
+{
+	queue_listed(base, layer, experts, n, Q_GET);
+}
+
+static void stream_prefetch(coli_store *base, int layer, const int *experts, int n)
+{
+	queue_listed(base, layer, experts, n, Q_PREFETCH);
 }
 
 /* Releases one use; then evicts released slots, least recently used first, down to keep. */
@@ -377,8 +388,7 @@ static void stream_close(coli_store *base)
 	free(s);
 }
 
-static const coli_store_ops stream_ops = {
-	.get = stream_get, .try_get = stream_try_get, .release = stream_release, .prefetch = stream_prefetch, .close = stream_close};
+static const coli_store_ops stream_ops;
 
 static int init_layer(stream_store *s, const coli_lexperts *x, uint64_t rec0, coli_err *e)
 {
@@ -487,23 +497,21 @@ int store_stream_open(coli_store **out, const coli_container *c, const store_str
 	return 0;
 }
 
-int store_stream_set_predict(coli_store *s, int on)
+static int stream_set_predict(coli_store *s, int on)
 {
-	if (!s || s->ops != &stream_ops)
-		return -1;
 	((stream_store *)s)->predict = on;
 	return 0;
 }
 
-int store_predicting(const coli_store *s)
+static int stream_predicting(const coli_store *s)
 {
-	return s && s->ops == &stream_ops && ((const stream_store *)s)->predict;
+	return ((const stream_store *)s)->predict;
 }
 
-void store_predict(coli_store *base, int layer, const int *experts, int n)
+static void stream_predict(coli_store *base, int layer, const int *experts, int n)
 {
 	stream_store *s = (stream_store *)base;
-	if (!store_predicting(base) || layer < 0 || layer >= s->n_layers || !s->layers[layer].x || n > 64)
+	if (!s->predict || layer < 0 || layer >= s->n_layers || !s->layers[layer].x || n > 64)
 		return;
 	stream_layer *L = &s->layers[layer];
 	pthread_mutex_lock(&s->mu);
@@ -513,10 +521,10 @@ void store_predict(coli_store *base, int layer, const int *experts, int n)
 	pthread_mutex_unlock(&s->mu);
 }
 
-void store_predict_check(coli_store *base, int layer, const int32_t *chosen, int n)
+static void stream_predict_check(coli_store *base, int layer, const int32_t *chosen, int n)
 {
 	stream_store *s = (stream_store *)base;
-	if (!store_predicting(base) || layer < 0 || layer >= s->n_layers || !s->layers[layer].n_pred)
+	if (!s->predict || layer < 0 || layer >= s->n_layers || !s->layers[layer].n_pred)
 		return;
 	stream_layer *L = &s->layers[layer];
 	pthread_mutex_lock(&s->mu);
@@ -550,10 +558,8 @@ void store_predict_check(coli_store *base, int layer, const int32_t *chosen, int
 	pthread_mutex_unlock(&s->mu);
 }
 
-int store_stream_stats(const coli_store *s, store_stats *st)
+static int stream_stats(const coli_store *s, store_stats *st)
 {
-	if (!s || s->ops != &stream_ops)
-		return -1;
 	stream_store *ss = (stream_store *)s;
 	pthread_mutex_lock(&ss->mu);
 	*st = ss->st;
@@ -568,3 +574,9 @@ int store_stream_stats(const coli_store *s, store_stats *st)
 	pthread_mutex_unlock(&ss->mu);
 	return 0;
 }
+
+static const coli_store_ops stream_ops = {
+	.kind = COLI_STORE_STREAM, .get = stream_get, .try_get = stream_try_get, .release = stream_release,
+	.request = stream_request, .prefetch = stream_prefetch, .stats = stream_stats, .set_predict = stream_set_predict,
+	.predicting = stream_predicting, .predict = stream_predict, .predict_check = stream_predict_check,
+	.close = stream_close};
