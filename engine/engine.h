@@ -40,15 +40,18 @@ typedef struct routing_log {
 	float *weights;            /* same shape, or NULL */
 } routing_log;
 
-/* How the model is opened: which expert store stands behind the forward pass. */
+/* How the model is opened: which expert store stands behind the forward pass, and the kernels. */
 typedef struct model_opts {
 	int stream;               /* 1: experts streamed from disk (store_stream), 0: all in RAM */
 	int mmap;                 /* 1: experts used in place from an mmap (store_mmap) */
 	store_stream_opts so;     /* with stream: slots, pins, usage (layers as in the container,
-				   * MTP included), I/O backend, mirrors, CRC policy */
+				   * MTP included), I/O backend, mirrors, CRC policy, events */
+	const char *isa;          /* kernels: "scalar", "avx2", "avx512"; NULL: the best the CPU has */
+	int threads;              /* compute threads; 0: physical cores */
 } model_opts;
 
-/* o may be NULL (all in RAM). */
+/* o may be NULL (all in RAM, the best kernels, default threads). An unknown or unavailable
+ * o->isa is an error (EUSAGE) naming it. */
 int model_open(model *m, const char *path, const model_opts *o, coli_err *e);
 void model_close(model *m);
 

@@ -5,8 +5,9 @@
  *   y[r] = sum over columns c of W'[r][c] * x[c], W' the float32 value the encoding defines
  *   (quant.h: q x fp16 scale; fp8: code x scale_inv; bf16/f16 widened).
  * Variants (scalar reference, AVX2, AVX-512) differ only in summation order; they agree within
- * the tolerance tests/unit/test_kernels.c states. The variant is picked at first use from the CPU
- * flags, or forced with COLI_ISA=scalar|avx2|avx512 (an unavailable one is an error).
+ * the tolerance tests/unit/test_kernels.c states. The variant is the best the CPU flags allow, or
+ * one named by the caller (coli-run passes COLI_ISA=scalar|avx2|avx512; an unavailable one is an
+ * error).
  * Threads: products split rows over the pool of kernels_set_threads (default: physical cores).
  */
 #ifndef COLI_KERNELS_H
@@ -30,11 +31,12 @@ typedef struct coli_mat {
 /* A matrix view of a blob whose bytes start at base. */
 coli_mat coli_mat_of(const coli_blob *b, const uint8_t *base);
 
-/* Chooses the ISA (COLI_ISA or CPU flags); an unknown or unavailable COLI_ISA is an error. */
-int kernels_init(coli_err *e);
+/* Chooses the ISA: isa ("scalar", "avx2", "avx512") when given, else (NULL or "") the best the
+ * CPU has; an unknown or unavailable isa is an error (EUSAGE) naming it. */
+int kernels_init(const char *isa, coli_err *e);
 const char *kernels_isa(void); /* "scalar", "avx2" or "avx512" */
 
-/* Uses the named variant from now on, as COLI_ISA=isa would; an unknown or unavailable one is
+/* Uses the named variant from now on; an unknown or unavailable one is
  * an error (EUSAGE) and keeps the current choice. */
 int kernels_force(const char *isa, coli_err *e);
 

@@ -134,6 +134,27 @@ int store_mmap_open(coli_store **out, const coli_container *c, coli_err *e);
  * experts.bin through the page cache (store_mmap_open). */
 enum { STORE_IO_THREADS_POOL, STORE_IO_URING, STORE_IO_MMAP };
 
+/* Something a store did that its user should hear of (the engine never prints): the tool
+ * prints msg, a full sentence without the tool's name. */
+typedef enum coli_event_kind {
+	COLI_EV_URING_REFUSED,    /* --io uring asked, the kernel refused it: the pread threads instead */
+	COLI_EV_READ_FAILOVER,    /* a chunk's read failed on one copy: read from another */
+	COLI_EV_READ_FAILED,      /* a record's re-read failed on one copy (with mirrors) */
+	COLI_EV_CRC_FAILED,       /* a copy of a record failed its CRC (with mirrors: recovered or not) */
+} coli_event_kind;
+
+typedef struct coli_event {
+	coli_event_kind kind;
+	const char *msg;
+} coli_event;
+
+/* Where events go: fn(ctx, ev), from any of the store's threads, with the store's lock held
+ * (it must not call back into the store); fn NULL: nowhere. */
+typedef struct coli_events {
+	void (*fn)(void *ctx, const coli_event *ev);
+	void *ctx;
+} coli_events;
+
 /* Options of the streaming store. */
 typedef struct store_stream_opts {
 	int cache_slots;          /* LRU slots per MoE layer, beside the pins; 0: top_k x 4 */
@@ -141,11 +162,15 @@ typedef struct store_stream_opts {
 	const double *usage;      /* NULL, or routing counts [container layer * n_experts + expert]
 				   * (n_experts: the model's) choosing the pinned experts */
 	int io;                   /* STORE_IO_THREADS_POOL (pread threads) or STORE_IO_URING (one
-				   * thread owning an io_uring; the threads, with a note on stderr,
+				   * thread owning an io_uring; the threads, with an event,
 				   * when the kernel refuses it) */
 	const char *const *mirrors; /* folders holding the same container, read alongside it */
 	int n_mirrors;
 	int no_crc;               /* 1: records read are not CRC checked (pins included) */
+	coli_events events;       /* where io_uring refusals, failovers and CRC failures go */
+	/* test hooks */
+	uint64_t chunk;           /* bytes per chunk read, a multiple of 4096 (0: STORE_CHUNK) */
+	int no_uring;             /* 1: act as if the kernel refused io_uring */
 } store_stream_opts;
 
 /* One copy of experts.bin, as the statistics see it. */
@@ -177,7 +202,7 @@ struct store_stats {
 void store_stats_sub(const store_stats *a, const store_stats *b, store_stats *d);
 
 /* Experts read from experts.bin on demand (O_DIRECT when the filesystem allows), one whole
- * record per miss in chunks of STORE_CHUNK, its CRC checked (unless o->no_crc), kept in
+ * record per miss in chunks of STORE_CHUNK (o->chunk), its CRC checked (unless o->no_crc), kept in
  * per-layer LRU slots. Reads run on STORE_IO_THREADS pread threads per copy (or one thread
  * submitting them to an io_uring of depth STORE_URING_DEPTH per copy), in queue order: a get's
  * read first, then prefetches, then predictions. A prefetch queues the misses it has free or
@@ -186,7 +211,7 @@ void store_stats_sub(const store_stats *a, const store_stats *b, store_stats *d)
  * keeps cache_slots of them resident once released. o may be NULL (defaults).
  * Mirrors (o->mirrors): each chunk is read from the copy expected to finish it first (replica.h);
  * a chunk whose read fails is read from another copy; a record whose CRC fails is read whole
- * from each copy in turn until one checks, the failing copies reported on stderr and avoided
+ * from each copy in turn until one checks, the failing copies reported (o->events) and avoided
  * for that record from then on. A mirror whose manifest differs is refused at open.
  * Pins: at open, for each MoE layer, the o->pins experts with the highest o->usage counts
  * (ties: lower id; count 0 never pinned) are read (CRC checked) into buffers of their own and

@@ -428,19 +428,45 @@ static int cache_plan(runner *r, model_opts *mo, coli_err *e)
 	return rc;
 }
 
+/* The engine's events, on stderr after what stdout holds so far. */
+static void print_event(void *ctx, const coli_event *ev)
+{
+	(void)ctx;
+	fflush(stdout);
+	fprintf(stderr, "coli-run: %s\n", ev->msg);
+}
+
+/* The environment's hooks into the engine: COLI_ISA (the kernels), and for tests
+ * COLI_TEST_CHUNK (bytes per streamed chunk) and COLI_TEST_NO_URING (io_uring refused). */
+static int test_hooks(model_opts *mo, coli_err *e)
+{
+	const char *isa = getenv("COLI_ISA"), *chunk = getenv("COLI_TEST_CHUNK");
+	mo->isa = isa && *isa ? isa : NULL;
+	if (mo->isa && !kernels_available(isa))
+		return coli_errf(e, COLI_EUSAGE, "COLI_ISA=%s: not a kernel variant this CPU runs (scalar, avx2, avx512)", isa);
+	mo->so.no_uring = getenv("COLI_TEST_NO_URING") != NULL;
+	if (!chunk)
+		return 0;
+	char *end;
+	unsigned long long v = strtoull(chunk, &end, 10);
+	if (!*chunk || *end || v == 0 || v % 4096)
+		return coli_errf(e, COLI_EUSAGE, "COLI_TEST_CHUNK: '%s' is not a positive multiple of 4096", chunk);
+	mo->so.chunk = v;
+	return 0;
+}
+
 static int setup(runner *r, coli_err *e)
 {
 	const run_opts *o = r->o;
 	int extra = 0;
-	if (kernels_init(e) < 0)
-		return -1;
-	if (o->threads)
-		kernels_set_threads(o->threads);
 	if (usage_open(r, e) < 0)
 		return -1;
-	model_opts mo = {.stream = o->stream, .mmap = o->io == STORE_IO_MMAP};
+	model_opts mo = {.stream = o->stream, .mmap = o->io == STORE_IO_MMAP, .threads = o->threads};
 	mo.so = (store_stream_opts){.cache_slots = o->cache_slots, .usage = r->usage.counts, .io = o->io,
-				    .mirrors = o->mirrors, .n_mirrors = o->n_mirrors, .no_crc = o->no_crc};
+				    .mirrors = o->mirrors, .n_mirrors = o->n_mirrors, .no_crc = o->no_crc,
+				    .events = {print_event, NULL}};
+	if (test_hooks(&mo, e) < 0)
+		return -1;
 	if (o->stream && cache_plan(r, &mo, e) < 0)
 		return -1;
 	if (model_open(&r->m, o->model, &mo, e) < 0)

@@ -62,34 +62,32 @@ int kernels_force(const char *isa, coli_err *e)
 {
 	const kern_ops *k = variant(isa);
 	if (!k)
-		return coli_errf(e, COLI_EUSAGE, "COLI_ISA=%s: unknown ISA (expected scalar, avx2 or avx512)",
-				 isa);
+		return coli_errf(e, COLI_EUSAGE, "ISA '%s': unknown (expected scalar, avx2 or avx512)", isa);
 	if (!kernels_available(isa))
-		return coli_errf(e, COLI_EUSAGE, "COLI_ISA=%s: this CPU lacks %s", isa,
+		return coli_errf(e, COLI_EUSAGE, "ISA '%s': this CPU lacks %s", isa,
 				 strcmp(isa, "avx2") == 0 ? "AVX2, FMA or F16C" : "AVX-512");
 	chosen = k;
 	return 0;
 }
 
-int kernels_init(coli_err *e)
+static const kern_ops *best(void)
 {
-	const char *isa = getenv("COLI_ISA");
+	return kernels_available("avx512") ? &kern_avx512 : kernels_available("avx2") ? &kern_avx2 : &kern_scalar;
+}
+
+int kernels_init(const char *isa, coli_err *e)
+{
 	if (isa && *isa)
 		return kernels_force(isa, e);
-	chosen = kernels_available("avx512") ? &kern_avx512
-		 : kernels_available("avx2") ? &kern_avx2
-					     : &kern_scalar;
+	chosen = best();
 	return 0;
 }
 
-/* The variant in use; a product before kernels_init gets the best available one (a bad
- * COLI_ISA is reported by kernels_init only). */
+/* The variant in use; a product before kernels_init gets the best available one. */
 static const kern_ops *ops(void)
 {
-	if (!chosen && kernels_init(NULL) < 0)
-		chosen = kernels_available("avx512") ? &kern_avx512
-			 : kernels_available("avx2") ? &kern_avx2
-						     : &kern_scalar;
+	if (!chosen)
+		chosen = best();
 	return chosen;
 }
 

@@ -26,6 +26,9 @@ static int open_store(model *m, const model_opts *o, coli_err *e)
 int model_open(model *m, const char *path, const model_opts *o, coli_err *e)
 {
 	memset(m, 0, sizeof(*m));
+	if (kernels_init(o ? o->isa : NULL, e) < 0)
+		return -1;
+	kernels_set_threads(o ? o->threads : 0);
 	if (coli_container_open(&m->ct, path, e) < 0)
 		return -1;
 	m->cfg = &m->ct->model;

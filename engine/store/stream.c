@@ -1,6 +1,7 @@
 /* store/stream.c: the streaming expert store's cache: per-layer LRU slots and pins, the read
  * queue the I/O backends (store/stream_io.c) take records from, CRC checks and recovery from mirrors,
  * next-layer prediction, statistics. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,19 @@
 
 #include "fileio.h"
 #include "store/stream.h"
+
+void stream_event(const stream_store *s, coli_event_kind kind, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	if (!s->events.fn)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	coli_event ev = {kind, msg};
+	s->events.fn(s->events.ctx, &ev);
+}
 
 /* Drops slot i's expert (its buffer stays for reuse). */
 static void evict(stream_layer *L, int i)
@@ -172,13 +186,13 @@ static int recover(stream_store *s, slot *p, coli_err *e)
 			failed |= 1u << r;
 			replica_mark_bad(&s->rs, r, stream_rec(p));
 			if (rc < 0)
-				fprintf(stderr, "coli-run: %s\n", err.msg);
+				stream_event(s, COLI_EV_READ_FAILED, "%s", err.msg);
 		}
 	}
 	free(tmp);
 	for (int r = 0; r < s->rs.n; r++)
 		if (failed >> r & 1 && got[r])
-			fprintf(stderr, "coli-run: %s: expert record [layer %d][expert %d] at offset %llu: crc32 0x%08x, expected 0x%08x%s%s%s\n",
+			stream_event(s, COLI_EV_CRC_FAILED, "%s: expert record [layer %d][expert %d] at offset %llu: crc32 0x%08x, expected 0x%08x%s%s%s",
 				s->rs.r[r].path, lx->layer, p->expert, (unsigned long long)off, got[r], want,
 				good >= 0 ? "; read from the copy in " : "", good >= 0 ? s->rs.r[good].d.dir : "", good >= 0 ? " instead" : "");
 	p->state = S_FILLED;
@@ -447,6 +461,8 @@ int store_stream_open(coli_store **out, const coli_container *c, const store_str
 	int top_k = c->model.top_k > 0 ? c->model.top_k : 1, n = o ? o->cache_slots : 0;
 	if (n < 0)
 		return coli_errf(e, COLI_EUSAGE, "cache slots: %d is negative", n);
+	if (o && o->chunk % 4096)
+		return coli_errf(e, COLI_EUSAGE, "chunk size %llu is not a multiple of 4096", (unsigned long long)o->chunk);
 	stream_store *s = coli_calloc(1, sizeof(*s), e);
 	if (!s)
 		return -1;
@@ -459,8 +475,9 @@ int store_stream_open(coli_store **out, const coli_container *c, const store_str
 	s->work = s->keep > top_k ? s->keep : top_k;
 	s->n_layers = c->model.n_layers + c->model.n_mtp_layers;
 	s->no_crc = o && o->no_crc;
-	const char *tc = getenv("COLI_TEST_CHUNK");
-	s->chunk = tc && atoll(tc) > 0 && atoll(tc) % 4096 == 0 ? (uint64_t)atoll(tc) : STORE_CHUNK;
+	s->chunk = o && o->chunk ? o->chunk : STORE_CHUNK;
+	s->no_uring = o && o->no_uring;
+	s->events = o ? o->events : (coli_events){NULL, NULL};
 	uint64_t n_records = 0;
 	int rc = (s->layers = coli_calloc((size_t)s->n_layers, sizeof(*s->layers), e)) ? 0 : -1;
 	for (int i = 0; rc == 0 && i < c->layout.n_elayers; i++) {
@@ -481,7 +498,7 @@ int store_stream_open(coli_store **out, const coli_container *c, const store_str
 		coli_err ue = {0, ""};
 		s->io = &stream_uring_backend;
 		if (s->io->start(s, &ue) < 0) {
-			fprintf(stderr, "coli-run: --io uring: %s; using --io threads\n", ue.msg);
+			stream_event(s, COLI_EV_URING_REFUSED, "--io uring: %s; using --io threads", ue.msg);
 			s->io = NULL;
 		}
 	}

@@ -63,7 +63,9 @@ typedef struct stream_store {
 	const coli_container *c;
 	replica_set rs;           /* experts.bin and its mirrors */
 	int no_crc;
-	uint64_t chunk;           /* STORE_CHUNK (COLI_TEST_CHUNK in tests: multi-chunk tiny records) */
+	int no_uring;             /* test hook: io_uring refused */
+	coli_events events;
+	uint64_t chunk;           /* STORE_CHUNK, or the opts' (tests: multi-chunk tiny records) */
 	int keep, work;           /* slots resident after release; slots usable while in use */
 	stream_layer *layers;     /* [container layer]; x NULL when not MoE */
 	int n_layers;
@@ -99,6 +101,10 @@ double stream_now(void);
  * counters. Lock held. */
 void stream_issue(stream_store *s, int r, uint64_t len);
 void stream_retire(stream_store *s, int r, uint64_t len, int ok);
+
+/* Formats an event and hands it to s->events (when set). */
+void stream_event(const stream_store *s, coli_event_kind kind, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 static inline uint64_t stream_rec(const slot *p)
 {

@@ -92,7 +92,8 @@ static int chunk_result(stream_store *s, slot *p, int c, int *r, unsigned *tried
 		replica_mark_bad(&s->rs, *r, stream_rec(p));
 		int next = replica_pick(&s->rs, stream_rec(p), len, *tried);
 		if (next >= 0) {
-			fprintf(stderr, "coli-run: %s; reading it from the copy in %s\n", err->msg, s->rs.r[next].d.dir);
+			stream_event(s, COLI_EV_READ_FAILOVER, "%s; reading it from the copy in %s", err->msg,
+				     s->rs.r[next].d.dir);
 			*tried |= 1u << next, *r = next;
 			stream_issue(s, next, len);
 			return 1;
@@ -280,7 +281,7 @@ static int uring_start(stream_store *s, coli_err *e)
 	s->uring_depth = STORE_URING_DEPTH * s->rs.n;
 	if (!(s->ureqs = coli_calloc((size_t)s->uring_depth, sizeof(*s->ureqs), e)))
 		return -1;
-	int rc = getenv("COLI_TEST_NO_URING") ? -ENOSYS : io_uring_queue_init((unsigned)s->uring_depth, &s->ring, 0);
+	int rc = s->no_uring ? -ENOSYS : io_uring_queue_init((unsigned)s->uring_depth, &s->ring, 0);
 	if (rc < 0)
 		return coli_errf(e, COLI_EIO, "io_uring_queue_init: %s", strerror(-rc));
 	if ((rc = pthread_create(&s->threads[0], NULL, uring_main, s)) != 0) {

@@ -39,4 +39,10 @@ test_expect_success 'coli-convert and coli-synth include nothing of the engine (
 	! grep -xFf public inc
 '
 
+test_expect_success 'the engine never prints, never reads the environment, never exits or raises' '
+	grep -nE "\\b(getenv|secure_getenv|printf|fprintf|puts|fputs|perror|exit|abort|raise)[[:space:]]*\\(|\\b(stderr|stdout)\\b" \
+		"$TOP"/engine/*.h "$TOP"/engine/*/*.[ch] >hits || true &&
+	! grep -v "^[^:]*:[0-9]*:[[:space:]]*\\(/\\*\\| \\*\\)" hits
+'
+
 test_done

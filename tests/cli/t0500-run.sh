@@ -82,6 +82,13 @@ test_expect_success "usage: bad options exit 2 naming the option" '
 test_expect_success "usage: a token id outside the vocabulary is refused" '
 	expect_exit 2 coli-run -q -m "$M" --prompt-ids "1 99999" -n 1 && err_has "--prompt-ids" "99999"
 '
+test_expect_success "COLI_ISA=scalar gives the greedy tokens of the best kernels; an unknown one exits 2" '
+	coli-run -q -m "$M" --prompt-ids "$(ids_of "$F/prompt_ids.i32.bin")" -n 8 --print-ids --ignore-eos >best &&
+	COLI_ISA=scalar coli-run -q -m "$M" --prompt-ids "$(ids_of "$F/prompt_ids.i32.bin")" -n 8 --print-ids \
+		--ignore-eos >scalar &&
+	test "$(cat best)" = "$(cat scalar)" &&
+	COLI_ISA=bogus expect_exit 2 coli-run -q -m "$M" --prompt-ids "1" -n 1 && err_has "COLI_ISA=bogus"
+'
 test_expect_success "a missing or corrupt container is refused" '
 	expect_exit 1 coli-run -q -m nowhere.coli --prompt-ids "1" && err_has "nowhere.coli" &&
 	cp -r "$M" bad.coli && printf "\377" | dd of=bad.coli/dense.bin bs=1 seek=5000 conv=notrunc 2>/dev/null &&

@@ -446,32 +446,27 @@ static void check_choice(void)
 	coli_err e;
 	int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
 		     __builtin_cpu_supports("avx512vl");
-	setenv("COLI_ISA", "bogus", 1);
-	int rc = kernels_init(&e);
-	T_CHECK("COLI_ISA=bogus is rejected", rc < 0 && strstr(e.msg, "COLI_ISA=bogus"), "rc %d: %s", rc,
+	int rc = kernels_init("bogus", &e);
+	T_CHECK("ISA bogus is rejected", rc < 0 && strstr(e.msg, "'bogus'"), "rc %d: %s", rc,
 		rc < 0 ? e.msg : "");
-	setenv("COLI_ISA", "scalar", 1);
-	rc = kernels_init(&e);
-	T_CHECK("COLI_ISA=scalar is used", rc == 0 && strcmp(kernels_isa(), "scalar") == 0, "rc %d isa %s",
+	rc = kernels_init("scalar", &e);
+	T_CHECK("ISA scalar is used", rc == 0 && strcmp(kernels_isa(), "scalar") == 0, "rc %d isa %s",
 		rc, kernels_isa());
-	setenv("COLI_ISA", "avx512", 1);
-	rc = kernels_init(&e);
+	rc = kernels_init("avx512", &e);
 	if (avx512)
-		T_CHECK("COLI_ISA=avx512 is used", rc == 0 && strcmp(kernels_isa(), "avx512") == 0,
+		T_CHECK("ISA avx512 is used", rc == 0 && strcmp(kernels_isa(), "avx512") == 0,
 			"rc %d isa %s", rc, kernels_isa());
 	else
-		T_CHECK("COLI_ISA=avx512 without AVX-512 is an error",
-			rc < 0 && strstr(e.msg, "COLI_ISA=avx512: this CPU lacks AVX-512"), "rc %d: %s", rc,
+		T_CHECK("ISA avx512 without AVX-512 is an error",
+			rc < 0 && strstr(e.msg, "'avx512': this CPU lacks AVX-512"), "rc %d: %s", rc,
 			rc < 0 ? e.msg : "");
-	setenv("COLI_ISA", "avx2", 1);
-	rc = kernels_init(&e);
+	rc = kernels_init("avx2", &e);
 	if (kernels_available("avx2"))
-		T_CHECK("COLI_ISA=avx2 is used", rc == 0 && strcmp(kernels_isa(), "avx2") == 0, "rc %d isa %s",
+		T_CHECK("ISA avx2 is used", rc == 0 && strcmp(kernels_isa(), "avx2") == 0, "rc %d isa %s",
 			rc, kernels_isa());
-	unsetenv("COLI_ISA");
-	rc = kernels_init(&e);
+	rc = kernels_init(NULL, &e);
 	const char *best = kernels_available("avx512") ? "avx512" : kernels_available("avx2") ? "avx2" : "scalar";
-	T_CHECK("no COLI_ISA picks the best variant", rc == 0 && strcmp(kernels_isa(), best) == 0,
+	T_CHECK("no ISA named picks the best variant", rc == 0 && strcmp(kernels_isa(), best) == 0,
 		"isa %s, expected %s", kernels_isa(), best);
 	T_CHECK("threads default to at least one", kernels_threads() >= 1, "%d", kernels_threads());
 }
