@@ -20,6 +20,7 @@ typedef struct kv_cache {
 	int n_layers;
 	int k_width, v_width;      /* floats per token and layer: GQA k/v, MLA latent/rope key */
 	float **k, **v;            /* [layer] -> [cap][width] */
+	float *att;                /* [threads][cap] attention scores, one row per compute thread */
 } kv_cache;
 
 typedef struct model {
@@ -28,6 +29,7 @@ typedef struct model {
 	struct weights *w;         /* the dense part in RAM (internal: nn/weights.h) */
 	coli_store *store;
 	struct rope *rope;         /* RoPE frequencies (internal: nn/rope.h) */
+	struct fwd_ws *ws;         /* working memory of the forward pass (internal: nn/ws.h) */
 	double attn_scale;         /* softmax scale */
 	double *usage;             /* NULL, or routing counts [n_layers + n_mtp_layers][n_experts]
 				    * the MoE blocks add 1 to for each expert each token chooses */
@@ -48,7 +50,11 @@ typedef struct model_opts {
 				   * MTP included), I/O backend, mirrors, CRC policy, events */
 	const char *isa;          /* kernels: "scalar", "avx2", "avx512"; NULL: the best the CPU has */
 	int threads;              /* compute threads; 0: physical cores */
+	int max_batch;            /* tokens per batch of the forward pass (its working memory is sized
+				   * for it at open; longer calls run in batches); 0: COLI_MAX_BATCH */
 } model_opts;
+
+#define COLI_MAX_BATCH 512
 
 /* o may be NULL (all in RAM, the best kernels, default threads). An unknown or unavailable
  * o->isa is an error (EUSAGE) naming it. */
@@ -60,8 +66,9 @@ int kv_init(kv_cache *kv, const model *m, int cap, coli_err *e);
 uint64_t kv_token_bytes(const coli_model *c);
 void kv_release(kv_cache *kv);
 
-/* Runs n tokens; logits: [n][vocab] (all positions) or NULL; last: [vocab] logits of the last
- * token only (may be NULL). routing may be NULL. */
+/* Runs n tokens (in batches of max_batch); logits: [n][vocab] (all positions) or NULL; last:
+ * [vocab] logits of the last token only (may be NULL). routing may be NULL. Allocates nothing:
+ * its working memory is the model's, the KV cache's. */
 int forward(model *m, kv_cache *kv, const int32_t *tokens, int n, float *logits, float *last,
 	    routing_log *routing, coli_err *e);
 

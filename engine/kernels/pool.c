@@ -28,8 +28,16 @@ static struct {
 	int64_t total, grain;
 	_Atomic int64_t next;     /* start of the next unclaimed piece */
 	_Atomic int active;       /* workers still in the current job */
+	_Atomic int started;      /* workers that took their index */
 } P = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
        .done = PTHREAD_COND_INITIALIZER};
+
+static _Thread_local int self; /* 0: the caller; i + 1: worker i */
+
+int kpool_self(void)
+{
+	return self;
+}
 
 static int64_t now_ns(void)
 {
@@ -83,6 +91,7 @@ static unsigned wait_gen(unsigned seen)
 static void *worker(void *gen0)
 {
 	unsigned seen = (unsigned)(uintptr_t)gen0;
+	self = atomic_fetch_add(&P.started, 1) + 1;
 	for (;;) {
 		seen = wait_gen(seen);
 		if (P.quit)
@@ -145,6 +154,7 @@ static void start(int workers)
 {
 	kpool_stop();
 	P.want = workers;
+	atomic_store(&P.started, 0);
 	P.tid = calloc((size_t)workers, sizeof(*P.tid));
 	if (!P.tid)
 		return;

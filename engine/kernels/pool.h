@@ -17,6 +17,10 @@ typedef void (*kpool_fn)(void *arg, int64_t begin, int64_t end);
  * or when `threads` changes; threads that cannot be created leave the work to the others. */
 void kpool_for(int threads, int64_t total, int64_t grain, kpool_fn fn, void *arg);
 
+/* Which thread of the pool runs the calling piece: 0 the caller, 1 .. threads - 1 the workers
+ * (a piece's scratch row, for example). */
+int kpool_self(void);
+
 /* Stops and joins the workers (a later kpool_for starts them again). */
 void kpool_stop(void);
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nn/blocks.h"
+#include "nn/ws.h"
 #include "fileio.h"
 #include "kernels/pool.h"
 
@@ -80,7 +81,6 @@ typedef struct gqa_job {
 	int l;
 	const float *Q;
 	float *A;
-	int failed;
 } gqa_job;
 
 static void gqa_pairs(void *arg, int64_t begin, int64_t end)
@@ -88,78 +88,36 @@ static void gqa_pairs(void *arg, int64_t begin, int64_t end)
 	gqa_job *j = arg;
 	const coli_model *c = j->m->cfg;
 	int hd = c->head_dim, qw = c->n_heads * hd, group = c->n_heads / c->n_kv_heads;
-	float *att = malloc((size_t)(j->kv->n + end / c->n_heads + 1) * sizeof(float));
-	if (!att) {
-		j->failed = 1;
-		return;
-	}
+	float *att = j->kv->att + (int64_t)kpool_self() * j->kv->cap; /* this thread's scores */
 	for (int64_t p = begin; p < end; p++) {
 		int i = (int)(p / c->n_heads), h = (int)(p % c->n_heads);
 		attend(j->Q + (int64_t)i * qw + h * hd, j->kv, j->l, h / group, hd, j->kv->n + i,
 		       (float)j->m->attn_scale, att, j->A + (int64_t)i * qw + h * hd);
 	}
-	free(att);
 }
 
 int attn_gqa(const model *m, int l, kv_cache *kv, const float *X, int n, float *out, coli_err *e)
 {
 	const coli_model *c = m->cfg;
 	const layer_w *L = &m->w->layers[l];
-	int qw = c->n_heads * c->head_dim;
-	float *Q = coli_malloc((size_t)n * qw * sizeof(float), e); /* [n][heads * hd] queries */
-	float *A = coli_malloc((size_t)n * qw * sizeof(float), e); /* [n][heads * hd] attention output */
-	if (!Q || !A) {
-		free(Q), free(A);
-		return -1;
-	}
+	float *Q = m->ws->Q; /* [n][heads * hd] queries */
+	float *A = m->ws->A; /* [n][heads * hd] attention output */
+	(void)e;
 	gqa_project(m, L, kv, l, X, n, Q);
-	gqa_job j = {m, kv, l, Q, A, 0};
+	gqa_job j = {m, kv, l, Q, A};
 	/* Threads only when there is enough work to pay for waking them (a prefill, a long context). */
 	int64_t pairs = (int64_t)n * c->n_heads, work = pairs * (kv->n + n) * c->head_dim;
 	if (work < (1 << 22))
 		gqa_pairs(&j, 0, pairs);
 	else
 		kpool_for(kernels_threads(), pairs, pairs / (4 * kernels_threads()) + 1, gqa_pairs, &j);
-	int rc = j.failed ? coli_errf(e, COLI_ENOMEM, "out of memory for attention scores") : 0;
-	if (rc == 0) {
-		mat_mul(&L->o, A, n, out);
-		add_bias(out, L->o_bias, n, c->hidden_size);
-	}
-	free(Q), free(A);
-	return rc;
-}
-
-/* MLA scratch for one batch. */
-typedef struct mla_ws {
-	float *Q;   /* [n][heads][nope + rope] queries */
-	float *CKV; /* [n][kv_lora + rope] kv_a_proj output */
-	float *QA;  /* [n][q_lora] q_a_proj output */
-	float *A;   /* [n][heads * v_head_dim] attention output */
-	float *att; /* [ctx] one head's scores */
-	float *qc;  /* [kv_lora] one head's query absorbed into the latent space */
-	float *ctx; /* [kv_lora] one head's attention-weighted latent */
-} mla_ws;
-
-static int mla_alloc(mla_ws *w, const coli_model *c, int n, int ctx_len, coli_err *e)
-{
-	int qk = c->qk_nope_head_dim + c->qk_rope_head_dim, ql = c->q_lora_rank > 0 ? c->q_lora_rank : 1;
-	w->Q = coli_malloc((size_t)n * c->n_heads * qk * sizeof(float), e);
-	w->CKV = coli_malloc((size_t)n * (c->kv_lora_rank + c->qk_rope_head_dim) * sizeof(float), e);
-	w->QA = coli_malloc((size_t)n * ql * sizeof(float), e);
-	w->A = coli_malloc((size_t)n * c->n_heads * c->v_head_dim * sizeof(float), e);
-	w->att = coli_malloc((size_t)ctx_len * sizeof(float), e);
-	w->qc = coli_malloc((size_t)c->kv_lora_rank * sizeof(float), e);
-	w->ctx = coli_malloc((size_t)c->kv_lora_rank * sizeof(float), e);
-	return w->Q && w->CKV && w->QA && w->A && w->att && w->qc && w->ctx ? 0 : -1;
-}
-
-static void mla_free(mla_ws *w)
-{
-	free(w->Q), free(w->CKV), free(w->QA), free(w->A), free(w->att), free(w->qc), free(w->ctx);
+	mat_mul(&L->o, A, n, out);
+	add_bias(out, L->o_bias, n, c->hidden_size);
+	return 0;
 }
 
 /* Queries and the cached latent + rope key of the batch. */
-static void mla_project(const model *m, const layer_w *L, kv_cache *kv, int l, const float *X, int n, mla_ws *w)
+static void mla_project(const model *m, const layer_w *L, kv_cache *kv, int l, const float *X, int n, fwd_ws *w)
 {
 	const coli_model *c = m->cfg;
 	int ql = c->q_lora_rank, lat = c->kv_lora_rank, rd = c->qk_rope_head_dim;
@@ -186,8 +144,9 @@ static void mla_project(const model *m, const layer_w *L, kv_cache *kv, int l, c
 
 /* Absorbed MLA for one head of one token: scores against the latent, values from it. */
 static void mla_head(const model *m, const layer_w *L, const kv_cache *kv, int l, int h, float *q, int pos,
-		     mla_ws *w, float *out)
+		     fwd_ws *w, float *out)
 {
+	float *att = kv->att; /* [pos + 1] scores */
 	const coli_model *c = m->cfg;
 	int nope = c->qk_nope_head_dim, rd = c->qk_rope_head_dim, lat = c->kv_lora_rank, vd = c->v_head_dim;
 	int64_t band = (int64_t)h * (nope + vd);
@@ -195,12 +154,12 @@ static void mla_head(const model *m, const layer_w *L, const kv_cache *kv, int l
 	memset(w->qc, 0, (size_t)lat * sizeof(float));
 	mat_vec_t_acc(&L->kv_b, band, nope, q, w->qc); /* qc = W_kb_h^T q_nope */
 	for (int t = 0; t <= pos; t++)
-		w->att[t] = (dot(w->qc, kv->k[l] + (int64_t)t * lat, lat) + dot(q + nope, kv->v[l] + (int64_t)t * rd, rd)) *
+		att[t] = (dot(w->qc, kv->k[l] + (int64_t)t * lat, lat) + dot(q + nope, kv->v[l] + (int64_t)t * rd, rd)) *
 			    (float)m->attn_scale;
-	softmax(w->att, pos + 1);
+	softmax(att, pos + 1);
 	memset(w->ctx, 0, (size_t)lat * sizeof(float));
 	for (int t = 0; t <= pos; t++)
-		axpy(w->ctx, w->att[t], kv->k[l] + (int64_t)t * lat, lat);
+		axpy(w->ctx, att[t], kv->k[l] + (int64_t)t * lat, lat);
 	mat_vec_range(&L->kv_b, band + nope, vd, w->ctx, out); /* v = W_vb_h ctx */
 }
 
@@ -209,19 +168,14 @@ int attn_mla(const model *m, int l, kv_cache *kv, const float *X, int n, float *
 	const coli_model *c = m->cfg;
 	const layer_w *L = &m->w->layers[l];
 	int qk = c->qk_nope_head_dim + c->qk_rope_head_dim, vd = c->v_head_dim;
-	mla_ws w;
-	memset(&w, 0, sizeof(w));
-	if (mla_alloc(&w, c, n, kv->n + n, e) < 0) {
-		mla_free(&w);
-		return -1;
-	}
-	mla_project(m, L, kv, l, X, n, &w);
+	fwd_ws *w = m->ws;
+	(void)e;
+	mla_project(m, L, kv, l, X, n, w);
 	for (int i = 0; i < n; i++)
 		for (int h = 0; h < c->n_heads; h++)
-			mla_head(m, L, kv, l, h, w.Q + ((int64_t)i * c->n_heads + h) * qk, kv->n + i, &w,
-				 w.A + ((int64_t)i * c->n_heads + h) * vd);
-	mat_mul(&L->o, w.A, n, out);
+			mla_head(m, L, kv, l, h, w->Q + ((int64_t)i * c->n_heads + h) * qk, kv->n + i, w,
+				 w->A + ((int64_t)i * c->n_heads + h) * vd);
+	mat_mul(&L->o, w->A, n, out);
 	add_bias(out, L->o_bias, n, c->hidden_size);
-	mla_free(&w);
 	return 0;
 }

@@ -12,6 +12,7 @@
 #include "nn/moe.h"
 #include "nn/rope.h"
 #include "nn/weights.h"
+#include "nn/ws.h"
 
 /* The expert store the options ask for. */
 static int open_store(model *m, const model_opts *o, coli_err *e)
@@ -34,8 +35,9 @@ int model_open(model *m, const char *path, const model_opts *o, coli_err *e)
 	m->cfg = &m->ct->model;
 	m->w = coli_calloc(1, sizeof(*m->w), e);
 	m->rope = m->w ? coli_calloc(1, sizeof(*m->rope), e) : NULL;
+	int batch = o && o->max_batch > 0 ? o->max_batch : COLI_MAX_BATCH;
 	if (!m->rope || weights_load(m->w, m->ct, e) < 0 || open_store(m, o, e) < 0 ||
-	    rope_init(m->rope, m->cfg, e) < 0) {
+	    rope_init(m->rope, m->cfg, e) < 0 || ws_open(&m->ws, m->cfg, m->w, batch, e) < 0) {
 		model_close(m);
 		return -1;
 	}
@@ -47,6 +49,7 @@ int model_open(model *m, const char *path, const model_opts *o, coli_err *e)
 void model_close(model *m)
 {
 	store_close(m->store);
+	ws_close(m->ws);
 	if (m->w)
 		weights_release(m->w);
 	if (m->rope)
@@ -118,6 +121,9 @@ int kv_init(kv_cache *kv, const model *m, int cap, coli_err *e)
 	kv->v = coli_calloc((size_t)kv->n_layers, sizeof(float *), e);
 	if (!kv->k || !kv->v)
 		return -1;
+	kv->att = coli_malloc((size_t)kernels_threads() * (size_t)cap * sizeof(float), e);
+	if (!kv->att)
+		return -1;
 	for (int l = 0; l < kv->n_layers; l++) {
 		kv->k[l] = coli_malloc((size_t)cap * kv->k_width * sizeof(float), e);
 		kv->v[l] = coli_malloc((size_t)cap * kv->v_width * sizeof(float), e);
@@ -135,42 +141,40 @@ void kv_release(kv_cache *kv)
 	}
 	free(kv->k);
 	free(kv->v);
+	free(kv->att);
 	memset(kv, 0, sizeof(*kv));
 }
 
-/* Buffers of one forward call. */
-typedef struct fwd_ws {
-	float *X, *N, *B; /* residual, normed, block output: [n][hidden] */
-} fwd_ws;
-
 /* One decoder layer over the batch: x += attn(norm(x)); x += mlp(norm(x)). */
-static int layer(model *m, kv_cache *kv, int l, int n, fwd_ws *w, int32_t *ids, float *wts, coli_err *e)
+static int layer(model *m, kv_cache *kv, int l, int n, int32_t *ids, float *wts, coli_err *e)
 {
 	const coli_model *c = m->cfg;
 	const layer_w *L = &m->w->layers[l];
+	fwd_ws *w = m->ws;
 	int d = c->hidden_size;
 	float eps = (float)c->rms_norm_eps;
 	for (int i = 0; i < n; i++)
 		rmsnorm(w->N + (int64_t)i * d, w->X + (int64_t)i * d, L->attn_norm, d, eps);
-	int rc = c->attn == COLI_ATTN_MLA ? attn_mla(m, l, kv, w->N, n, w->B, e) : attn_gqa(m, l, kv, w->N, n, w->B, e);
+	int rc = c->attn == COLI_ATTN_MLA ? attn_mla(m, l, kv, w->N, n, w->Y, e) : attn_gqa(m, l, kv, w->N, n, w->Y, e);
 	if (rc < 0)
 		return -1;
 	for (int64_t i = 0; i < (int64_t)n * d; i++)
-		w->X[i] += w->B[i];
+		w->X[i] += w->Y[i];
 	if (n == 1) /* the next layer's experts, predicted: their reads overlap this MLP and its attention */
 		moe_predict(m, l + 1, w->X);
 	for (int i = 0; i < n; i++)
 		rmsnorm(w->N + (int64_t)i * d, w->X + (int64_t)i * d, L->mlp_norm, d, eps);
-	if (mlp_block(m, l, w->N, n, w->B, ids, wts, e) < 0)
+	if (mlp_block(m, l, w->N, n, w->Y, ids, wts, e) < 0)
 		return -1;
 	for (int64_t i = 0; i < (int64_t)n * d; i++)
-		w->X[i] += w->B[i];
+		w->X[i] += w->Y[i];
 	return 0;
 }
 
 /* Final norm and lm_head: every row into logits, or the last row into last. */
-static void head(const model *m, fwd_ws *w, int n, float *logits, float *last)
+static void head(const model *m, int n, float *logits, float *last)
 {
+	fwd_ws *w = m->ws;
 	int d = m->cfg->hidden_size;
 	for (int i = 0; i < n; i++)
 		rmsnorm(w->N + (int64_t)i * d, w->X + (int64_t)i * d, m->w->final_norm, d, (float)m->cfg->rms_norm_eps);
@@ -180,32 +184,42 @@ static void head(const model *m, fwd_ws *w, int n, float *logits, float *last)
 		mat_vec(&m->w->lm_head, w->N + (int64_t)(n - 1) * d, last);
 }
 
+/* One batch of n <= max_batch tokens, the routing log's rows from row `at` of its n_all. */
+static int batch(model *m, kv_cache *kv, const int32_t *tokens, int n, float *logits, float *last,
+		 routing_log *routing, int at, int n_all, coli_err *e)
+{
+	const coli_model *c = m->cfg;
+	int d = c->hidden_size, k = c->top_k, moe = 0, rc = 0;
+	for (int i = 0; i < n; i++)
+		mat_row(&m->w->embed, tokens[i], m->ws->X + (int64_t)i * d);
+	for (int l = 0; rc == 0 && l < c->n_layers; l++) {
+		int64_t row = ((int64_t)moe * n_all + at) * k;
+		int32_t *ids = routing && c->is_moe[l] ? routing->ids + row : NULL;
+		float *wts = routing && routing->weights && c->is_moe[l] ? routing->weights + row : NULL;
+		rc = layer(m, kv, l, n, ids, wts, e);
+		moe += c->is_moe[l];
+	}
+	if (rc == 0) {
+		head(m, n, logits, last);
+		kv->n += n;
+	}
+	return rc;
+}
+
 int forward(model *m, kv_cache *kv, const int32_t *tokens, int n, float *logits, float *last,
 	    routing_log *routing, coli_err *e)
 {
 	const coli_model *c = m->cfg;
-	int d = c->hidden_size, k = c->top_k, moe = 0, rc = 0;
+	int B = m->ws->max_batch, rc = 0;
 	if (kv->n + n > kv->cap)
 		return coli_errf(e, COLI_EUSAGE, "context full: %d cached + %d new tokens exceed %d", kv->n, n, kv->cap);
 	for (int i = 0; i < n; i++)
 		if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
 			return coli_errf(e, COLI_EUSAGE, "token id %d out of range [0, %d)", tokens[i], c->vocab_size);
-	fwd_ws w = {coli_malloc((size_t)n * d * sizeof(float), e), coli_malloc((size_t)n * d * sizeof(float), e),
-		    coli_malloc((size_t)n * d * sizeof(float), e)};
-	if (!w.X || !w.N || !w.B)
-		rc = -1;
-	for (int i = 0; rc == 0 && i < n; i++)
-		mat_row(&m->w->embed, tokens[i], w.X + (int64_t)i * d);
-	for (int l = 0; rc == 0 && l < c->n_layers; l++) {
-		int32_t *ids = routing && c->is_moe[l] ? routing->ids + (int64_t)moe * n * k : NULL;
-		float *wts = routing && routing->weights && c->is_moe[l] ? routing->weights + (int64_t)moe * n * k : NULL;
-		rc = layer(m, kv, l, n, &w, ids, wts, e);
-		moe += c->is_moe[l];
+	for (int at = 0; rc == 0 && at < n; at += B) {
+		int nb = n - at < B ? n - at : B;
+		rc = batch(m, kv, tokens + at, nb, logits ? logits + (int64_t)at * c->vocab_size : NULL,
+			   at + nb == n ? last : NULL, routing, at, n, e);
 	}
-	if (rc == 0) {
-		head(m, &w, n, logits, last);
-		kv->n += n;
-	}
-	free(w.X), free(w.N), free(w.B);
 	return rc;
 }

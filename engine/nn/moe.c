@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "nn/blocks.h"
+#include "nn/ws.h"
 #include "fileio.h"
 
 /* Indices of the k largest v[0..n) (ties: lower index first), largest first. */
@@ -40,11 +41,10 @@ static void sort_pairs(int32_t *ids, float *w, int k)
  * groups whose two best choice scores sum highest (other groups' experts scored 0.0, as HF
  * does), weights = sigmoid scores (no bias), renormalised, x routed_scaling_factor. */
 static void route_sigmoid(const coli_model *c, const float *bias, const float *logits, int32_t *ids, float *w,
-			  float *s, float *choice)
+			  float *s, float *choice, float *gscore, int32_t *gsel)
 {
 	int E = c->n_experts, G = c->n_group, per = E / G;
-	float gscore[1024] = {0};
-	int32_t gsel[1024], two[2];
+	int32_t two[2];
 	for (int i = 0; i < E; i++) {
 		s[i] = 1.0f / (1.0f + expf(-logits[i]));
 		choice[i] = s[i] + (bias ? bias[i] : 0.0f);
@@ -72,11 +72,12 @@ static void route_sigmoid(const coli_model *c, const float *bias, const float *l
 		w[j] = (c->norm_topk_prob ? w[j] / (sum + 1e-20f) : w[j]) * (float)c->routed_scaling_factor;
 }
 
-void route(const coli_model *c, const float *corr_bias, const float *logits, int32_t *ids, float *w, float *scratch)
+void route(const coli_model *c, const float *corr_bias, const float *logits, int32_t *ids, float *w, float *scratch,
+	   int32_t *gsel)
 {
 	int E = c->n_experts, k = c->top_k;
 	if (c->router == COLI_ROUTER_SIGMOID_GROUP) {
-		route_sigmoid(c, corr_bias, logits, ids, w, scratch, scratch + E);
+		route_sigmoid(c, corr_bias, logits, ids, w, scratch, scratch + E, scratch + 2 * E, gsel);
 	} else {
 		memcpy(scratch, logits, (size_t)E * sizeof(float));
 		softmax(scratch, E);
@@ -108,53 +109,15 @@ static void swiglu_mlp(const coli_mat *gate, const coli_mat *up, const coli_mat 
 	mat_mul(down, H, m, out);
 }
 
-typedef struct moe_ws {
-	float *R;       /* [n][experts] router logits */
-	float *scratch; /* [2 * experts] router scores */
-	float *G;       /* [n][hidden] the rows of the tokens that chose one expert */
-	float *H, *U;   /* [max(n, top_k)][ffn] gate and up products */
-	float *D;       /* [max(n, top_k)][hidden] down products */
-	float *W;       /* [n][top_k] routing weights */
-	float *wt;      /* [n] one expert's weight for each of its tokens */
-	int32_t *ids;   /* [n][top_k] chosen experts */
-	int32_t *rows;  /* [n] the tokens that chose one expert */
-	int *uni;       /* [experts] the union of the batch's experts, ascending */
-} moe_ws;
-
-static void moe_free(moe_ws *w)
-{
-	free(w->R), free(w->scratch), free(w->G), free(w->H), free(w->U), free(w->D), free(w->W), free(w->wt), free(w->ids),
-		free(w->rows), free(w->uni);
-}
-
-static int moe_alloc(moe_ws *w, const coli_model *c, int n, int ffn, coli_err *e)
-{
-	int E = c->n_experts, k = c->top_k, d = c->hidden_size;
-	w->R = coli_malloc((size_t)n * E * sizeof(float), e);
-	w->scratch = coli_malloc((size_t)2 * E * sizeof(float), e);
-	w->G = coli_malloc((size_t)n * d * sizeof(float), e);
-	int rows = n > k ? n : k; /* decode keeps one row per chosen expert */
-	w->H = coli_malloc((size_t)rows * ffn * sizeof(float), e);
-	w->U = coli_malloc((size_t)rows * ffn * sizeof(float), e);
-	w->D = coli_malloc((size_t)rows * d * sizeof(float), e);
-	w->W = coli_malloc((size_t)n * k * sizeof(float), e);
-	w->wt = coli_malloc((size_t)n * sizeof(float), e);
-	w->ids = coli_malloc((size_t)n * k * sizeof(int32_t), e);
-	w->rows = coli_malloc((size_t)n * sizeof(int32_t), e);
-	w->uni = coli_calloc((size_t)E, sizeof(int), e);
-	int ok = w->R && w->scratch && w->G && w->H && w->U && w->D && w->W && w->wt && w->ids && w->rows;
-	return ok && w->uni ? 0 : -1;
-}
-
 /* One expert over the tokens of the batch that chose it: read once, multiplied once. */
-static int run_expert(const model *m, int l, int x, const float *X, int n, moe_ws *w, float *out, coli_err *e)
+static int run_expert(const model *m, int l, int x, const float *X, int n, fwd_ws *w, float *out, coli_err *e)
 {
 	const coli_model *c = m->cfg;
 	int k = c->top_k, d = c->hidden_size, cnt = 0;
 	for (int i = 0; i < n; i++)
 		for (int j = 0; j < k; j++)
 			if (w->ids[i * k + j] == x) {
-				w->rows[cnt] = i;
+				w->rows_of[cnt] = i;
 				w->wt[cnt] = w->W[i * k + j];
 				memcpy(w->G + (int64_t)cnt++ * d, X + (int64_t)i * d, (size_t)d * sizeof(float));
 			}
@@ -166,44 +129,53 @@ static int run_expert(const model *m, int l, int x, const float *X, int n, moe_w
 	swiglu_mlp(&ex->gate, &ex->up, &ex->down, w->G, cnt, w->H, w->U, w->D);
 	store_release(m->store, l, x);
 	for (int r = 0; r < cnt; r++)
-		axpy(out + (int64_t)w->rows[r] * d, w->wt[r], w->D + (int64_t)r * d, d);
+		axpy(out + (int64_t)w->rows_of[r] * d, w->wt[r], w->D + (int64_t)r * d, d);
+	return 0;
+}
+
+/* count independent products, in dispatches of at most 64 (what mat_vec_batch takes). */
+static int products(const coli_mat **W, const float **xs, float **ys, int count)
+{
+	for (int at = 0; at < count; at += 64)
+		if (mat_vec_batch(W + at, xs + at, ys + at, count - at < 64 ? count - at : 64) < 0)
+			return -1;
 	return 0;
 }
 
 /* Experts j in js[0..n) of a decoding token: gate and up products in one dispatch, then the
  * down products in another, each into its own rows of w->H, w->U, w->D. */
-static int token_products(const model *m, const float *x, const coli_expert *const *ex, const int *js, int n, moe_ws *w)
+static int token_products(const model *m, const float *x, const coli_expert *const *ex, const int *js, int n, fwd_ws *w)
 {
 	int d = m->cfg->hidden_size, ffn = m->cfg->moe_intermediate_size;
-	const coli_mat *W[128];
-	const float *xs[128];
-	float *ys[128];
+	const coli_mat **W = w->pm;
+	const float **xs = w->px;
+	float **ys = w->py;
 	for (int i = 0; i < n; i++) {
 		int j = js[i];
 		W[2 * i] = &ex[j]->gate, W[2 * i + 1] = &ex[j]->up;
 		xs[2 * i] = xs[2 * i + 1] = x;
 		ys[2 * i] = w->H + (int64_t)j * ffn, ys[2 * i + 1] = w->U + (int64_t)j * ffn;
 	}
-	if (mat_vec_batch(W, xs, ys, 2 * n) < 0)
+	if (products(W, xs, ys, 2 * n) < 0)
 		return -1;
 	for (int i = 0; i < n; i++) {
 		int j = js[i];
 		swiglu(w->H + (int64_t)j * ffn, w->U + (int64_t)j * ffn, ffn);
 		W[i] = &ex[j]->down, xs[i] = w->H + (int64_t)j * ffn, ys[i] = w->D + (int64_t)j * d;
 	}
-	return mat_vec_batch(W, xs, ys, n);
+	return products(W, xs, ys, n);
 }
 
 /* Decode (one token): its top_k experts' reads all started, then products as they arrive:
  * each round takes every expert already read (all of them when resident) and waits only when
  * none is; sums in ascending expert order, as the batched path does. */
-static int experts_one_token(const model *m, int l, const float *x, moe_ws *w, float *out, coli_err *e)
+static int experts_one_token(const model *m, int l, const float *x, fwd_ws *w, float *out, coli_err *e)
 {
 	const coli_model *c = m->cfg;
-	int k = c->top_k, d = c->hidden_size, order[64], want[64] = {0}, rc = 0, left = k;
-	const coli_expert *ex[64] = {0};
+	int k = c->top_k, d = c->hidden_size, *order = w->order, *want = w->want, rc = 0, left = k;
+	const coli_expert **ex = w->ex;
 	for (int j = 0; j < k; j++)
-		order[j] = j;
+		order[j] = j, ex[j] = NULL;
 	for (int a = 1; a < k; a++) /* ascending expert id */
 		for (int b = a; b > 0 && w->ids[order[b]] < w->ids[order[b - 1]]; b--) {
 			int t = order[b];
@@ -213,7 +185,7 @@ static int experts_one_token(const model *m, int l, const float *x, moe_ws *w, f
 		want[j] = w->ids[order[j]];
 	store_request(m->store, l, want, k); /* the k reads overlap */
 	while (rc == 0 && left > 0) {
-		int js[64], n = 0;
+		int *js = w->js, n = 0;
 		for (int j = 0; rc == 0 && j < k; j++) {
 			coli_err te = {0, ""};
 			if (!ex[j] && (ex[j] = store_try_get(m->store, l, want[j], &te)))
@@ -242,7 +214,7 @@ static int experts_one_token(const model *m, int l, const float *x, moe_ws *w, f
 }
 
 /* The batch's experts, each once, ascending, into w->uni; their count. */
-static int batch_union(const coli_model *c, int n, moe_ws *w)
+static int batch_union(const coli_model *c, int n, fwd_ws *w)
 {
 	int E = c->n_experts, k = c->top_k, nu = 0;
 	memset(w->uni, 0, (size_t)E * sizeof(int));
@@ -257,7 +229,7 @@ static int batch_union(const coli_model *c, int n, moe_ws *w)
 
 /* Prefill: the union's experts in ascending order (the sums as before), each expert's read
  * prefetched top_k experts ahead (a window the store can always hold: it has >= top_k slots). */
-static int experts_batch(const model *m, int l, const float *X, int n, moe_ws *w, float *out, coli_err *e)
+static int experts_batch(const model *m, int l, const float *X, int n, fwd_ws *w, float *out, coli_err *e)
 {
 	int nu = batch_union(m->cfg, n, w), k = m->cfg->top_k, rc = 0;
 	for (int u = 0; rc == 0 && u < nu; u++) {
@@ -267,61 +239,58 @@ static int experts_batch(const model *m, int l, const float *X, int n, moe_ws *w
 	return rc;
 }
 
+/* Routes each row of X: experts and weights into w->ids, w->W; usage counted; a decode's
+ * prediction scored. */
+static void route_batch(const model *m, int l, const float *X, int n, fwd_ws *w)
+{
+	const coli_model *c = m->cfg;
+	const layer_w *L = &m->w->layers[l];
+	int E = c->n_experts, k = c->top_k;
+	mat_mul(&L->router, X, n, w->R);
+	for (int i = 0; i < n; i++)
+		route(c, L->corr_bias, w->R + (int64_t)i * E, w->ids + i * k, w->W + i * k, w->scratch, w->gsel);
+	for (int i = 0; m->usage && i < n * k; i++) /* single-threaded here: no atomics */
+		if (w->ids[i] >= 0 && w->ids[i] < E)
+			m->usage[(int64_t)l * E + w->ids[i]] += 1.0;
+	if (n == 1)
+		store_predict_check(m->store, l, w->ids, k);
+}
+
 static int moe_block(const model *m, int l, const float *X, int n, float *out, int32_t *ids, float *wts, coli_err *e)
 {
 	const coli_model *c = m->cfg;
 	const layer_w *L = &m->w->layers[l];
-	int E = c->n_experts, k = c->top_k, d = c->hidden_size;
-	int ffn = c->moe_intermediate_size * (c->n_shared_experts > 1 ? c->n_shared_experts : 1);
-	moe_ws w;
-	memset(&w, 0, sizeof(w));
-	int rc = moe_alloc(&w, c, n, ffn, e);
-	if (rc == 0) {
-		mat_mul(&L->router, X, n, w.R);
-		for (int i = 0; i < n; i++)
-			route(c, L->corr_bias, w.R + (int64_t)i * E, w.ids + i * k, w.W + i * k, w.scratch);
-		for (int i = 0; m->usage && i < n * k; i++) /* single-threaded here: no atomics */
-			if (w.ids[i] >= 0 && w.ids[i] < E)
-				m->usage[(int64_t)l * E + w.ids[i]] += 1.0;
-		if (n == 1)
-			store_predict_check(m->store, l, w.ids, k);
-		memset(out, 0, (size_t)n * d * sizeof(float));
-	}
-	if (rc == 0 && n == 1 && k <= 64)
-		rc = experts_one_token(m, l, X, &w, out, e);
-	if (rc == 0 && n > 1)
-		rc = experts_batch(m, l, X, n, &w, out, e);
+	fwd_ws *w = m->ws;
+	int k = c->top_k, d = c->hidden_size, rc = 0;
+	route_batch(m, l, X, n, w);
+	memset(out, 0, (size_t)n * d * sizeof(float));
+	rc = n == 1 ? experts_one_token(m, l, X, w, out, e) : experts_batch(m, l, X, n, w, out, e);
 	if (rc == 0 && L->sh_gate.rows) {
-		swiglu_mlp(&L->sh_gate, &L->sh_up, &L->sh_down, X, n, w.H, w.U, w.D);
+		swiglu_mlp(&L->sh_gate, &L->sh_up, &L->sh_down, X, n, w->H, w->U, w->D);
 		for (int i = 0; i < n * d; i++)
-			out[i] += w.D[i];
+			out[i] += w->D[i];
 	}
 	if (rc == 0 && ids)
-		memcpy(ids, w.ids, (size_t)n * k * sizeof(int32_t));
+		memcpy(ids, w->ids, (size_t)n * k * sizeof(int32_t));
 	if (rc == 0 && wts)
-		memcpy(wts, w.W, (size_t)n * k * sizeof(float));
-	moe_free(&w);
+		memcpy(wts, w->W, (size_t)n * k * sizeof(float));
 	return rc;
 }
 
 void moe_predict(const model *m, int l, const float *x)
 {
 	const coli_model *c = m->cfg;
-	if (l < 0 || l >= c->n_layers || !c->is_moe[l] || c->top_k > 64 || !store_predicting(m->store))
+	if (l < 0 || l >= c->n_layers || !c->is_moe[l] || !store_predicting(m->store))
 		return;
 	const layer_w *L = &m->w->layers[l];
-	int E = c->n_experts, k = c->top_k, d = c->hidden_size, ids[64];
-	float *N = malloc((size_t)d * sizeof(float)), *R = malloc((size_t)3 * E * sizeof(float)), w[64];
-	int32_t id32[64];
-	if (N && R) {
-		rmsnorm(N, x, L->mlp_norm, d, (float)c->rms_norm_eps);
-		mat_vec(&L->router, N, R);
-		route(c, L->corr_bias, R, id32, w, R + E);
-		for (int j = 0; j < k; j++)
-			ids[j] = id32[j];
-		store_predict(m->store, l, ids, k);
-	}
-	free(N), free(R);
+	fwd_ws *w = m->ws;
+	int E = c->n_experts, k = c->top_k, d = c->hidden_size;
+	rmsnorm(w->pN, x, L->mlp_norm, d, (float)c->rms_norm_eps);
+	mat_vec(&L->router, w->pN, w->scratch);
+	route(c, L->corr_bias, w->scratch, w->pid, w->pw, w->scratch + E, w->gsel);
+	for (int j = 0; j < k; j++)
+		w->pint[j] = w->pid[j];
+	store_predict(m->store, l, w->pint, k);
 }
 
 int mlp_block(const model *m, int l, const float *X, int n, float *out, int32_t *ids, float *wts, coli_err *e)
@@ -329,10 +298,6 @@ int mlp_block(const model *m, int l, const float *X, int n, float *out, int32_t 
 	const layer_w *L = &m->w->layers[l];
 	if (m->cfg->is_moe[l])
 		return moe_block(m, l, X, n, out, ids, wts, e);
-	int ffn = (int)L->gate.rows;
-	float *H = coli_malloc((size_t)n * ffn * sizeof(float), e), *U = coli_malloc((size_t)n * ffn * sizeof(float), e);
-	if (H && U)
-		swiglu_mlp(&L->gate, &L->up, &L->down, X, n, H, U, out);
-	free(H), free(U);
-	return H && U ? 0 : -1;
+	swiglu_mlp(&L->gate, &L->up, &L->down, X, n, m->ws->H, m->ws->U, out);
+	return 0;
 }

@@ -10,9 +10,9 @@
 #include "nn/weights.h"
 
 /* Experts and weights for one token from its router logits [n_experts]; ids sorted by weight
- * descending, ties by lower id. scratch: 2 x n_experts floats. */
+ * descending, ties by lower id. scratch: 2 x n_experts + n_group floats; gsel: n_group. */
 void route(const coli_model *c, const float *corr_bias, const float *logits, int32_t *ids, float *w,
-	   float *scratch);
+	   float *scratch, int32_t *gsel);
 
 /* out[n][hidden] = MLP of layer l on the normed rows X[n][hidden]; MoE layers log their routing
  * into ids/wts ([n][top_k], may be NULL). */

@@ -388,6 +388,7 @@ static void stream_close(coli_store *base)
 			free(s->layers[l].slots[i].buf), free(s->layers[l].slots[i].chunk_crc);
 		free(s->layers[l].slots);
 		free(s->layers[l].where);
+		free(s->layers[l].pred), free(s->layers[l].pred_read);
 		for (int i = 0; s->layers[l].pins && i < s->layers[l].n_pins; i++)
 			free(s->layers[l].pins[i].buf), free(s->layers[l].pins[i].chunk_crc);
 		free(s->layers[l].pins);
@@ -410,7 +411,9 @@ static int init_layer(stream_store *s, const coli_lexperts *x, uint64_t rec0, co
 	L->x = x, L->rec0 = rec0;
 	L->slots = coli_calloc((size_t)s->work, sizeof(*L->slots), e);
 	L->where = coli_malloc((size_t)x->n_experts * sizeof(*L->where), e);
-	if (!L->slots || !L->where)
+	L->pred = coli_calloc((size_t)s->top_k, sizeof(*L->pred), e);
+	L->pred_read = coli_calloc((size_t)s->top_k, sizeof(*L->pred_read), e);
+	if (!L->slots || !L->where || !L->pred || !L->pred_read)
 		return -1;
 	for (int i = 0; i < s->work; i++)
 		L->slots[i].expert = -1, L->slots[i].x = x, L->slots[i].rec0 = rec0, L->slots[i].chunk = s->chunk;
@@ -471,6 +474,7 @@ int store_stream_open(coli_store **out, const coli_container *c, const store_str
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->queued, NULL);
 	pthread_cond_init(&s->done, NULL);
+	s->top_k = top_k;
 	s->keep = n ? n : top_k * 4;
 	s->work = s->keep > top_k ? s->keep : top_k;
 	s->n_layers = c->model.n_layers + c->model.n_mtp_layers;
@@ -528,7 +532,7 @@ static int stream_predicting(const coli_store *s)
 static void stream_predict(coli_store *base, int layer, const int *experts, int n)
 {
 	stream_store *s = (stream_store *)base;
-	if (!s->predict || layer < 0 || layer >= s->n_layers || !s->layers[layer].x || n > 64)
+	if (!s->predict || layer < 0 || layer >= s->n_layers || !s->layers[layer].x || n > s->top_k)
 		return;
 	stream_layer *L = &s->layers[layer];
 	pthread_mutex_lock(&s->mu);

@@ -46,7 +46,8 @@ typedef struct stream_layer {
 	int *pinned;              /* [n_experts] -> index in pins, -1 when not pinned; NULL: none */
 	slot *pins;               /* [n_pins]: read and checked at open, never evicted */
 	int n_pins;
-	int pred[64], pred_read[64], n_pred; /* the last prediction, its reads queued; n_pred 0: none */
+	int *pred, *pred_read;    /* [top_k] the last prediction, its reads queued */
+	int n_pred;               /* 0: none */
 } stream_layer;
 
 /* An io_uring read in flight: chunk c of p, on copy r (tried: the copies tried for it). */
@@ -67,6 +68,7 @@ typedef struct stream_store {
 	coli_events events;
 	uint64_t chunk;           /* STORE_CHUNK, or the opts' (tests: multi-chunk tiny records) */
 	int keep, work;           /* slots resident after release; slots usable while in use */
+	int top_k;                /* the model's: the most experts a prediction names */
 	stream_layer *layers;     /* [container layer]; x NULL when not MoE */
 	int n_layers;
 	uint64_t tick;

@@ -1,0 +1,112 @@
+/* ws.c: the forward pass's working memory, allocated once at open. */
+#include "nn/ws.h"
+
+#include <stdlib.h>
+
+#include "fileio.h"
+
+/* The widest MLP product of any layer: dense MLP, shared experts, routed experts. */
+static int64_t max_ffn(const coli_model *c, const weights *w)
+{
+	int64_t f = c->moe_intermediate_size;
+	for (int l = 0; l < w->n_layers; l++) {
+		if (w->layers[l].gate.rows > f)
+			f = w->layers[l].gate.rows;
+		if (w->layers[l].sh_gate.rows > f)
+			f = w->layers[l].sh_gate.rows;
+	}
+	return f;
+}
+
+static int64_t max3(int64_t a, int64_t b, int64_t c)
+{
+	int64_t m = a > b ? a : b;
+	return m > c ? m : c;
+}
+
+/* n elements of size sz into *p, counting what failed into *bad. */
+static void take(void *p, int64_t n, size_t sz, int *bad, coli_err *e)
+{
+	void **q = p;
+	*q = *bad ? NULL : coli_calloc((size_t)(n > 0 ? n : 1), sz, e);
+	*bad |= !*q;
+}
+
+static void attention_bufs(fwd_ws *w, const coli_model *c, int64_t B, int *bad, coli_err *e)
+{
+	int64_t qk = c->qk_nope_head_dim + c->qk_rope_head_dim;
+	take(&w->Q, B * c->n_heads * max3(c->head_dim, qk, 1), sizeof(float), bad, e);
+	take(&w->A, B * c->n_heads * max3(c->head_dim, c->v_head_dim, 1), sizeof(float), bad, e);
+	take(&w->CKV, B * (c->kv_lora_rank + c->qk_rope_head_dim), sizeof(float), bad, e);
+	take(&w->QA, B * c->q_lora_rank, sizeof(float), bad, e);
+	take(&w->qc, c->kv_lora_rank, sizeof(float), bad, e);
+	take(&w->ctx, c->kv_lora_rank, sizeof(float), bad, e);
+}
+
+static void mlp_bufs(fwd_ws *w, const coli_model *c, int64_t ffn, int *bad, coli_err *e)
+{
+	int64_t B = w->max_batch, E = c->n_experts, k = c->top_k, d = c->hidden_size;
+	take(&w->R, B * E, sizeof(float), bad, e);
+	take(&w->scratch, 3 * E + 2 * (int64_t)c->n_group, sizeof(float), bad, e);
+	take(&w->gsel, c->n_group, sizeof(int32_t), bad, e);
+	take(&w->G, B * d, sizeof(float), bad, e);
+	take(&w->H, w->rows * ffn, sizeof(float), bad, e);
+	take(&w->U, w->rows * ffn, sizeof(float), bad, e);
+	take(&w->D, w->rows * d, sizeof(float), bad, e);
+	take(&w->W, B * k, sizeof(float), bad, e);
+	take(&w->wt, B, sizeof(float), bad, e);
+	take(&w->ids, B * k, sizeof(int32_t), bad, e);
+	take(&w->rows_of, B, sizeof(int32_t), bad, e);
+	take(&w->uni, E, sizeof(int), bad, e);
+}
+
+static void decode_bufs(fwd_ws *w, const coli_model *c, int *bad, coli_err *e)
+{
+	int64_t k = c->top_k;
+	take(&w->order, k, sizeof(int), bad, e);
+	take(&w->want, k, sizeof(int), bad, e);
+	take(&w->js, k, sizeof(int), bad, e);
+	take(&w->ex, k, sizeof(*w->ex), bad, e);
+	take(&w->pm, 2 * k, sizeof(*w->pm), bad, e);
+	take(&w->px, 2 * k, sizeof(*w->px), bad, e);
+	take(&w->py, 2 * k, sizeof(*w->py), bad, e);
+	take(&w->pN, c->hidden_size, sizeof(float), bad, e);
+	take(&w->pid, k, sizeof(int32_t), bad, e);
+	take(&w->pint, k, sizeof(int), bad, e);
+	take(&w->pw, k, sizeof(float), bad, e);
+}
+
+int ws_open(fwd_ws **out, const coli_model *c, const weights *wt, int max_batch, coli_err *e)
+{
+	fwd_ws *w = coli_calloc(1, sizeof(*w), e);
+	int bad = !w;
+	if (bad)
+		return -1;
+	int64_t B = max_batch, d = c->hidden_size;
+	w->max_batch = max_batch;
+	w->rows = max_batch > c->top_k ? max_batch : c->top_k;
+	take(&w->X, B * d, sizeof(float), &bad, e);
+	take(&w->N, B * d, sizeof(float), &bad, e);
+	take(&w->Y, B * d, sizeof(float), &bad, e);
+	attention_bufs(w, c, B, &bad, e);
+	mlp_bufs(w, c, max_ffn(c, wt), &bad, e);
+	decode_bufs(w, c, &bad, e);
+	if (bad) {
+		ws_close(w);
+		return -1;
+	}
+	*out = w;
+	return 0;
+}
+
+void ws_close(fwd_ws *w)
+{
+	if (!w)
+		return;
+	void *all[] = {w->X, w->N, w->Y, w->Q, w->A, w->CKV, w->QA, w->qc, w->ctx, w->R, w->scratch, w->gsel,
+		       w->G, w->H, w->U, w->D, w->W, w->wt, w->ids, w->rows_of, w->uni, w->order, w->want, w->js,
+		       w->ex, w->pm, w->px, w->py, w->pN, w->pid, w->pint, w->pw};
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		free(all[i]);
+	free(w);
+}

@@ -1,0 +1,52 @@
+/* ws.h: the forward pass's working memory, sized once at model_open from the model and the
+ * largest batch (internal). A forward call of more tokens runs in batches of max_batch; decode
+ * allocates nothing. */
+#ifndef COLI_WS_H
+#define COLI_WS_H
+
+#include <stdint.h>
+
+#include "store.h"
+#include "nn/weights.h"
+
+typedef struct fwd_ws {
+	int max_batch;                 /* B: tokens per batch */
+	int rows;                      /* max(B, top_k): rows of the MLP products */
+	/* the decoder stack */
+	float *X, *N, *Y;              /* [B][hidden] residual, normed, block output */
+	/* attention: GQA uses Q, A; MLA all of them */
+	float *Q;                      /* [B][heads * max(head_dim, nope + rope)] queries */
+	float *A;                      /* [B][heads * max(head_dim, v_head_dim)] attention output */
+	float *CKV;                    /* [B][kv_lora + rope] kv_a_proj output */
+	float *QA;                     /* [B][q_lora] q_a_proj output */
+	float *qc, *ctx;               /* [kv_lora] one head's absorbed query, weighted latent */
+	/* MLP: routers, experts, shared experts, dense MLPs */
+	float *R;                      /* [B][experts] router logits */
+	float *scratch;                /* [3 x experts + 2 x groups] router scores, group scores */
+	int32_t *gsel;                 /* [groups] chosen groups */
+	float *G;                      /* [B][hidden] the rows of the tokens that chose one expert */
+	float *H, *U;                  /* [rows][max ffn] gate and up products */
+	float *D;                      /* [rows][hidden] down products */
+	float *W;                      /* [B][top_k] routing weights */
+	float *wt;                     /* [B] one expert's weight for each of its tokens */
+	int32_t *ids;                  /* [B][top_k] chosen experts */
+	int32_t *rows_of;              /* [B] the tokens that chose one expert */
+	int *uni;                      /* [experts] the union of a batch's experts, ascending */
+	/* decode: one token's experts */
+	int *order, *want, *js;        /* [top_k] */
+	const coli_expert **ex;        /* [top_k] */
+	const coli_mat **pm;           /* [2 x top_k] products of one dispatch */
+	const float **px;
+	float **py;
+	/* next-layer prediction */
+	float *pN;                     /* [hidden] */
+	int32_t *pid;                  /* [top_k] */
+	int *pint;                     /* [top_k] */
+	float *pw;                     /* [top_k] */
+} fwd_ws;
+
+/* Working memory for batches of up to max_batch tokens of the model c with dense part w. */
+int ws_open(fwd_ws **out, const coli_model *c, const weights *w, int max_batch, coli_err *e);
+void ws_close(fwd_ws *ws); /* accepts NULL */
+
+#endif
