@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "fileio.h"
+#include "policy.h"
 #include "sampler.h"
 #include "usage.h"
 
@@ -348,82 +349,44 @@ static int context_extra(const run_opts *o, int vocab, int *extra, coli_err *e)
 	return 0;
 }
 
-/* The most experts the usage table has seen (count > 0) in one MoE layer: more pins than
- * that would stay empty. */
-static int usage_known(const runner *r)
+/* The container's part of the budget split: the dense part, one record of every MoE layer
+ * (MTP included) and the most experts of one. */
+static void container_sizes(const coli_container *ct, coli_budget_in *in)
 {
-	int best = 0;
-	for (int l = 0; r->usage.counts && l < r->usage.n_layers; l++) {
-		int n = 0;
-		for (int x = 0; x < r->usage.n_experts; x++)
-			n += r->usage.counts[(size_t)l * (size_t)r->usage.n_experts + (size_t)x] > 0;
-		best = n > best ? n : best;
+	in->dense = (double)ct->layout.section_size[COLI_SEC_DENSE] + (double)ct->layout.section_size[COLI_SEC_MTP];
+	for (int i = 0; i < ct->layout.n_elayers; i++) {
+		in->record += (double)ct->layout.elayers[i].record_size;
+		if (ct->layout.elayers[i].n_experts > in->max_experts)
+			in->max_experts = ct->layout.elayers[i].n_experts;
 	}
-	return best;
 }
 
-/* Splits a per-layer expert cache of n records into pins and LRU slots: --pins as given, else
- * (with --usage) half of the cache, at most the experts the table has seen in a layer and
- * leaving top_k slots; the slots are the rest, at least top_k. Pins need --usage. */
-static void split_cache(const runner *r, int n, int top_k, int *pins, int *slots)
-{
-	int p = r->o->pins >= 0 ? r->o->pins : n / 2, known = usage_known(r);
-	if (r->o->pins < 0 && p > n - top_k)
-		p = n - top_k;
-	if (r->o->pins < 0 && p > known)
-		p = known;
-	*pins = r->o->usage && p > 0 ? p : 0;
-	*slots = n - *pins > top_k ? n - *pins : top_k;
-}
-
-/* The expert cache per MoE layer (streaming): --cache-slots N records (pins included; default
- * top_k x 4), or with --ram what the budget leaves. --ram: the fixed part (dense.bin and mtp.bin
- * read whole, the KV cache, buffers and kernels' headroom) and the minimum expert cache (top_k
- * slots per MoE layer) must fit the budget, and so must the cache chosen. Sets mo's slots and
- * pins. */
+/* The expert cache per MoE layer (streaming): policy.h's split (coli_budget_split) of --ram,
+ * --cache-slots and --pins over this container and this run's KV cache. Sets mo's slots and
+ * pins, and the figures of the --ram report. */
 static int cache_plan(runner *r, model_opts *mo, coli_err *e)
 {
 	const run_opts *o = r->o;
-	const double G = 1073741824.0;
 	coli_container *ct = NULL;
 	if (coli_container_open(&ct, o->model, e) < 0)
 		return -1;
 	const coli_model *c = &ct->model;
-	int extra = 0, top_k = c->top_k > 0 ? c->top_k : 1, rc = 0;
-	if (context_extra(o, c->vocab_size, &extra, e) < 0) {
-		coli_container_close(ct);
-		return -1;
-	}
-	double budget = o->ram * G, kv_tok = (double)kv_token_bytes(c);
-	double dense = (double)ct->layout.section_size[COLI_SEC_DENSE] + (double)ct->layout.section_size[COLI_SEC_MTP];
-	double kv = kv_tok * ((double)extra + 1);
+	int extra = 0;
+	coli_budget_in in = {.budget = o->ram * 1073741824.0, .vocab = c->vocab_size, .top_k = c->top_k,
+			     .cache_slots = o->cache_slots, .pins = o->pins, .has_usage = o->usage != NULL,
+			     .usage_known = coli_usage_known(r->usage.counts, r->usage.n_layers, r->usage.n_experts)};
+	coli_budget b;
+	int rc = context_extra(o, c->vocab_size, &extra, e);
 	struct stat sb;
+	in.kv = (double)kv_token_bytes(c) * ((double)extra + 1);
 	if (o->session && stat(o->session, &sb) == 0) /* the resumed tokens' KV: at most the file */
-		kv += (double)sb.st_size;
-	double buf = (double)c->vocab_size * 4 * 4 + 64.0 * 1048576;
-	double rec = 0; /* one record of every MoE layer (MTP included) */
-	int max_x = 0;
-	for (int i = 0; i < ct->layout.n_elayers; i++) {
-		rec += (double)ct->layout.elayers[i].record_size;
-		if (ct->layout.elayers[i].n_experts > max_x)
-			max_x = ct->layout.elayers[i].n_experts;
+		in.kv += (double)sb.st_size;
+	container_sizes(ct, &in);
+	if (rc == 0 && (rc = coli_budget_split(&in, &b, e)) == 0) {
+		mo->so.pins = b.pins, mo->so.cache_slots = b.slots;
+		r->ram_dense = b.dense, r->ram_kv = b.kv, r->ram_buf = b.buffers;
+		r->ram_pins = b.pin_bytes, r->ram_slots = b.slot_bytes, r->ram_n_slots = b.slots;
 	}
-	double fixed = dense + kv + buf, min_cache = rec * top_k, left = budget - fixed;
-	int n = o->cache_slots > 0 ? o->cache_slots : top_k * 4, pins = 0, slots = 0;
-	if (o->ram > 0 && left < min_cache)
-		rc = coli_errf(e, COLI_EUSAGE, "--ram %g: needs at least %.2f GiB (dense %.2f GiB, KV %.2f GiB, buffers "
-			       "%.2f GiB, minimum expert cache %.2f GiB)", o->ram, (fixed + min_cache) / G, dense / G,
-			       kv / G, buf / G, min_cache / G);
-	if (rc == 0 && o->ram > 0 && !o->cache_slots && rec > 0)
-		n = left / rec > max_x ? max_x : (int)(left / rec);
-	split_cache(r, n, top_k, &pins, &slots);
-	if (rc == 0 && o->ram > 0 && rec * (pins + slots) > left)
-		rc = coli_errf(e, COLI_EUSAGE, "%s: %d pins and %d cache slots per layer (%.2f GiB) do not fit --ram %g "
-			       "(%.2f GiB left beyond %.2f GiB fixed)", o->cache_slots ? "--cache-slots" : "--pins", pins,
-			       slots, rec * (pins + slots) / G, o->ram, left / G, fixed / G);
-	mo->so.pins = pins, mo->so.cache_slots = slots;
-	r->ram_dense = dense, r->ram_kv = kv, r->ram_buf = buf;
-	r->ram_pins = rec * pins, r->ram_slots = rec * slots, r->ram_n_slots = slots;
 	coli_container_close(ct);
 	return rc;
 }
@@ -498,7 +461,7 @@ int run_main(const run_opts *o, coli_err *e)
 	if (rc == 0 && o->session)
 		rc = session_save(&r.s, &r.kv, &r.m, o->session, e);
 	if (rc == 0 && o->usage) {
-		coli_usage_fold(&r.usage, r.counts, 0.9);
+		coli_usage_fold(&r.usage, r.counts, COLI_USAGE_DECAY);
 		rc = coli_usage_write(o->usage, &r.usage, e);
 	}
 	if (rc == 0 && !o->quiet)

@@ -8,6 +8,7 @@
 #include <zlib.h>
 
 #include "fileio.h"
+#include "policy.h"
 #include "store/stream.h"
 
 void stream_event(const stream_store *s, coli_event_kind kind, const char *fmt, ...)
@@ -434,13 +435,8 @@ static int pin_layer(stream_store *s, stream_layer *L, const double *row, int ne
 		return -1;
 	for (int k = 0; k < x->n_experts; k++)
 		L->pinned[k] = -1;
-	while (L->n_pins < n) {
-		int best = -1;
-		for (int k = 0; k < x->n_experts && k < ne; k++)
-			if (L->pinned[k] < 0 && row[k] > 0 && (best < 0 || row[k] > row[best]))
-				best = k;
-		if (best < 0)
-			break;
+	int counted = x->n_experts < ne ? x->n_experts : ne;
+	for (int best = -1; L->n_pins < n && (best = coli_pin_next(row, counted, best)) >= 0;) {
 		slot *p = &L->pins[L->n_pins++];
 		p->x = x, p->rec0 = L->rec0, p->chunk = s->chunk, p->expert = best, p->used = 1;
 		if (slot_buffers(p, e) < 0)

@@ -17,6 +17,9 @@
  *              --pins P --cache-slots N-P; a first run has no counts and pins nothing): P = top_k
  *              (coli's default), N/2, and N - top_k (the most pins leaving top_k slots)
  *   Belady     evicts the expert used again furthest in the future: the upper bound
+ * Each policy is engine/policy.h's cache simulator (coli_sim_*), the pins its coli_pins_choose
+ * (the streaming store's choice), the decay COLI_USAGE_DECAY (coli-run's); this file loads the
+ * traces, runs the study and prints the tables.
  *
  * usage: coli-replay --layers L --experts E --top-k K [--slots N,...] [--from R] [--per-run] TRACE... */
 #include <getopt.h>
@@ -28,18 +31,29 @@
 
 #include "error.h"
 #include "fileio.h"
+#include "policy.h"
 
-#define DECAY 0.9 /* coli-run's fold of .coli_usage */
 #define MAX_SIZES 32
 
-enum { P_LRU, P_SLRU, P_LFU, P_LFU_WARM, P_PINS_K, P_PINS_HALF, P_PINS_MAX, P_OPT, N_POLICIES };
-static const char *const policy_name[N_POLICIES] = {"LRU", "SLRU", "LFU", "LFU warm", "pins k + LRU",
-						    "pins N/2 + LRU", "pins N-k + LRU", "Belady"};
+/* The study's columns: a simulator policy (policy.h), warm or not, and how many pins. */
+enum { PINS_NONE, PINS_K, PINS_HALF, PINS_MAX };
+typedef struct column {
+	const char *name;
+	int policy, warm, pins;
+} column;
+static const column columns[] = {
+	{"LRU", COLI_SIM_LRU, 0, PINS_NONE},          {"SLRU", COLI_SIM_SLRU, 0, PINS_NONE},
+	{"LFU", COLI_SIM_LFU, 0, PINS_NONE},          {"LFU warm", COLI_SIM_LFU, 1, PINS_NONE},
+	{"pins k + LRU", COLI_SIM_LRU, 0, PINS_K},    {"pins N/2 + LRU", COLI_SIM_LRU, 0, PINS_HALF},
+	{"pins N-k + LRU", COLI_SIM_LRU, 0, PINS_MAX}, {"Belady", COLI_SIM_BELADY, 1, PINS_NONE},
+};
+#define N_POLICIES ((int)(sizeof(columns) / sizeof(columns[0])))
 
 typedef struct trace {
 	const char *path;
 	int n;          /* positions */
 	int32_t *ids;   /* [layers][n][top_k] */
+	coli_sim_batch *seq; /* [layers x n]: each layer's positions in order, one decode step each */
 } trace;
 
 typedef struct study {
@@ -49,18 +63,6 @@ typedef struct study {
 	int n_runs;
 	double *hist;   /* [n_runs + 1][L][E]: usage counts before run r (decayed fold of runs < r) */
 } study;
-
-/* One layer's cache. A resident's eviction order is (key, tick), lowest first; key is the
- * policy's: 0 (LRU), the segment (SLRU: 1 protected), the count (LFU), -next use (Belady). */
-typedef struct cache {
-	int cap, n;
-	int *expert;     /* [cap] */
-	double *key;     /* [cap] */
-	uint64_t *tick;  /* [cap] last use */
-	int *where;      /* [E] slot, -1 when not resident */
-	char *pinned;    /* [2E]: pinned, then scratch for choosing */
-	uint64_t now;
-} cache;
 
 static const int32_t *step_ids(const study *s, const trace *t, int l, int pos)
 {
@@ -75,180 +77,39 @@ static int listed(int x, const int32_t *set, int n)
 	return 0;
 }
 
-/* The pins of policy p at size n: how many experts per layer; -1 when the policy has none. */
-static int pins_of(int p, int n, int K)
+/* The pins of column c at size n: how many experts per layer; -1 when it has none. */
+static int pins_of(const column *c, int n, int K)
 {
-	return p == P_PINS_K ? K : p == P_PINS_HALF ? n / 2 : p == P_PINS_MAX ? n - K : -1;
+	return c->pins == PINS_K ? K : c->pins == PINS_HALF ? n / 2 : c->pins == PINS_MAX ? n - K : -1;
 }
 
-/* The n experts of highest score (ties: lower id; score <= 0 never) into out; how many. As
- * coli-run chooses its pins from the usage counts. */
-static int top_experts(const double *score, int E, int n, char *taken, int *out)
+/* hits[r] of column c at n slots for every run, through one simulator; UINT64_MAX for all when
+ * the pins leave fewer than top_k slots. */
+static int replay_column(const study *s, const column *c, int n, uint64_t (*hits)[N_POLICIES], coli_err *e)
 {
-	int got = 0;
-	memset(taken, 0, (size_t)E);
-	for (; got < n; got++) {
-		int best = -1;
-		for (int x = 0; x < E; x++)
-			if (!taken[x] && score[x] > 0 && (best < 0 || score[x] > score[best]))
-				best = x;
-		if (best < 0)
-			break;
-		taken[best] = 1, out[got] = best;
+	int P = pins_of(c, n, s->K), max_n = 0;
+	for (int r = 0; r < s->n_runs; r++)
+		hits[r][c - columns] = P > 0 && n - P < s->K ? UINT64_MAX : 0;
+	if (P > 0 && n - P < s->K)
+		return 0;
+	for (int r = 0; r < s->n_runs; r++)
+		max_n = s->runs[r].n > max_n ? s->runs[r].n : max_n;
+	coli_sim_opts o = {.policy = c->policy, .n_layers = s->L, .n_experts = s->E, .capacity = P > 0 ? n - P : n,
+			   .max_batch = s->K, .max_batches = max_n * s->L, .warm = c->warm};
+	coli_sim *sim;
+	if (coli_sim_open(&sim, &o, e) < 0)
+		return -1;
+	int rc = 0;
+	for (int r = 0; rc == 0 && r < s->n_runs; r++) {
+		coli_sim_start(sim, s->hist + (size_t)r * (size_t)s->L * (size_t)s->E, P > 0 ? P : 0);
+		rc = coli_sim_run(sim, s->runs[r].seq, s->runs[r].n * s->L, e);
+		hits[r][c - columns] = coli_sim_stats_of(sim, -1).hits;
 	}
-	return got;
+	coli_sim_close(sim);
+	return rc;
 }
 
-/* The resident with the lowest (key, tick) not in the step's set; -1 when none. */
-static int victim(const cache *c, const int32_t *set, int K)
-{
-	int v = -1;
-	for (int i = 0; i < c->n; i++)
-		if (!listed(c->expert[i], set, K) &&
-		    (v < 0 || c->key[i] < c->key[v] || (c->key[i] == c->key[v] && c->tick[i] < c->tick[v])))
-			v = i;
-	return v;
-}
-
-/* SLRU: slot i promoted to the protected segment; beyond 80% of the slots its least recent
- * other member goes back to probation. */
-static void slru_promote(cache *c, int i)
-{
-	int prot = 0, lru = -1;
-	c->key[i] = 1;
-	for (int j = 0; j < c->n; j++)
-		if (c->key[j] == 1) {
-			prot++;
-			if (j != i && (lru < 0 || c->tick[j] < c->tick[lru]))
-				lru = j;
-		}
-	if (prot > c->cap * 4 / 5 && lru >= 0)
-		c->key[lru] = 0, c->tick[lru] = ++c->now;
-}
-
-/* A use of slot i (hit: it was resident) under policy p. */
-static void touch(cache *c, int p, int i, int hit, double count, int next)
-{
-	c->tick[i] = ++c->now;
-	if (p == P_SLRU && hit)
-		slru_promote(c, i);
-	else if (p == P_SLRU)
-		c->key[i] = 0;
-	else if (p == P_LFU || p == P_LFU_WARM)
-		c->key[i] = count;
-	else if (p == P_OPT)
-		c->key[i] = -(double)next;
-	else
-		c->key[i] = 0;
-}
-
-/* One decode step of one layer: hits first (all the set's residents in use), then each miss
- * into a free slot or the victim's. Returns the hits. */
-static int step(cache *c, int p, const int32_t *set, int K, const double *count, const int *next)
-{
-	int hits = 0;
-	for (int j = 0; j < K; j++) {
-		int x = set[j];
-		if (c->pinned[x] || c->where[x] >= 0)
-			hits++;
-		if (!c->pinned[x] && c->where[x] >= 0)
-			touch(c, p, c->where[x], 1, count[x], next[j]);
-	}
-	for (int j = 0; j < K; j++) {
-		int x = set[j], i;
-		if (c->pinned[x] || c->where[x] >= 0)
-			continue;
-		if (c->n < c->cap) {
-			i = c->n++;
-		} else {
-			i = victim(c, set, K); /* never -1: cap >= K */
-			c->where[c->expert[i]] = -1;
-		}
-		c->expert[i] = x, c->where[x] = i;
-		touch(c, p, i, 0, count[x], next[j]);
-	}
-	return hits;
-}
-
-/* next[pos][j]: the next position after pos using the same expert in layer l (INT_MAX: none). */
-static void next_uses(const study *s, const trace *t, int l, int *next, int *last)
-{
-	for (int x = 0; x < s->E; x++)
-		last[x] = INT_MAX;
-	for (int pos = t->n - 1; pos >= 0; pos--) {
-		const int32_t *set = step_ids(s, t, l, pos);
-		for (int j = 0; j < s->K; j++)
-			next[(size_t)pos * (size_t)s->K + (size_t)j] = last[set[j]];
-		for (int j = 0; j < s->K; j++)
-			last[set[j]] = pos;
-	}
-}
-
-typedef struct work {
-	cache c;
-	double *count;    /* [E] LFU: earlier counts + this run's so far */
-	double *score;    /* [E] what a preload ranks by */
-	int *next, *last; /* [max positions x K], [E] (after next_uses: each expert's first use) */
-	int *list;        /* [E] */
-} work;
-
-/* Fills the empty cache with the experts of highest score, each keyed as policy p keys it. Like
- * the pins, read before the run: neither a hit nor a miss. */
-static void preload(cache *c, work *w, int p, int E)
-{
-	int n = top_experts(w->score, E, c->cap, c->pinned + E, w->list);
-	for (int j = 0; j < n; j++) {
-		int x = w->list[j];
-		c->expert[j] = x, c->where[x] = j;
-		touch(c, p, j, 0, w->count[x], w->last[x]);
-	}
-	c->n = n;
-}
-
-/* Hits of policy p with n slots over one layer of one run. */
-static uint64_t replay_layer(const study *s, work *w, int p, int n, int r, int l)
-{
-	const trace *t = &s->runs[r];
-	const double *hist = s->hist + ((size_t)r * (size_t)s->L + (size_t)l) * (size_t)s->E;
-	cache *c = &w->c;
-	int P = pins_of(p, n, s->K);
-	c->cap = P > 0 ? n - P : n, c->n = 0, c->now = 0;
-	int got = P > 0 ? top_experts(hist, s->E, P, c->pinned + s->E, w->list) : 0;
-	memset(c->pinned, 0, (size_t)s->E);
-	for (int j = 0; j < got; j++)
-		c->pinned[w->list[j]] = 1;
-	for (int x = 0; x < s->E; x++)
-		c->where[x] = -1, w->count[x] = hist[x];
-	next_uses(s, t, l, w->next, w->last);
-	if (p == P_LFU_WARM || p == P_OPT) {
-		for (int x = 0; x < s->E; x++) /* LFU: the counts; Belady: the earliest first use */
-			w->score[x] = p == P_LFU_WARM ? hist[x] : w->last[x] == INT_MAX ? 0 : (double)(INT_MAX - w->last[x]);
-		preload(c, w, p, s->E);
-	}
-	uint64_t hits = 0;
-	for (int pos = 0; pos < t->n; pos++) {
-		const int32_t *set = step_ids(s, t, l, pos);
-		for (int j = 0; j < s->K; j++)
-			w->count[set[j]] += 1;
-		hits += (uint64_t)step(c, p, set, s->K, w->count, w->next + (size_t)pos * (size_t)s->K);
-	}
-	return hits;
-}
-
-/* hits[p][r] of every policy and run at n slots; a policy that cannot run at n gets UINT64_MAX. */
-static void replay_size(const study *s, work *w, int n, uint64_t (*hits)[N_POLICIES])
-{
-	for (int p = 0; p < N_POLICIES; p++) {
-		int P = pins_of(p, n, s->K);
-		for (int r = 0; r < s->n_runs; r++) {
-			hits[r][p] = P > 0 && n - P < s->K ? UINT64_MAX : 0;
-			for (int l = 0; l < s->L && hits[r][p] != UINT64_MAX; l++)
-				hits[r][p] += replay_layer(s, w, p, n, r, l);
-		}
-	}
-}
-
-/* The usage counts before each run: hist[0] = 0, hist[r+1] = hist[r] x 0.9 + run r's routings. */
+/* The usage counts before each run: hist[0] = 0, hist[r+1] = hist[r] x COLI_USAGE_DECAY + run r's routings. */
 static int fold_history(study *s, coli_err *e)
 {
 	size_t le = (size_t)s->L * (size_t)s->E;
@@ -258,12 +119,23 @@ static int fold_history(study *s, coli_err *e)
 		double *prev = s->hist + (size_t)r * le, *h = prev + le;
 		const trace *t = &s->runs[r];
 		for (size_t i = 0; i < le; i++)
-			h[i] = prev[i] * DECAY;
+			h[i] = prev[i] * COLI_USAGE_DECAY;
 		for (int l = 0; l < s->L; l++)
 			for (int pos = 0; pos < t->n; pos++)
 				for (int j = 0; j < s->K; j++)
 					h[(size_t)l * (size_t)s->E + (size_t)step_ids(s, t, l, pos)[j]] += 1;
 	}
+	return 0;
+}
+
+/* t->seq: the trace as the simulator's batches, layer by layer, each position a decode step. */
+static int trace_steps(const study *s, trace *t, coli_err *e)
+{
+	if (!(t->seq = coli_calloc((size_t)s->L * (size_t)t->n, sizeof(*t->seq), e)))
+		return -1;
+	for (int l = 0; l < s->L; l++)
+		for (int pos = 0; pos < t->n; pos++)
+			t->seq[(size_t)l * (size_t)t->n + (size_t)pos] = (coli_sim_batch){l, s->K, step_ids(s, t, l, pos)};
 	return 0;
 }
 
@@ -279,6 +151,9 @@ static int load_trace(const study *s, trace *t, coli_err *e)
 		return coli_errf(e, COLI_EDATA, "%s: size %zu is not a positive multiple of layers x top_k x 4 = %zu",
 				 t->path, len, row);
 	t->n = (int)(len / row);
+	if (t->n > INT_MAX / s->L)
+		return coli_errf(e, COLI_EDATA, "%s: %d positions x %d layers exceed %d decode steps", t->path, t->n, s->L,
+				 INT_MAX);
 	for (int l = 0; l < s->L; l++)
 		for (int pos = 0; pos < t->n; pos++) {
 			const int32_t *set = step_ids(s, t, l, pos);
@@ -291,7 +166,7 @@ static int load_trace(const study *s, trace *t, coli_err *e)
 							 t->path, l, pos, j, set[j]);
 			}
 		}
-	return 0;
+	return trace_steps(s, t, e);
 }
 
 static int cmp_desc(const void *a, const void *b)
@@ -356,56 +231,49 @@ static void print_header(const char *first)
 {
 	printf("| %s |", first);
 	for (int p = 0; p < N_POLICIES; p++)
-		printf(" %s |", policy_name[p]);
+		printf(" %s |", columns[p].name);
 	printf("\n|---:|");
 	for (int p = 0; p < N_POLICIES; p++)
 		printf("---:|");
 	printf("\n");
 }
 
-static int run_study(study *s, const int *sizes, int n_sizes, int per_run, coli_err *e)
+/* The tables: the collapse check, the hit rates over runs [from, n_runs), each run's. */
+static void print_study(const study *s, const int *sizes, int n_sizes, int per_run, uint64_t (*hits)[N_POLICIES])
 {
-	int max_n = 0;
-	for (int r = 0; r < s->n_runs; r++)
-		max_n = s->runs[r].n > max_n ? s->runs[r].n : max_n;
-	work w = {{0}, NULL, NULL, NULL, NULL, NULL};
-	uint64_t(*hits)[N_POLICIES] = coli_calloc((size_t)s->n_runs * (size_t)n_sizes, sizeof(*hits), e);
-	w.c.expert = coli_calloc((size_t)s->E, sizeof(int), e), w.c.key = coli_calloc((size_t)s->E, sizeof(double), e);
-	w.c.tick = coli_calloc((size_t)s->E, sizeof(uint64_t), e), w.c.where = coli_calloc((size_t)s->E, sizeof(int), e);
-	w.c.pinned = coli_calloc((size_t)s->E, 2, e), w.count = coli_calloc((size_t)s->E, sizeof(double), e);
-	w.score = coli_calloc((size_t)s->E, sizeof(double), e), w.list = coli_calloc((size_t)s->E, sizeof(int), e);
-	w.next = coli_calloc((size_t)max_n * (size_t)s->K, sizeof(int), e), w.last = coli_calloc((size_t)s->E, sizeof(int), e);
-	int rc = hits && w.c.expert && w.c.key && w.c.tick && w.c.where && w.c.pinned && w.count && w.score && w.list &&
-			 w.next && w.last ? 0 : -1;
-	if (rc == 0)
-		rc = fold_history(s, e);
-	if (rc == 0) {
-		for (int i = 0; i < n_sizes; i++)
-			replay_size(s, &w, sizes[i], hits + (size_t)i * (size_t)s->n_runs);
-		printf("Routing (collapse check):\n\n");
-		print_routing(s);
-		printf("\nHit rate, runs %d..%d of %d (k = top_k = %d, N = slots per layer, pins included):\n\n",
-		       s->from + 1, s->n_runs, s->n_runs, s->K);
-		print_header("slots N");
-		for (int i = 0; i < n_sizes; i++) {
-			printf("| %d |", sizes[i]);
+	printf("Routing (collapse check):\n\n");
+	print_routing(s);
+	printf("\nHit rate, runs %d..%d of %d (k = top_k = %d, N = slots per layer, pins included):\n\n", s->from + 1,
+	       s->n_runs, s->n_runs, s->K);
+	print_header("slots N");
+	for (int i = 0; i < n_sizes; i++) {
+		printf("| %d |", sizes[i]);
+		for (int p = 0; p < N_POLICIES; p++)
+			print_rate(s, hits + (size_t)i * (size_t)s->n_runs, p, s->from, s->n_runs);
+		printf("\n");
+	}
+	for (int i = 0; per_run && i < n_sizes; i++) {
+		printf("\nPer run, %d slots per layer:\n\n", sizes[i]);
+		print_header("run");
+		for (int r = 0; r < s->n_runs; r++) {
+			printf("| %d |", r + 1);
 			for (int p = 0; p < N_POLICIES; p++)
-				print_rate(s, hits + (size_t)i * (size_t)s->n_runs, p, s->from, s->n_runs);
+				print_rate(s, hits + (size_t)i * (size_t)s->n_runs, p, r, r + 1);
 			printf("\n");
 		}
-		for (int i = 0; per_run && i < n_sizes; i++) {
-			printf("\nPer run, %d slots per layer:\n\n", sizes[i]);
-			print_header("run");
-			for (int r = 0; r < s->n_runs; r++) {
-				printf("| %d |", r + 1);
-				for (int p = 0; p < N_POLICIES; p++)
-					print_rate(s, hits + (size_t)i * (size_t)s->n_runs, p, r, r + 1);
-				printf("\n");
-			}
-		}
 	}
-	free(hits), free(w.c.expert), free(w.c.key), free(w.c.tick), free(w.c.where), free(w.c.pinned);
-	free(w.count), free(w.score), free(w.list), free(w.next), free(w.last);
+}
+
+static int run_study(study *s, const int *sizes, int n_sizes, int per_run, coli_err *e)
+{
+	uint64_t(*hits)[N_POLICIES] = coli_calloc((size_t)s->n_runs * (size_t)n_sizes, sizeof(*hits), e);
+	int rc = hits ? fold_history(s, e) : -1;
+	for (int i = 0; rc == 0 && i < n_sizes; i++)
+		for (int p = 0; rc == 0 && p < N_POLICIES; p++)
+			rc = replay_column(s, &columns[p], sizes[i], hits + (size_t)i * (size_t)s->n_runs, e);
+	if (rc == 0)
+		print_study(s, sizes, n_sizes, per_run, hits);
+	free(hits);
 	return rc;
 }
 
@@ -499,7 +367,7 @@ int main(int argc, char **argv)
 	if (rc == 0)
 		rc = run_study(&s, sizes, n_sizes, per_run, &e);
 	for (int r = 0; s.runs && r < s.n_runs; r++)
-		free(s.runs[r].ids);
+		free(s.runs[r].ids), free(s.runs[r].seq);
 	free(s.runs);
 	free(s.hist);
 	if (rc < 0)

@@ -1,0 +1,154 @@
+/* policy.h: the expert cache's policy, in one place: coli-run's RAM budget split (--ram,
+ * --cache-slots, --pins), the pins chosen from usage counts, the usage decay, and a simulator of
+ * expert caches that replays routing (coli-replay's study, docs/cache-policy.md).
+ *
+ * Pure functions: no I/O, no printing, no environment, no globals. The simulator is the one
+ * object: it allocates its memory at open, nothing per batch.
+ *
+ * Counts tables are [layer][expert] doubles, as .coli_usage holds them (formats/usage.md). */
+#ifndef COLI_POLICY_H
+#define COLI_POLICY_H
+
+#include <stdint.h>
+
+#include "error.h"
+
+/* ---- usage and pins -------------------------------------------------------------------------- */
+
+/* coli-run folds each run's routing counts into .coli_usage as counts x COLI_USAGE_DECAY + the
+ * run's: a run's weight halves after about 7 runs. */
+#define COLI_USAGE_DECAY 0.9
+
+/* The pin order of one layer's counts: highest count first, ties lower id first; an expert of
+ * count <= 0 (or NaN) is never in it. Returns the expert after prev in that order (prev -1: the
+ * first), or -1 when none is left. O(n_experts). */
+int coli_pin_next(const double *counts, int n_experts, int prev);
+
+/* The first n experts of the pin order into out[0..n): the pins of a layer, as the streaming
+ * store chooses them. Returns how many (fewer than n when fewer experts have a count > 0; 0
+ * when n <= 0). O(n x n_experts). */
+int coli_pins_choose(const double *counts, int n_experts, int n, int *out);
+
+/* The most experts of count > 0 in one layer of a [n_layers][n_experts] table (0 for NULL):
+ * more pins than that would stay empty. */
+int coli_usage_known(const double *counts, int n_layers, int n_experts);
+
+/* ---- the RAM budget --------------------------------------------------------------------------- */
+
+/* Buffers of the run beside the weights, the KV cache and the expert cache: per vocabulary
+ * entry COLI_LOGIT_ROWS float32 rows of logits (the logits, the sampler's copies, a step
+ * dumped), and COLI_RAM_HEADROOM bytes for the kernels' and the forward pass's work buffers. */
+#define COLI_LOGIT_ROWS 4
+#define COLI_RAM_HEADROOM (64.0 * 1048576)
+/* The expert cache per MoE layer when neither --cache-slots nor --ram sizes it: top_k x this
+ * (the streaming store's default). */
+#define COLI_CACHE_PER_TOP_K 4
+
+/* What the split is made of. Byte figures are doubles (a budget of GiB x 2^30 is exact). */
+typedef struct coli_budget_in {
+	double budget;         /* --ram in bytes; 0: no budget */
+	double dense;          /* dense.bin + mtp.bin, read whole */
+	double kv;             /* the KV cache */
+	int vocab;             /* vocabulary entries */
+	double record;         /* one expert record of every MoE layer (MTP included), summed */
+	int max_experts;       /* the most routed experts of one MoE layer */
+	int top_k;             /* experts per token (< 1 counts as 1) */
+	int cache_slots;       /* --cache-slots per layer, pins included; 0: not given */
+	int pins;              /* --pins per layer; -1: not given */
+	int has_usage;         /* --usage given: pins possible */
+	int usage_known;       /* coli_usage_known of the usage table */
+} coli_budget_in;
+
+/* The split; byte figures as the --ram report prints them. */
+typedef struct coli_budget {
+	double dense, kv, buffers; /* the fixed part: dense + kv + buffers */
+	double fixed;
+	double min_cache;      /* top_k slots per MoE layer */
+	double left;           /* budget - fixed (meaningless without a budget) */
+	double pin_bytes, slot_bytes; /* record x pins, record x slots */
+	int cache;             /* records per MoE layer before the split (pins included) */
+	int pins, slots;       /* pins and LRU slots per MoE layer: the streaming store's options */
+} coli_budget;
+
+/* The expert cache per MoE layer: --cache-slots records (pins included; default top_k x
+ * COLI_CACHE_PER_TOP_K), or with a budget what it leaves beyond the fixed part, in whole
+ * records, at most max_experts. Split into pins and LRU slots: --pins as given, else (with
+ * usage) half the cache, at most usage_known and leaving top_k slots; pins only with usage; the
+ * slots are the rest, at least top_k. With a budget, the fixed part and the minimum cache must
+ * fit it, and so must the cache chosen. Fills *out and returns 0, or returns -1 with e
+ * (COLI_EUSAGE) saying what does not fit:
+ *   "--ram 1.5: needs at least 2.10 GiB (dense ... GiB, KV ..., buffers ..., minimum expert cache ...)"
+ *   "--pins: 8 pins and 8 cache slots per layer (0.50 GiB) do not fit --ram 1.5 (...)" */
+int coli_budget_split(const coli_budget_in *in, coli_budget *out, coli_err *e);
+
+/* ---- the cache simulator ---------------------------------------------------------------------- */
+
+/* A run of the simulator replays a sequence of batches; a batch is one layer's experts needed
+ * together (a decode step's top_k): each is a hit when pinned or resident, else a miss read into
+ * a slot, and no member of a batch is evicted for another (so capacity >= the largest batch).
+ * Within a batch the hits are used first, then the misses, each in batch order (the order of
+ * last use LRU ties on). Pinned experts always hit and never take a slot. Each run starts with
+ * empty slots (or warm ones) and zeroed statistics.
+ *
+ * Eviction: the resident not in the batch with the lowest (key, last use); the key is the
+ * policy's:
+ *   LRU     none: least recently used. With pins: the streaming store's "pins + LRU".
+ *   SLRU    segmented LRU: a hit moves an expert to the protected segment (at most 80% of the
+ *           slots; beyond, its least recent other member returns to probation as if just used);
+ *           probation is evicted first.
+ *   LFU     the count: the counts given at start + the uses of the run so far, this batch's
+ *           included (ties least recent).
+ *   BELADY  the next use: the resident used again furthest ahead goes (ties least recent);
+ *           needs the whole sequence (MIN: the optimum for a cache without preload).
+ * Capacity per layer, or (global) one pool of capacity slots shared by all layers. */
+enum coli_sim_policy { COLI_SIM_LRU, COLI_SIM_SLRU, COLI_SIM_LFU, COLI_SIM_BELADY };
+
+typedef struct coli_sim_opts {
+	int policy;            /* enum coli_sim_policy */
+	int n_layers;          /* layers 0..n_layers-1 */
+	int n_experts;         /* experts 0..n_experts-1 in each layer */
+	int capacity;          /* slots per layer (global: in all); >= max_batch */
+	int global;            /* 1: one pool for all layers */
+	int max_batch;         /* the most experts of one batch */
+	int max_batches;       /* BELADY: the longest sequence a run is given (others: unused) */
+	int warm;              /* LFU and BELADY only: each run starts with its slots filled, neither
+				* hit nor miss (as pins are read): LFU with the experts of highest
+				* count (coli_pins_choose per layer, or over all), BELADY with those
+				* used first in the sequence (ties lower layer, then lower id) */
+} coli_sim_opts;
+
+typedef struct coli_sim_batch {
+	int layer;
+	int n;                 /* 0..max_batch experts */
+	const int32_t *experts; /* n distinct ids */
+} coli_sim_batch;
+
+/* Hits include pin hits; hits + misses = the experts of the batches. */
+typedef struct coli_sim_stats {
+	uint64_t hits, misses, pin_hits;
+} coli_sim_stats;
+
+typedef struct coli_sim coli_sim;
+
+/* A simulator for o (copied); its memory allocated here. -1 with e filled (COLI_EUSAGE for
+ * options out of range, capacity < max_batch included; COLI_ENOMEM) and *out NULL. */
+int coli_sim_open(coli_sim **out, const coli_sim_opts *o, coli_err *e);
+
+/* Frees s; NULL is fine. */
+void coli_sim_close(coli_sim *s);
+
+/* A new run: slots emptied, statistics zeroed, counts (NULL: all 0; [n_layers][n_experts],
+ * copied) as the usage before the run: LFU's starting counts, the warm LFU's preload, and the
+ * pins: each layer's first `pins` experts of the pin order (coli_pins_choose; 0: none). */
+void coli_sim_start(coli_sim *s, const double *counts, int pins);
+
+/* Replays seq[0..n) (the warm preload first, right after start). Every batch is checked first
+ * (layer, size, ids in range and distinct, n <= max_batches for BELADY): -1 with e (COLI_EUSAGE)
+ * naming the batch, nothing replayed. Several calls continue the same run, but BELADY sees
+ * only the sequence of one call ahead. */
+int coli_sim_run(coli_sim *s, const coli_sim_batch *seq, int n, coli_err *e);
+
+/* The statistics of layer (-1: all layers) since start; zeros for a layer out of range. */
+coli_sim_stats coli_sim_stats_of(const coli_sim *s, int layer);
+
+#endif

@@ -1,0 +1,49 @@
+/* policy/budget.c: coli-run's RAM budget split into the fixed part, pins and LRU slots (policy.h). */
+#include "policy.h"
+
+#define GIB 1073741824.0
+
+/* The per-layer cache of n records into pins and slots (policy.h, coli_budget_split). */
+static void split_cache(const coli_budget_in *in, int n, int top_k, coli_budget *out)
+{
+	int p = in->pins >= 0 ? in->pins : n / 2;
+	if (in->pins < 0 && p > n - top_k)
+		p = n - top_k;
+	if (in->pins < 0 && p > in->usage_known)
+		p = in->usage_known;
+	out->pins = in->has_usage && p > 0 ? p : 0;
+	out->slots = n - out->pins > top_k ? n - out->pins : top_k;
+}
+
+/* The records per layer before the split: given, the default, or what the budget leaves. */
+static int cache_records(const coli_budget_in *in, const coli_budget *b, int top_k)
+{
+	if (in->cache_slots > 0)
+		return in->cache_slots;
+	if (in->budget > 0 && in->record > 0)
+		return b->left / in->record > in->max_experts ? in->max_experts : (int)(b->left / in->record);
+	return top_k * COLI_CACHE_PER_TOP_K;
+}
+
+/* budget / GIB is the --ram value exactly (GIB is a power of two). */
+int coli_budget_split(const coli_budget_in *in, coli_budget *out, coli_err *e)
+{
+	int top_k = in->top_k > 0 ? in->top_k : 1;
+	coli_budget b = {.dense = in->dense, .kv = in->kv};
+	b.buffers = (double)in->vocab * COLI_LOGIT_ROWS * sizeof(float) + COLI_RAM_HEADROOM;
+	b.fixed = b.dense + b.kv + b.buffers, b.min_cache = in->record * top_k, b.left = in->budget - b.fixed;
+	if (in->budget > 0 && b.left < b.min_cache)
+		return coli_errf(e, COLI_EUSAGE, "--ram %g: needs at least %.2f GiB (dense %.2f GiB, KV %.2f GiB, buffers "
+				 "%.2f GiB, minimum expert cache %.2f GiB)", in->budget / GIB, (b.fixed + b.min_cache) / GIB,
+				 b.dense / GIB, b.kv / GIB, b.buffers / GIB, b.min_cache / GIB);
+	b.cache = cache_records(in, &b, top_k);
+	split_cache(in, b.cache, top_k, &b);
+	b.pin_bytes = in->record * b.pins, b.slot_bytes = in->record * b.slots;
+	if (in->budget > 0 && in->record * (b.pins + b.slots) > b.left)
+		return coli_errf(e, COLI_EUSAGE, "%s: %d pins and %d cache slots per layer (%.2f GiB) do not fit --ram %g "
+				 "(%.2f GiB left beyond %.2f GiB fixed)", in->cache_slots > 0 ? "--cache-slots" : "--pins",
+				 b.pins, b.slots, in->record * (b.pins + b.slots) / GIB, in->budget / GIB, b.left / GIB,
+				 b.fixed / GIB);
+	*out = b;
+	return 0;
+}
