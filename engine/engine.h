@@ -12,6 +12,7 @@
 
 #include "container.h"
 #include "store.h"
+#include "tracer.h"
 
 /* The KV cache of one sequence: per layer, GQA keys and values [ctx][kv_heads * head_dim], or
  * MLA's compressed latent [ctx][kv_lora] with its rotated rope key [ctx][rope]. */
@@ -30,6 +31,7 @@ typedef struct model {
 	coli_store *store;
 	struct rope *rope;         /* RoPE frequencies (internal: nn/rope.h) */
 	struct fwd_ws *ws;         /* working memory of the forward pass (internal: nn/ws.h) */
+	coli_tracer *tr;           /* NULL, or where spans, reads and outcomes go (the opts') */
 	double attn_scale;         /* softmax scale */
 	double *usage;             /* NULL, or routing counts [n_layers + n_mtp_layers][n_experts]
 				    * the MoE blocks add 1 to for each expert each token chooses */
@@ -50,6 +52,7 @@ typedef struct model_opts {
 				   * MTP included), I/O backend, mirrors, CRC policy, events */
 	const char *isa;          /* kernels: "scalar", "avx2", "avx512"; NULL: the best the CPU has */
 	int threads;              /* compute threads; 0: physical cores */
+	coli_tracer *tracer;      /* NULL: no trace; else the caller's, for the model's lifetime */
 	int max_batch;            /* tokens per batch of the forward pass (its working memory is sized
 				   * for it at open; longer calls run in batches); 0: COLI_MAX_BATCH */
 } model_opts;

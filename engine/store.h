@@ -9,6 +9,7 @@
 
 #include "container.h"
 #include "kernels.h"
+#include "tracer.h"
 
 typedef struct coli_expert {
 	coli_mat gate, up, down; /* [ffn, hidden] [ffn, hidden] [hidden, ffn] */
@@ -168,6 +169,7 @@ typedef struct store_stream_opts {
 	int n_mirrors;
 	int no_crc;               /* 1: records read are not CRC checked (pins included) */
 	coli_events events;       /* where io_uring refusals, failovers and CRC failures go */
+	coli_tracer *tracer;      /* NULL, or where each chunk read and each get's outcome go */
 	/* test hooks */
 	uint64_t chunk;           /* bytes per chunk read, a multiple of 4096 (0: STORE_CHUNK) */
 	int no_uring;             /* 1: act as if the kernel refused io_uring */

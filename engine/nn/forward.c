@@ -21,7 +21,9 @@ static int open_store(model *m, const model_opts *o, coli_err *e)
 		return store_mmap_open(&m->store, m->ct, e);
 	if (!o || !o->stream)
 		return store_ram_open(&m->store, m->ct, e);
-	return store_stream_open(&m->store, m->ct, &o->so, e);
+	store_stream_opts so = o->so;
+	so.tracer = o->tracer;
+	return store_stream_open(&m->store, m->ct, &so, e);
 }
 
 int model_open(model *m, const char *path, const model_opts *o, coli_err *e)
@@ -36,6 +38,7 @@ int model_open(model *m, const char *path, const model_opts *o, coli_err *e)
 	m->w = coli_calloc(1, sizeof(*m->w), e);
 	m->rope = m->w ? coli_calloc(1, sizeof(*m->rope), e) : NULL;
 	int batch = o && o->max_batch > 0 ? o->max_batch : COLI_MAX_BATCH;
+	m->tr = o ? o->tracer : NULL;
 	if (!m->rope || weights_load(m->w, m->ct, e) < 0 || open_store(m, o, e) < 0 ||
 	    rope_init(m->rope, m->cfg, e) < 0 || ws_open(&m->ws, m->cfg, m->w, batch, e) < 0) {
 		model_close(m);
@@ -155,19 +158,23 @@ static int layer(model *m, kv_cache *kv, int l, int n, int32_t *ids, float *wts,
 	float eps = (float)c->rms_norm_eps;
 	for (int i = 0; i < n; i++)
 		rmsnorm(w->N + (int64_t)i * d, w->X + (int64_t)i * d, L->attn_norm, d, eps);
+	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, l);
 	int rc = c->attn == COLI_ATTN_MLA ? attn_mla(m, l, kv, w->N, n, w->Y, e) : attn_gqa(m, l, kv, w->N, n, w->Y, e);
 	if (rc < 0)
 		return -1;
+	coli_tracer_mark(m->tr, COLI_SPAN_ATTENTION, l);
 	for (int64_t i = 0; i < (int64_t)n * d; i++)
 		w->X[i] += w->Y[i];
 	if (n == 1) /* the next layer's experts, predicted: their reads overlap this MLP and its attention */
 		moe_predict(m, l + 1, w->X);
 	for (int i = 0; i < n; i++)
 		rmsnorm(w->N + (int64_t)i * d, w->X + (int64_t)i * d, L->mlp_norm, d, eps);
+	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, l);
 	if (mlp_block(m, l, w->N, n, w->Y, ids, wts, e) < 0)
 		return -1;
 	for (int64_t i = 0; i < (int64_t)n * d; i++)
 		w->X[i] += w->Y[i];
+	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, l);
 	return 0;
 }
 
@@ -190,8 +197,10 @@ static int batch(model *m, kv_cache *kv, const int32_t *tokens, int n, float *lo
 {
 	const coli_model *c = m->cfg;
 	int d = c->hidden_size, k = c->top_k, moe = 0, rc = 0;
+	coli_tracer_begin(m->tr);
 	for (int i = 0; i < n; i++)
 		mat_row(&m->w->embed, tokens[i], m->ws->X + (int64_t)i * d);
+	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, -1);
 	for (int l = 0; rc == 0 && l < c->n_layers; l++) {
 		int64_t row = ((int64_t)moe * n_all + at) * k;
 		int32_t *ids = routing && c->is_moe[l] ? routing->ids + row : NULL;
@@ -203,6 +212,8 @@ static int batch(model *m, kv_cache *kv, const int32_t *tokens, int n, float *lo
 		head(m, n, logits, last);
 		kv->n += n;
 	}
+	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, -1);
+	coli_tracer_end(m->tr, (uint64_t)n);
 	return rc;
 }
 

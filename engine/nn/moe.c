@@ -109,6 +109,28 @@ static void swiglu_mlp(const coli_mat *gate, const coli_mat *up, const coli_mat 
 	mat_mul(down, H, m, out);
 }
 
+/* Traced: a RAM or mmap store's expert is a pin (the streaming store traces its own). */
+static void ram_outcome(const model *m, int l, int x)
+{
+	if (!m->tr || store_kind(m->store) == COLI_STORE_STREAM)
+		return;
+	uint64_t t = coli_tracer_now(m->tr);
+	coli_tracer_emit(m->tr, COLI_TR_EXPERT, COLI_X_PIN, 0, l, x, t, t, 0);
+}
+
+/* A get that may wait for its read: the wait is the trace's I/O wait. */
+static const coli_expert *traced_get(const model *m, int l, int x, coli_err *e)
+{
+	if (!m->tr || store_kind(m->store) != COLI_STORE_STREAM) {
+		ram_outcome(m, l, x);
+		return store_get(m->store, l, x, e);
+	}
+	coli_tracer_mark(m->tr, COLI_SPAN_EXPERTS, l);
+	const coli_expert *ex = traced_get(m, l, x, e);
+	coli_tracer_mark(m->tr, COLI_SPAN_IO_WAIT, l);
+	return ex;
+}
+
 /* One expert over the tokens of the batch that chose it: read once, multiplied once. */
 static int run_expert(const model *m, int l, int x, const float *X, int n, fwd_ws *w, float *out, coli_err *e)
 {
@@ -123,7 +145,7 @@ static int run_expert(const model *m, int l, int x, const float *X, int n, fwd_w
 			}
 	if (cnt == 0)
 		return 0;
-	const coli_expert *ex = store_get(m->store, l, x, e);
+	const coli_expert *ex = traced_get(m, l, x, e);
 	if (!ex)
 		return -1;
 	swiglu_mlp(&ex->gate, &ex->up, &ex->down, w->G, cnt, w->H, w->U, w->D);
@@ -188,16 +210,18 @@ static int experts_one_token(const model *m, int l, const float *x, fwd_ws *w, f
 		int *js = w->js, n = 0;
 		for (int j = 0; rc == 0 && j < k; j++) {
 			coli_err te = {0, ""};
-			if (!ex[j] && (ex[j] = store_try_get(m->store, l, want[j], &te)))
+			if (!ex[j] && (ex[j] = store_try_get(m->store, l, want[j], &te))) {
 				js[n++] = j;
-			else if (te.code)
+				ram_outcome(m, l, want[j]);
+			} else if (te.code) {
 				*e = te, rc = -1;
+			}
 		}
 		if (rc == 0 && n == 0) { /* none read yet: wait for the first still missing */
 			int j = 0;
 			while (ex[j])
 				j++;
-			if (!(ex[j] = store_get(m->store, l, want[j], e)))
+			if (!(ex[j] = traced_get(m, l, want[j], e)))
 				rc = -1;
 			js[n++] = j;
 		}
@@ -264,6 +288,7 @@ static int moe_block(const model *m, int l, const float *X, int n, float *out, i
 	int k = c->top_k, d = c->hidden_size, rc = 0;
 	route_batch(m, l, X, n, w);
 	memset(out, 0, (size_t)n * d * sizeof(float));
+	coli_tracer_mark(m->tr, COLI_SPAN_ROUTER, l);
 	rc = n == 1 ? experts_one_token(m, l, X, w, out, e) : experts_batch(m, l, X, n, w, out, e);
 	if (rc == 0 && L->sh_gate.rows) {
 		swiglu_mlp(&L->sh_gate, &L->sh_up, &L->sh_down, X, n, w->H, w->U, w->D);
@@ -274,6 +299,7 @@ static int moe_block(const model *m, int l, const float *X, int n, float *out, i
 		memcpy(ids, w->ids, (size_t)n * k * sizeof(int32_t));
 	if (rc == 0 && wts)
 		memcpy(wts, w->W, (size_t)n * k * sizeof(float));
+	coli_tracer_mark(m->tr, COLI_SPAN_EXPERTS, l);
 	return rc;
 }
 
@@ -291,6 +317,7 @@ void moe_predict(const model *m, int l, const float *x)
 	for (int j = 0; j < k; j++)
 		w->pint[j] = w->pid[j];
 	store_predict(m->store, l, w->pint, k);
+	coli_tracer_mark(m->tr, COLI_SPAN_ROUTER, l - 1);
 }
 
 int mlp_block(const model *m, int l, const float *X, int n, float *out, int32_t *ids, float *wts, coli_err *e)
@@ -299,5 +326,6 @@ int mlp_block(const model *m, int l, const float *X, int n, float *out, int32_t 
 	if (m->cfg->is_moe[l])
 		return moe_block(m, l, X, n, out, ids, wts, e);
 	swiglu_mlp(&L->gate, &L->up, &L->down, X, n, m->ws->H, m->ws->U, out);
+	coli_tracer_mark(m->tr, COLI_SPAN_EXPERTS, l);
 	return 0;
 }

@@ -24,6 +24,48 @@ void stream_event(const stream_store *s, coli_event_kind kind, const char *fmt, 
 	s->events.fn(s->events.ctx, &ev);
 }
 
+void stream_trace_issue(const stream_store *s, slot *p, int c)
+{
+	if (s->tr)
+		p->chunk_t0[c] = coli_tracer_now(s->tr);
+}
+
+/* A READ record: flags ok, prediction, re-read. */
+static void trace_read(const stream_store *s, const slot *p, int r, uint64_t t0, uint64_t len, int flags)
+{
+	coli_tracer_emit(s->tr, COLI_TR_READ, flags, r, p->x->layer, p->expert, t0, coli_tracer_now(s->tr), len);
+}
+
+void stream_trace_read(const stream_store *s, const slot *p, int c, int r, int ok)
+{
+	if (!s->tr)
+		return;
+	uint64_t off = (uint64_t)c * p->chunk, len = p->x->record_size - off < p->chunk ? p->x->record_size - off : p->chunk;
+	trace_read(s, p, r, p->chunk_t0[c], len, (ok ? 1 : 0) | (p->origin == Q_PREDICT ? 2 : 0));
+}
+
+/* A get's outcome, traced: pin, hit (read and checked by an earlier get), or by who queued
+ * its read. Lock held (or p a pin). */
+static void trace_outcome(const stream_store *s, const slot *p, int pinned)
+{
+	static const int by_origin[] = {[Q_PREDICT] = COLI_X_PREDICTED, [Q_PREFETCH] = COLI_X_PREFETCHED,
+					[Q_GET] = COLI_X_MISS};
+	if (!s->tr)
+		return;
+	int x = pinned ? COLI_X_PIN : p->state == S_READY ? COLI_X_HIT : by_origin[p->origin];
+	uint64_t t = coli_tracer_now(s->tr);
+	coli_tracer_emit(s->tr, COLI_TR_EXPERT, x, 0, p->x->layer, p->expert, t, t, 0);
+}
+
+/* A predicted read its layer did not choose, traced. */
+static void trace_wasted(const stream_store *s, const slot *p)
+{
+	if (!s->tr)
+		return;
+	uint64_t t = coli_tracer_now(s->tr);
+	coli_tracer_emit(s->tr, COLI_TR_EXPERT, COLI_X_PREDICT_WASTED, 0, p->x->layer, p->expert, t, t, 0);
+}
+
 /* Drops slot i's expert (its buffer stays for reuse). */
 static void evict(stream_layer *L, int i)
 {
@@ -131,7 +173,8 @@ static int slot_buffers(slot *p, coli_err *e)
 		return coli_errf(e, COLI_ENOMEM, "out of memory allocating a %llu-byte cache slot for layer %d",
 				 (unsigned long long)p->x->record_size, p->x->layer);
 	p->buf = memset(buf, 0, p->x->record_size);
-	if (!(p->chunk_crc = coli_calloc((size_t)p->n_chunks, sizeof(*p->chunk_crc), e)))
+	if (!(p->chunk_crc = coli_calloc((size_t)p->n_chunks, sizeof(*p->chunk_crc), e)) ||
+	    !(p->chunk_t0 = coli_calloc((size_t)p->n_chunks, sizeof(*p->chunk_t0), e)))
 		return -1;
 	return 0;
 }
@@ -144,7 +187,7 @@ static int queue_read(stream_store *s, stream_layer *L, int i, int x, int prio, 
 	if (!p->buf && slot_buffers(p, e) < 0)
 		return -1;
 	p->expert = x, p->state = S_FLIGHT, p->last = ++s->tick, p->next = NULL, p->stale = 0;
-	p->next_chunk = p->chunks_done = 0, p->used = 0, p->io_rc = 0;
+	p->next_chunk = p->chunks_done = 0, p->used = 0, p->io_rc = 0, p->origin = prio;
 	L->where[x] = i;
 	L->resident++;
 	s->st.misses += prio != Q_PREDICT; /* a prediction's read: a miss once chosen */
@@ -176,11 +219,14 @@ static int recover(stream_store *s, slot *p, coli_err *e)
 		tried |= 1u << r;
 		coli_err err = {0, ""};
 		stream_issue(s, r, size);
+		uint64_t t0 = s->tr ? coli_tracer_now(s->tr) : 0;
 		pthread_mutex_unlock(&s->mu);
 		rc = coli_pread_full(s->rs.r[r].fd, tmp, size, off, s->rs.r[r].path, &err);
 		got[r] = rc == 0 ? (uint32_t)crc32_z(0, tmp, size) : 0;
 		pthread_mutex_lock(&s->mu);
 		stream_retire(s, r, size, rc == 0);
+		if (s->tr)
+			trace_read(s, p, r, t0, size, (rc == 0 ? 1 : 0) | 4);
 		if (rc == 0 && got[r] == want && good < 0)
 			memcpy(p->buf, tmp, size), good = r;
 		if (rc < 0 || got[r] != want) {
@@ -259,6 +305,7 @@ static const coli_expert *pinned_get(stream_store *s, stream_layer *L, int x)
 		return NULL;
 	pthread_mutex_lock(&s->mu);
 	s->st.hits++, s->st.pin_hits++;
+	trace_outcome(s, &L->pins[L->pinned[x]], 1);
 	pthread_mutex_unlock(&s->mu);
 	return &L->pins[L->pinned[x]].view;
 }
@@ -270,6 +317,7 @@ static const coli_expert *use_slot(stream_store *s, stream_layer *L, int i, coli
 	p->refs++;
 	p->stale = 0;
 	p->last = ++s->tick;
+	trace_outcome(s, p, 0);
 	while (p->state == S_FLIGHT)
 		pthread_cond_wait(&s->done, &s->mu);
 	if (p->state == S_FILLED && check(s, p, e) < 0) {
@@ -386,12 +434,14 @@ static void stream_close(coli_store *base)
 	stop_threads(s);
 	for (int l = 0; s->layers && l < s->n_layers; l++) {
 		for (int i = 0; s->layers[l].slots && i < s->work; i++)
-			free(s->layers[l].slots[i].buf), free(s->layers[l].slots[i].chunk_crc);
+			free(s->layers[l].slots[i].buf), free(s->layers[l].slots[i].chunk_crc),
+				free(s->layers[l].slots[i].chunk_t0);
 		free(s->layers[l].slots);
 		free(s->layers[l].where);
 		free(s->layers[l].pred), free(s->layers[l].pred_read);
 		for (int i = 0; s->layers[l].pins && i < s->layers[l].n_pins; i++)
-			free(s->layers[l].pins[i].buf), free(s->layers[l].pins[i].chunk_crc);
+			free(s->layers[l].pins[i].buf), free(s->layers[l].pins[i].chunk_crc),
+				free(s->layers[l].pins[i].chunk_t0);
 		free(s->layers[l].pins);
 		free(s->layers[l].pinned);
 	}
@@ -477,6 +527,7 @@ int store_stream_open(coli_store **out, const coli_container *c, const store_str
 	s->no_crc = o && o->no_crc;
 	s->chunk = o && o->chunk ? o->chunk : STORE_CHUNK;
 	s->no_uring = o && o->no_uring;
+	s->tr = o ? o->tracer : NULL;
 	s->events = o ? o->events : (coli_events){NULL, NULL};
 	uint64_t n_records = 0;
 	int rc = (s->layers = coli_calloc((size_t)s->n_layers, sizeof(*s->layers), e)) ? 0 : -1;
@@ -557,6 +608,7 @@ static void stream_predict_check(coli_store *base, int layer, const int32_t *cho
 		slot *p = &L->slots[i];
 		if (p->refs > 0 || p->state == S_READY) /* got since (another use): not a prediction's */
 			continue;
+		trace_wasted(s, p);
 		if (p->state == S_FLIGHT && dequeue(s, p)) { /* chunks left unclaimed: none of them is read */
 			uint64_t claimed = (uint64_t)p->next_chunk * p->chunk;
 			s->st.predict_wasted_bytes += claimed < L->x->record_size ? claimed : L->x->record_size;

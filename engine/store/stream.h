@@ -18,6 +18,7 @@ enum { Q_PREDICT, Q_PREFETCH, Q_GET }; /* read queue order: gets, then prefetche
 typedef struct slot {
 	uint8_t *buf;             /* record_size bytes, allocated (and pre-faulted) on first use */
 	uint32_t *chunk_crc;      /* [n_chunks]: each chunk's CRC, combined once all are read */
+	uint64_t *chunk_t0;       /* [n_chunks]: when each chunk's read was issued (traced) */
 	const coli_lexperts *x;   /* its layer's records */
 	uint64_t rec0;            /* index in experts.bin of its layer's first record */
 	uint64_t chunk;           /* bytes per chunk read (the store's) */
@@ -32,6 +33,7 @@ typedef struct slot {
 	coli_err err;             /* the read's error when io_rc < 0 */
 	struct slot *next;        /* in the read queue */
 	int prio;                 /* in the queue: Q_PREDICT, Q_PREFETCH or Q_GET */
+	int origin;               /* the prio its read was queued at: who asked for it first */
 	int stale;                /* predicted, not chosen, never got: a prefetch may evict it */
 	coli_expert view;
 } slot;
@@ -66,6 +68,7 @@ typedef struct stream_store {
 	int no_crc;
 	int no_uring;             /* test hook: io_uring refused */
 	coli_events events;
+	coli_tracer *tr;          /* NULL: no trace */
 	uint64_t chunk;           /* STORE_CHUNK, or the opts' (tests: multi-chunk tiny records) */
 	int keep, work;           /* slots resident after release; slots usable while in use */
 	int top_k;                /* the model's: the most experts a prediction names */
@@ -103,6 +106,10 @@ double stream_now(void);
  * counters. Lock held. */
 void stream_issue(stream_store *s, int r, uint64_t len);
 void stream_retire(stream_store *s, int r, uint64_t len, int ok);
+
+/* Traced: chunk c of p issued to a copy / its read on copy r ended (ok: delivered). Lock held. */
+void stream_trace_issue(const stream_store *s, slot *p, int c);
+void stream_trace_read(const stream_store *s, const slot *p, int c, int r, int ok);
 
 /* Formats an event and hands it to s->events (when set). */
 void stream_event(const stream_store *s, coli_event_kind kind, const char *fmt, ...)

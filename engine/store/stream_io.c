@@ -63,6 +63,7 @@ static slot *claim(stream_store *s, int *c, int *r, int *demand)
 	}
 	*r = replica_pick(&s->rs, stream_rec(p), chunk_len(p, *c), 0);
 	stream_issue(s, *r, chunk_len(p, *c));
+	stream_trace_issue(s, p, *c);
 	return p;
 }
 
@@ -87,6 +88,7 @@ static int chunk_result(stream_store *s, slot *p, int c, int *r, unsigned *tried
 {
 	uint64_t len = chunk_len(p, c);
 	stream_retire(s, *r, len, rc == 0);
+	stream_trace_read(s, p, c, *r, rc == 0);
 	p->used |= 1u << *r;
 	if (rc < 0) {
 		replica_mark_bad(&s->rs, *r, stream_rec(p));
@@ -96,6 +98,7 @@ static int chunk_result(stream_store *s, slot *p, int c, int *r, unsigned *tried
 				     s->rs.r[next].d.dir);
 			*tried |= 1u << next, *r = next;
 			stream_issue(s, next, len);
+			stream_trace_issue(s, p, c);
 			return 1;
 		}
 		if (p->io_rc == 0)

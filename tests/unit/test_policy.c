@@ -413,7 +413,7 @@ static void compare_store(const coli_container *c, const coli_sim_batch *seq, in
 		rc = store_step(st, &seq[i], &e);
 	store_stats got = {0};
 	if (rc == 0)
-		store_stream_stats(st, &got);
+		store_get_stats(st, &got);
 	coli_sim_opts o = {.policy = COLI_SIM_LRU, .n_layers = L, .n_experts = c->model.n_experts, .capacity = slots,
 			   .max_batch = k};
 	if (rc == 0 && (rc = coli_sim_open(&s, &o, &e)) == 0) {
