@@ -1,99 +1,77 @@
 /* main.c: coli-convert's command line: HF safetensors checkpoint -> coli container. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "convert.h"
+#include "options.h"
 
-static const char usage[] =
-	"usage: coli-convert [options] SRC_DIR OUT.coli\n"
-	"       coli-convert --verify OUT.coli\n"
-	"       coli-convert --info OUT.coli\n"
-	"\n"
-	"Converts a Hugging Face checkpoint (config.json, safetensors shards; bf16, f16, f32 or fp8)\n"
-	"into a coli container: routed experts as one aligned record each, dense part, MTP layer.\n"
-	"\n"
-	"  --expert-bits 4|8|16  routed experts (default 4: gs64 int4)\n"
-	"  --dense-bits 4|8|16   embeddings, attention, dense and shared MLPs, lm_head (default 4)\n"
-	"  --mtp-bits 4|8|16     MTP layer (default 8)\n"
-	"                        16 keeps the source's own values bit for bit (bf16, f16, f32, fp8)\n"
-	"  --threads N           compute threads (default: the cores this process may use)\n"
-	"  --force               overwrite a finished container in OUT.coli\n"
-	"  --allow-nonfinite     keep NaN/Inf weights instead of refusing the checkpoint\n"
-	"  --verify              re-read every byte of OUT.coli and check it\n"
-	"  --info                print what OUT.coli holds\n"
-	"  -q, --quiet           no progress bar and no summary\n"
-	"  -h, --help            this text\n";
-
-static int bad_usage(const char *fmt, const char *arg)
-{
-	fprintf(stderr, "coli-convert: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\n%s", usage);
-	return 2;
-}
-
-static int parse_bits(const char *s, int *out)
-{
-	if (strcmp(s, "4") != 0 && strcmp(s, "8") != 0 && strcmp(s, "16") != 0)
-		return -1;
-	*out = atoi(s);
-	return 0;
-}
-
-static int parse_threads(const char *s, int *out)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
-	if (*s == 0 || *end || v < 1 || v > 1024)
-		return -1;
-	*out = (int)v;
-	return 0;
-}
-
-enum { OPT_EXPERT = 256, OPT_DENSE, OPT_MTP, OPT_THREADS, OPT_FORCE, OPT_NONFINITE, OPT_VERIFY, OPT_INFO };
-
-static const struct option options[] = {
-	{"expert-bits", required_argument, NULL, OPT_EXPERT},
-	{"dense-bits", required_argument, NULL, OPT_DENSE},
-	{"mtp-bits", required_argument, NULL, OPT_MTP},
-	{"threads", required_argument, NULL, OPT_THREADS},
-	{"force", no_argument, NULL, OPT_FORCE},
-	{"allow-nonfinite", no_argument, NULL, OPT_NONFINITE},
-	{"verify", no_argument, NULL, OPT_VERIFY},
-	{"info", no_argument, NULL, OPT_INFO},
-	{"quiet", no_argument, NULL, 'q'},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+static const char *const synopsis[] = {
+	"coli-convert [options] SRC_DIR OUT.coli",
+	"coli-convert --verify OUT.coli",
+	"coli-convert --info OUT.coli",
+	NULL,
 };
+
+enum { CONVERT, VERIFY, INFO };
+
+static const coli_choice bits[] = {{"4", 4}, {"8", 8}, {"16", 16}, {NULL, 0}};
+
+static convert_opts o = {.bits = {4, 4, 8}};
+static int mode = CONVERT, help;
+
+static const coli_option options[] = {
+	COLI_OPT_TEXT("Converts a Hugging Face checkpoint (config.json, safetensors shards; bf16, f16, "
+		      "f32 or fp8)\ninto a coli container: routed experts as one aligned record each, "
+		      "dense part, MTP layer."),
+	COLI_OPT_TEXT(""),
+	COLI_OPT_CHOICE(0, "expert-bits", &o.bits[0], bits, "routed experts (default 4: gs64 int4)"),
+	COLI_OPT_CHOICE(0, "dense-bits", &o.bits[1], bits,
+			"embeddings, attention, dense and shared MLPs, lm_head (default 4)"),
+	COLI_OPT_CHOICE(0, "mtp-bits", &o.bits[2], bits, "MTP layer (default 8)\n16 keeps the "
+			"source's own values bit for bit (bf16, f16, f32, fp8)"),
+	COLI_OPT_INT(0, "threads", &o.threads, "N", 1, 1024,
+		     "compute threads (default: the cores this process may use)"),
+	COLI_OPT_FLAG(0, "force", &o.force, "overwrite a finished container in OUT.coli"),
+	COLI_OPT_FLAG(0, "allow-nonfinite", &o.allow_nonfinite,
+		      "keep NaN/Inf weights instead of refusing the checkpoint"),
+	COLI_OPT_SET(0, "verify", &mode, VERIFY, "re-read every byte of OUT.coli and check it"),
+	COLI_OPT_SET(0, "info", &mode, INFO, "print what OUT.coli holds"),
+	COLI_OPT_FLAG('q', "quiet", &o.quiet, "no progress bar and no summary"),
+	COLI_OPT_HELP(&help),
+	COLI_OPT_END(),
+};
+
+/* --help on stdout, or the usage error msg and --help on stderr; returns the exit status. */
+static int usage(const char *msg)
+{
+	char *text = coli_opts_usage("coli-convert", msg, synopsis, options);
+	fputs(text ? text : "coli-convert: out of memory\n", msg ? stderr : stdout);
+	free(text);
+	return msg ? 2 : 0;
+}
+
+/* The operands: one container folder with --verify or --info, else SRC_DIR and OUT.coli. */
+static int check(int n, coli_err *e)
+{
+	if (mode != CONVERT && n != 1)
+		return coli_errf(e, COLI_EUSAGE, "expected one container folder");
+	if (mode == CONVERT && n != 2)
+		return coli_errf(e, COLI_EUSAGE, "expected SRC_DIR and OUT.coli");
+	return 0;
+}
 
 int main(int argc, char **argv)
 {
-	convert_opts o = {.bits = {4, 4, 8}};
-	int mode = 0, c;
-	while ((c = getopt_long(argc, argv, "qh", options, NULL)) != -1) {
-		switch (c) {
-		case OPT_EXPERT: if (parse_bits(optarg, &o.bits[0]) < 0) return bad_usage("--expert-bits: '%s' is not 4, 8 or 16", optarg); break;
-		case OPT_DENSE: if (parse_bits(optarg, &o.bits[1]) < 0) return bad_usage("--dense-bits: '%s' is not 4, 8 or 16", optarg); break;
-		case OPT_MTP: if (parse_bits(optarg, &o.bits[2]) < 0) return bad_usage("--mtp-bits: '%s' is not 4, 8 or 16", optarg); break;
-		case OPT_THREADS: if (parse_threads(optarg, &o.threads) < 0) return bad_usage("--threads: '%s' is not a count in 1..1024", optarg); break;
-		case OPT_FORCE: o.force = 1; break;
-		case OPT_NONFINITE: o.allow_nonfinite = 1; break;
-		case OPT_VERIFY:
-		case OPT_INFO: mode = c; break;
-		case 'q': o.quiet = 1; break;
-		case 'h': fputs(usage, stdout); return 0;
-		default: return bad_usage("%s", "unknown option");
-		}
-	}
-	int want = mode ? 1 : 2;
-	if (argc - optind != want)
-		return bad_usage("%s", mode ? "expected one container folder" : "expected SRC_DIR and OUT.coli");
 	coli_err e = {0, ""};
-	int rc = mode == OPT_VERIFY ? verify_run(argv[optind], o.quiet, &e)
-	       : mode == OPT_INFO   ? info_print(argv[optind], &e)
-				    : (o.src = argv[optind], o.out = argv[optind + 1], convert_run(&o, &e));
+	int n = coli_opts_parse(options, argc, argv, &e);
+	if (help)
+		return usage(NULL);
+	if (n < 0 || check(n, &e) < 0)
+		return usage(e.msg);
+	o.src = argv[0], o.out = argv[1];
+	int rc = mode == VERIFY ? verify_run(argv[0], o.quiet, &e)
+	       : mode == INFO   ? info_print(argv[0], &e)
+				: convert_run(&o, &e);
 	if (rc < 0) {
 		fprintf(stderr, "coli-convert: %s\n", e.msg);
 		return coli_err_exit_status(&e);

@@ -6,10 +6,10 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include "clock.h"
 #include "convert.h"
 #include "fileio.h"
 
@@ -46,13 +46,6 @@ typedef struct pipe_state {
 	int stop;
 	uint64_t buf_bytes, in_bytes, scratch_floats;
 } pipe_state;
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* Claims the next job whose slot is free; -1 when there is nothing left to do. */
 static int claim(pipe_state *p)
@@ -196,7 +189,7 @@ static int write_all(pipe_state *p, journal *jr, coli_err *e)
 {
 	conv *cv = p->cv;
 	uint64_t done = 0, since = 0;
-	double last = now();
+	double last = coli_now();
 	int every = env_int("COLI_TEST_CHECKPOINT_JOBS"), kill_at = env_int("COLI_TEST_KILL_AT_JOB");
 	uint64_t todo = 0; /* progress counts this run's work: a resumed run's rate stays honest */
 	for (int k = jr->next_job; k < cv->n_jobs; k++)
@@ -212,12 +205,12 @@ static int write_all(pipe_state *p, journal *jr, coli_err *e)
 			progress_update(done, todo, 0);
 		if (k == kill_at)
 			raise(SIGKILL);
-		if (since >= CHECKPOINT_BYTES || now() - last >= CHECKPOINT_SECONDS ||
+		if (since >= CHECKPOINT_BYTES || coli_now() - last >= CHECKPOINT_SECONDS ||
 		    (every > 0 && (k + 1) % every == 0)) {
 			if (checkpoint(cv, jr, k + 1, e) < 0)
 				return -1;
 			since = 0;
-			last = now();
+			last = coli_now();
 		}
 	}
 	if (!cv->o->quiet)

@@ -44,6 +44,9 @@ typedef struct run_opts {
 	const char *usage;        /* --usage FILE: .coli_usage routing statistics to fold this run into */
 	double ram;               /* --ram GiB: budget of everything coli-run allocates (implies
 				   * stream; sizes the cache slots); 0: none */
+	const char *trace;        /* --trace FILE: spans, reads and routed experts' outcomes per token
+				   * (formats/trace.md) */
+	int json;                 /* --json: the closing statistics as one JSON object on stdout */
 } run_opts;
 
 int run_main(const run_opts *o, coli_err *e);

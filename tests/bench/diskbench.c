@@ -21,21 +21,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "clock.h"
+#include "options.h"
 
 typedef struct lane {
 	int fd, writing, id, qd;
 	size_t total, block;
 	int failed;
 } lane;
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* Lane i does blocks i, i+qd, i+2qd, ...: together the lanes sweep the file in order. */
 static void *run_lane(void *arg)
@@ -67,7 +62,7 @@ static double pass(const char *path, int writing, size_t total, size_t block, in
 	lane lanes[64];
 	pthread_t tid[64];
 	int failed = 0;
-	double t0 = now();
+	double t0 = coli_now();
 	for (int i = 0; i < qd; i++) {
 		lanes[i] = (lane){fd, writing, i, qd, total, block, 0};
 		pthread_create(&tid[i], NULL, run_lane, &lanes[i]);
@@ -78,7 +73,7 @@ static double pass(const char *path, int writing, size_t total, size_t block, in
 	}
 	if (writing && fdatasync(fd) < 0)
 		failed = 1;
-	double dt = now() - t0;
+	double dt = coli_now() - t0;
 	close(fd);
 	return failed ? -1 : (double)total / 1e6 / dt;
 }
@@ -135,7 +130,7 @@ static void *records_lane(void *arg)
 	memset(buf, 0, r->size); /* pre-faulted, as coli-run's slot buffers */
 	for (;;) {
 		long k = atomic_fetch_add(&r->next, 1), rec = k / r->nchunks, c = k % r->nchunks;
-		if (rec >= r->max || now() >= r->deadline)
+		if (rec >= r->max || coli_now() >= r->deadline)
 			break;
 		size_t at = (size_t)c * r->chunk, n = r->size - at < r->chunk ? r->size - at : r->chunk;
 		off_t off = r->base + (off_t)r->order[rec % r->count] * (off_t)r->size + (off_t)at;
@@ -149,36 +144,71 @@ static void *records_lane(void *arg)
 	return NULL;
 }
 
-static int records_usage(void)
+static const char *const synopsis[] = {
+	"coli-diskbench DIR SIZE_MIB [BLOCK_MIB [QUEUE_DEPTH]]",
+	"coli-diskbench --records FILE RECORD_BYTES QUEUE_DEPTH SECONDS [OFFSET [MAX_RECORDS [CHUNK]]]",
+	NULL,
+};
+
+static int records_mode, help;
+
+static const coli_option options[] = {
+	COLI_OPT_TEXT("O_DIRECT read (and write) bandwidth of a disk at a block size and queue depth "
+		      "(that many threads, each with one block in flight). Without --records: a "
+		      "sequential write, then read, of a new file in DIR (deleted after), blocks of "
+		      "BLOCK_MIB (default 16) at QUEUE_DEPTH 1..64 (default 1); prints \"write_mbs=X "
+		      "read_mbs=Y\"."),
+	COLI_OPT_TEXT(""),
+	COLI_OPT_FLAG(0, "records", &records_mode, "read-only: whole records of RECORD_BYTES laid end to end "
+		      "in FILE from OFFSET (default 4096: a container's experts.bin), in a random order, "
+		      "until SECONDS have passed or MAX_RECORDS were read (0: no limit); with CHUNK, each "
+		      "record in chunks of CHUNK bytes as coli-run's store reads it; prints \"read_mbs=X "
+		      "records=N seconds=S\""),
+	COLI_OPT_HELP(&help),
+	COLI_OPT_END(),
+};
+
+/* --help on stdout, or the usage error msg and --help on stderr; returns the exit status. */
+static int usage(const char *msg)
 {
-	fprintf(stderr, "usage: coli-diskbench --records FILE RECORD_BYTES QUEUE_DEPTH SECONDS [OFFSET [MAX_RECORDS [CHUNK]]]\n");
-	return 2;
+	char *text = coli_opts_usage("coli-diskbench", msg, synopsis, options);
+	fputs(text ? text : "coli-diskbench: out of memory\n", msg ? stderr : stdout);
+	free(text);
+	return msg ? 2 : 0;
 }
 
-static int records_main(int argc, char **argv)
+static int records_usage(void)
 {
-	if (argc < 6 || argc > 9)
+	return usage("--records expects FILE RECORD_BYTES QUEUE_DEPTH SECONDS [OFFSET "
+		     "[MAX_RECORDS [CHUNK]]]: RECORD_BYTES, OFFSET and CHUNK multiples of 4096, "
+		     "QUEUE_DEPTH 1..64, SECONDS > 0");
+}
+
+/* The --records mode; its n operands are argv[0..n). */
+static int records_main(int n, char **argv)
+{
+	if (n < 4 || n > 7)
 		return records_usage();
-	long long size = atoll(argv[3]), base = argc > 6 ? atoll(argv[6]) : 4096;
-	int qd = atoi(argv[4]);
-	double secs = atof(argv[5]);
-	long max = argc > 7 && atol(argv[7]) ? atol(argv[7]) : LONG_MAX / 1024;
-	long long chunk = argc > 8 ? atoll(argv[8]) : size;
+	long long size = atoll(argv[1]), base = n > 4 ? atoll(argv[4]) : 4096;
+	int qd = atoi(argv[2]);
+	double secs = atof(argv[3]);
+	long max = n > 5 && atol(argv[5]) ? atol(argv[5]) : LONG_MAX / 1024;
+	long long chunk = n > 6 ? atoll(argv[6]) : size;
 	if (size <= 0 || size % 4096 || base < 0 || base % 4096 || qd < 1 || qd > 64 || secs <= 0 || max < 1 ||
 	    chunk <= 0 || chunk % 4096)
 		return records_usage();
 	if (chunk > size)
 		chunk = size;
-	int fd = open(argv[2], O_RDONLY | O_DIRECT);
+	int fd = open(argv[0], O_RDONLY | O_DIRECT);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0) {
-		fprintf(stderr, "coli-diskbench: '%s': %s\n", argv[2], strerror(errno));
+		fprintf(stderr, "coli-diskbench: '%s': %s\n", argv[0], strerror(errno));
 		return 1;
 	}
 	long count = (long)((st.st_size - base) / size);
 	if (st.st_size < base || count < 1) {
 		fprintf(stderr, "coli-diskbench: '%s': %lld bytes hold no record of %lld bytes after offset %lld\n",
-			argv[2], (long long)st.st_size, size, base);
+			argv[0], (long long)st.st_size, size, base);
 		close(fd);
 		return 1;
 	}
@@ -189,20 +219,20 @@ static int records_main(int argc, char **argv)
 		fprintf(stderr, "coli-diskbench: cannot allocate %ld record indices\n", count);
 		return 1;
 	}
-	shuffle(r.order, count, (uint64_t)now() * 2654435761u | 1);
+	shuffle(r.order, count, (uint64_t)coli_now() * 2654435761u | 1);
 	pthread_t tid[64];
-	double t0 = now();
+	double t0 = coli_now();
 	r.deadline = t0 + secs;
 	for (int i = 0; i < qd; i++)
 		pthread_create(&tid[i], NULL, records_lane, &r);
 	for (int i = 0; i < qd; i++)
 		pthread_join(tid[i], NULL);
-	double dt = now() - t0;
+	double dt = coli_now() - t0;
 	long long bytes = atomic_load(&r.bytes);
 	free(r.order);
 	close(fd);
 	if (r.failed) {
-		fprintf(stderr, "coli-diskbench: '%s': O_DIRECT read of %lld bytes failed: %s\n", argv[2], size, strerror(errno));
+		fprintf(stderr, "coli-diskbench: '%s': O_DIRECT read of %lld bytes failed: %s\n", argv[0], size, strerror(errno));
 		return 1;
 	}
 	printf("read_mbs=%.0f records=%.1f seconds=%.2f\n", (double)bytes / 1e6 / dt, (double)bytes / (double)size, dt);
@@ -211,17 +241,22 @@ static int records_main(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	if (argc > 1 && strcmp(argv[1], "--records") == 0)
-		return records_main(argc, argv);
-	long mib = argc > 2 ? atol(argv[2]) : 0, bmib = argc > 3 ? atol(argv[3]) : 16;
-	int qd = argc > 4 ? atoi(argv[4]) : 1;
-	if (argc < 3 || mib <= 0 || bmib <= 0 || qd < 1 || qd > 64) {
-		fprintf(stderr, "usage: coli-diskbench DIR SIZE_MIB [BLOCK_MIB [QUEUE_DEPTH 1..64]]\n");
-		return 2;
-	}
+	coli_err e = {0, ""};
+	int n = coli_opts_parse(options, argc, argv, &e);
+	if (help)
+		return usage(NULL);
+	if (n < 0)
+		return usage(e.msg);
+	if (records_mode)
+		return records_main(n, argv);
+	long mib = n > 1 ? atol(argv[1]) : 0, bmib = n > 2 ? atol(argv[2]) : 16;
+	int qd = n > 3 ? atoi(argv[3]) : 1;
+	if (n < 2 || mib <= 0 || bmib <= 0 || qd < 1 || qd > 64)
+		return usage("expected DIR SIZE_MIB [BLOCK_MIB [QUEUE_DEPTH]]: sizes > 0, "
+			     "QUEUE_DEPTH 1..64");
 	size_t block = (size_t)bmib << 20, total = ((size_t)mib << 20) / block * block;
 	char path[4096];
-	snprintf(path, sizeof(path), "%s/.coli-diskbench.%d", argv[1], (int)getpid());
+	snprintf(path, sizeof(path), "%s/.coli-diskbench.%d", argv[0], (int)getpid());
 	double w = pass(path, 1, total, block, qd);
 	drop_caches();
 	double r = w < 0 ? -1 : pass(path, 0, total, block, qd);

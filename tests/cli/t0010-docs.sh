@@ -22,4 +22,13 @@ for tool in coli-convert coli-run; do
 	'
 done
 
+for tool in coli-convert coli-run coli-synth coli-diskbench; do
+	test_expect_success "$tool: no line of --help is wider than 100 columns" '
+		$tool --help >help &&
+		test -s help &&
+		awk "length(\$0) > 100 { print FILENAME \":\" NR \": \" length(\$0) \" columns\"; bad = 1 }
+		     END { exit bad }" help >&2
+	'
+done
+
 test_done

@@ -144,7 +144,7 @@ test_expect_success "usage: --crc, --io mmap with a streaming option, too many m
 		expect_exit 2 coli-run -m "$M" --prompt-ids "1" --io mmap $o && err_has "--io mmap" || exit 1
 	done &&
 	expect_exit 2 coli-run -m "$M" --prompt-ids "1" --mirror a --mirror a --mirror a --mirror a --mirror a \
-		--mirror a --mirror a --mirror a && err_has "at most 7 mirrors"
+		--mirror a --mirror a --mirror a && err_has "--mirror: " "is one too many (at most 7)"
 '
 
 test_done

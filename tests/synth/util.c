@@ -1,22 +1,14 @@
-/* util.c: thread count, clock, and a parallel-for over independent tasks. */
+/* util.c: thread count and a parallel-for over independent tasks. */
 #include "synth.h"
 
 #include <pthread.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 int synth_nthreads(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	return n < 1 ? 1 : n > 256 ? 256 : (int)n;
-}
-
-double synth_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 typedef struct par {

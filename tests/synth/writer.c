@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fileio.h"
 #include "safetensors.h"
 
@@ -353,7 +354,7 @@ static void fill_scales(const synth_table *tb, const jobs *J, int j, uint8_t *bu
 /* "written / total GB, rate" on stderr, at most twice a second (callers check for a TTY). */
 static void progress(const synth_table *tb, uint64_t done, double t0, double *last, int end)
 {
-	double now = synth_now();
+	double now = coli_now();
 	if (!end && now - *last < 0.5)
 		return;
 	*last = now;
@@ -371,7 +372,7 @@ static int write_all(pool *P, const char *dir, synth_files *f, uint64_t *bytes, 
 	const synth_table *tb = P->tb;
 	out o = {.fd = -1};
 	int rc = 0;
-	double t0 = synth_now(), last = t0;
+	double t0 = coli_now(), last = t0;
 	uint64_t done = 0;
 	for (int j = 0; rc == 0 && j < P->J->nj; j++) {
 		int s = P->J->j[j].shard;
