@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fileio.h"
 #include "policy.h"
 #include "sampler.h"
@@ -30,16 +31,11 @@ typedef struct runner {
 	store_stats st0;            /* streaming counters when decoding began */
 	coli_usage usage;           /* --usage: the statistics of earlier runs */
 	double *counts;             /* --usage: this run's routing counts (r->m.usage points here) */
-	double ram_dense, ram_kv, ram_buf, ram_pins, ram_slots; /* --ram: the plan, in bytes */
-	int ram_n_slots;            /* --ram: cache slots per MoE layer chosen (or given) */
+	coli_budget plan;           /* the expert cache chosen (--ram: the budget's split) */
+	run_trace tr;               /* --trace */
+	int gen0;                   /* index in the session of the last generation's first id */
 } runner;
 
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 int parse_ids(const char *s, int vocab, const char *what, int32_t **out, int *n, coli_err *e)
 {
@@ -115,9 +111,10 @@ static int feed(runner *r, float *last, coli_err *e)
 	int todo = r->s.n_tokens - r->kv.n;
 	if (todo <= 0)
 		return coli_errf(e, COLI_EUSAGE, "nothing to run: give a prompt (--prompt, --prompt-ids)");
-	double t = now();
+	double t = coli_now();
+	r->tr.t.phase = COLI_PHASE_PREFILL;
 	int rc = forward(&r->m, &r->kv, r->s.tokens + r->kv.n, todo, NULL, last, NULL, e);
-	r->prefill_s += now() - t;
+	r->prefill_s += coli_now() - t;
 	r->prefilled += todo;
 	r->s.pending = 0;
 	return rc;
@@ -147,8 +144,10 @@ static int generate(runner *r, float *logits, coli_err *e)
 	float *steps = r->o->dump_logits ? coli_malloc((size_t)(r->o->n_gen + 1) * V * sizeof(float), e) : NULL;
 	if (r->o->dump_logits && !steps)
 		rc = -1;
-	double t = now();
+	double t = coli_now();
 	store_get_stats(r->m.store, &r->st0);
+	r->gen0 = r->s.n_tokens;
+	r->tr.t.phase = COLI_PHASE_DECODE;
 	while (rc == 0 && out && k < r->o->n_gen) {
 		if (steps)
 			memcpy(steps + (size_t)k * V, logits, (size_t)V * sizeof(float));
@@ -173,7 +172,7 @@ static int generate(runner *r, float *logits, coli_err *e)
 		if (!r->o->chat)
 			putchar('\n');
 	}
-	r->decode_s += now() - t;
+	r->decode_s += coli_now() - t;
 	if (rc == 0 && steps)
 		rc = coli_write_atomic(r->o->dump_logits, steps, (size_t)k * V * sizeof(float), e);
 	coli_detok_free(d);
@@ -189,9 +188,10 @@ static int teacher_force(runner *r, coli_err *e)
 	int n = r->s.n_tokens - r->kv.n;
 	float *logits = coli_malloc((size_t)n * V * sizeof(float), e);
 	routing_log rl = {coli_malloc((size_t)(L ? L : 1) * n * k * sizeof(int32_t), e), NULL};
-	double t = now();
+	double t = coli_now();
+	r->tr.t.phase = COLI_PHASE_PREFILL;
 	int rc = logits && rl.ids ? forward(&r->m, &r->kv, r->s.tokens + r->kv.n, n, logits, NULL, &rl, e) : -1;
-	r->prefill_s += now() - t;
+	r->prefill_s += coli_now() - t;
 	r->prefilled += n;
 	if (rc == 0 && r->o->dump_logits)
 		rc = coli_write_atomic(r->o->dump_logits, logits, (size_t)n * V * sizeof(float), e);
@@ -245,63 +245,35 @@ static int chat(runner *r, float *logits, coli_err *e)
 	return rc;
 }
 
-/* The streaming store's counters over the decode (over the whole run without one). */
-static void report_stream(const runner *r)
+static const char *store_kind_name(coli_store_kind k)
 {
-	store_stats all, st;
-	if (store_get_stats(r->m.store, &all) < 0)
-		return;
-	int n = r->decoded ? r->decoded : r->prefilled;
-	st = all;
-	if (r->decoded)
-		store_stats_sub(&all, &r->st0, &st);
-	uint64_t gets = st.hits + st.misses;
-	char pred[96] = "";
-	if (r->o->prefetch != 0)
-		snprintf(pred, sizeof(pred), ", prefetch recall %.1f%%, %.1f MiB wasted per token",
-			 st.predicted ? 100.0 * (double)st.predict_hits / (double)st.predicted : 0.0,
-			 n ? (double)st.predict_wasted_bytes / 1048576 / n : 0.0);
-	char pins[96] = "";
-	double pct = gets ? 100.0 / (double)gets : 0.0;
-	if (st.pins > 0)
-		snprintf(pins, sizeof(pins), " (pin %.1f%%, slot %.1f%%)", pct * (double)st.pin_hits,
-			 pct * (double)(st.hits - st.pin_hits));
-	char head[32] = "";
-	if (st.pins > 0)
-		snprintf(head, sizeof(head), "pins %d/layer, ", st.pins);
-	fprintf(stderr, "coli-run: stream: %shit rate %.1f%%%s, %llu misses, %.1f MiB read per token, read %.2f GB/s%s\n",
-		head, pct * (double)st.hits, pins, (unsigned long long)st.misses,
-		n ? (double)st.bytes_read / 1048576 / n : 0.0, st.read_s > 0 ? (double)st.bytes_read / st.read_s / 1e9 : 0.0,
-		pred);
-	double wall = r->decoded ? r->decode_s : r->prefill_s;
-	for (int i = 0; i < st.n_disks; i++) {
-		const store_disk *d = &st.disks[i];
-		char fail[48] = "";
-		if (all.disks[i].failures)
-			snprintf(fail, sizeof(fail), ", %llu failed reads in the run",
-				 (unsigned long long)all.disks[i].failures);
-		fprintf(stderr, "coli-run: disk %s (%s): %.1f MiB read, busy %.0f%%, %.0f MB/s while busy%s\n", d->dir,
-			d->dev, (double)d->bytes_read / 1048576, wall > 0 ? 100.0 * d->busy_s / wall : 0.0,
-			d->busy_s > 0 ? (double)d->bytes_read / d->busy_s / 1e6 : 0.0, fail);
-	}
+	return k == COLI_STORE_STREAM ? "stream" : k == COLI_STORE_MMAP ? "mmap" : "ram";
 }
 
-static void report(const runner *r)
+/* The closing figures: the streaming store's counters over the decode (the whole run without
+ * one), as text on stderr or JSON on stdout. */
+static int report(const runner *r, coli_err *e)
 {
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
-	double tps = r->decode_s > 0 ? r->decoded / r->decode_s : 0.0, mib = (double)model_bytes_per_token(&r->m) / 1048576;
-	fprintf(stderr, "coli-run: prompt %d tokens in %.2f s (%.1f tok/s), decode %d tokens in %.2f s (%.2f tok/s, "
-		"%.1f MiB of weights per token, %.1f GB/s), %s kernels x%d, peak RSS %.0f MiB\n",
-		r->prefilled, r->prefill_s, r->prefill_s > 0 ? r->prefilled / r->prefill_s : 0.0, r->decoded, r->decode_s,
-		tps, mib, mib * 1048576 * tps / 1e9, kernels_isa(), kernels_threads(), (double)ru.ru_maxrss / 1024);
-	report_stream(r);
-	if (r->o->ram > 0) {
-		const double G = 1073741824.0;
-		fprintf(stderr, "coli-run: ram budget %.2f GiB: dense %.2f, KV %.2f, buffers %.2f, pins %.2f, slots %.2f "
-			"(%d/layer)\n", r->o->ram, r->ram_dense / G, r->ram_kv / G, r->ram_buf / G, r->ram_pins / G,
-			r->ram_slots / G, r->ram_n_slots);
+	run_report p = {
+		.prefilled = r->prefilled, .decoded = r->decoded, .prefill_s = r->prefill_s, .decode_s = r->decode_s,
+		.weights_per_token = (double)model_bytes_per_token(&r->m), .isa = kernels_isa(),
+		.threads = kernels_threads(), .peak_rss = (double)ru.ru_maxrss * 1024,
+		.store_kind = store_kind_name(store_kind(r->m.store)), .per_token = r->decoded ? r->decoded : r->prefilled,
+		.wall = r->decoded ? r->decode_s : r->prefill_s, .prefetch = r->o->prefetch != 0,
+		.ram = r->o->ram > 0 ? &r->plan : NULL, .ram_gib = r->o->ram, .trace = r->o->trace,
+		.ids = r->s.tokens + r->gen0, .n_ids = r->s.n_tokens - r->gen0,
+	};
+	p.streaming = store_get_stats(r->m.store, &p.all) == 0;
+	p.st = p.all;
+	if (p.streaming && r->decoded)
+		store_stats_sub(&p.all, &r->st0, &p.st);
+	if (!r->o->json) {
+		report_text(&p);
+		return 0;
 	}
+	return report_json(&p, e);
 }
 
 /* --usage: the earlier statistics read (a foreign or corrupt file refused before any work)
@@ -384,8 +356,7 @@ static int cache_plan(runner *r, model_opts *mo, coli_err *e)
 	container_sizes(ct, &in);
 	if (rc == 0 && (rc = coli_budget_split(&in, &b, e)) == 0) {
 		mo->so.pins = b.pins, mo->so.cache_slots = b.slots;
-		r->ram_dense = b.dense, r->ram_kv = b.kv, r->ram_buf = b.buffers;
-		r->ram_pins = b.pin_bytes, r->ram_slots = b.slot_bytes, r->ram_n_slots = b.slots;
+		r->plan = b;
 	}
 	coli_container_close(ct);
 	return rc;
@@ -432,7 +403,11 @@ static int setup(runner *r, coli_err *e)
 		return -1;
 	if (o->stream && cache_plan(r, &mo, e) < 0)
 		return -1;
+	if (o->trace)
+		run_trace_prepare(&r->tr), mo.tracer = &r->tr.t;
 	if (model_open(&r->m, o->model, &mo, e) < 0)
+		return -1;
+	if (o->trace && run_trace_open(&r->tr, o->trace, &r->m, o, e) < 0)
 		return -1;
 	r->m.usage = r->counts;
 	store_set_predict(r->m.store, o->prefetch != 0); /* -1 (nothing to do) in RAM */
@@ -464,8 +439,8 @@ int run_main(const run_opts *o, coli_err *e)
 		coli_usage_fold(&r.usage, r.counts, COLI_USAGE_DECAY);
 		rc = coli_usage_write(o->usage, &r.usage, e);
 	}
-	if (rc == 0 && !o->quiet)
-		report(&r);
+	if (rc == 0 && (!o->quiet || o->json))
+		rc = report(&r, e);
 	free(logits);
 	free(r.counts);
 	coli_usage_release(&r.usage);
@@ -475,5 +450,7 @@ int run_main(const run_opts *o, coli_err *e)
 	coli_tok_free(r.tok);
 	if (r.m.ct)
 		model_close(&r.m);
+	if (o->trace && run_trace_close(&r.tr, rc == 0, e) < 0)
+		rc = -1;
 	return rc;
 }

@@ -2,11 +2,15 @@
 #ifndef COLI_RUN_H
 #define COLI_RUN_H
 
+#include <jansson.h>
+#include <pthread.h>
 #include <stdint.h>
 
-#include "error.h"
 #include "engine.h"
+#include "error.h"
+#include "policy.h"
 #include "tokenizer.h"
+#include "trace.h"
 
 typedef struct run_opts {
 	const char *model;
@@ -74,5 +78,45 @@ int session_push(session *s, const int32_t *ids, int n, coli_err *e);
 /* Reads path when it exists (else an empty session) and sizes the KV cache for extra more tokens. */
 int session_load(session *s, kv_cache *kv, const model *m, const char *path, int extra, coli_err *e);
 int session_save(const session *s, const kv_cache *kv, const model *m, const char *path, coli_err *e);
+
+/* report.c: the closing figures of a run, printed as text lines on stderr or as one line of
+ * JSON on stdout (--json), from the same numbers. */
+typedef struct run_report {
+	int prefilled, decoded;
+	double prefill_s, decode_s;
+	double weights_per_token;  /* bytes of weights one decode token reads */
+	const char *isa;
+	int threads;
+	double peak_rss;           /* bytes */
+	const char *store_kind;    /* "ram", "mmap" or "stream" */
+	int streaming;             /* st and all below are set */
+	store_stats st;            /* over the decode (over the whole run without one) */
+	store_stats all;           /* over the whole run (failed reads) */
+	int per_token;             /* tokens the per-token figures divide by */
+	double wall;               /* seconds the disks' busy fractions are of */
+	int prefetch;              /* next-layer prediction on: its figures are printed */
+	const coli_budget *ram;    /* --ram: the budget's split; NULL without */
+	double ram_gib;
+	const int32_t *ids;        /* the generated ids (JSON) */
+	int n_ids;
+	const char *trace;         /* --trace FILE, or NULL */
+} run_report;
+
+void report_text(const run_report *p);
+int report_json(const run_report *p, coli_err *e);
+
+/* trace.c: --trace FILE. prepare before the model opens (model_opts.tracer = &t), open once it
+ * has (the copies are known), close at the end: ok 0 removes the temporary. */
+typedef struct run_trace {
+	coli_tracer t;
+	coli_trace_writer *w;
+	pthread_mutex_t mu;        /* one writer, records from several threads */
+	int failed;
+	coli_err err;              /* the first append's failure */
+} run_trace;
+
+void run_trace_prepare(run_trace *rt);
+int run_trace_open(run_trace *rt, const char *path, const model *m, const run_opts *o, coli_err *e);
+int run_trace_close(run_trace *rt, int ok, coli_err *e);
 
 #endif

@@ -9,6 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 #define SPIN_NS 50000 /* how long a worker (or the waiting caller) spins before sleeping */
 
 static struct {
@@ -39,13 +41,6 @@ int kpool_self(void)
 	return self;
 }
 
-static int64_t now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -67,12 +62,12 @@ static void run_pieces(void)
 /* Waits until the generation differs from `seen`: spinning first, then on the condvar. */
 static unsigned wait_gen(unsigned seen)
 {
-	int64_t t0 = now_ns();
+	int64_t t0 = (int64_t)coli_now_ns();
 	for (int i = 0;; i++) {
 		unsigned g = atomic_load_explicit(&P.gen, memory_order_acquire);
 		if (g != seen)
 			return g;
-		if ((i & 63) == 63 && now_ns() - t0 > SPIN_NS)
+		if ((i & 63) == 63 && (int64_t)coli_now_ns() - t0 > SPIN_NS)
 			break;
 		cpu_relax();
 	}
@@ -118,9 +113,9 @@ static void publish(void)
 
 static void wait_workers(void)
 {
-	int64_t t0 = now_ns();
+	int64_t t0 = (int64_t)coli_now_ns();
 	for (int i = 0; atomic_load_explicit(&P.active, memory_order_acquire) != 0; i++) {
-		if ((i & 63) == 63 && now_ns() - t0 > SPIN_NS) {
+		if ((i & 63) == 63 && (int64_t)coli_now_ns() - t0 > SPIN_NS) {
 			pthread_mutex_lock(&P.mu);
 			P.caller_waiting = 1;
 			while (atomic_load_explicit(&P.active, memory_order_acquire) != 0)

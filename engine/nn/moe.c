@@ -126,7 +126,7 @@ static const coli_expert *traced_get(const model *m, int l, int x, coli_err *e)
 		return store_get(m->store, l, x, e);
 	}
 	coli_tracer_mark(m->tr, COLI_SPAN_EXPERTS, l);
-	const coli_expert *ex = traced_get(m, l, x, e);
+	const coli_expert *ex = store_get(m->store, l, x, e);
 	coli_tracer_mark(m->tr, COLI_SPAN_IO_WAIT, l);
 	return ex;
 }
@@ -251,13 +251,16 @@ static int batch_union(const coli_model *c, int n, fwd_ws *w)
 	return nu;
 }
 
-/* Prefill: the union's experts in ascending order (the sums as before), each expert's read
- * prefetched top_k experts ahead (a window the store can always hold: it has >= top_k slots). */
+/* Prefill: the union's experts in ascending order (the sums as before), each one requested
+ * (read first, unless a prefetch already read it), the next top_k - 1 prefetched behind it (a
+ * window of top_k the store can always hold: it has >= top_k slots), then got. */
 static int experts_batch(const model *m, int l, const float *X, int n, fwd_ws *w, float *out, coli_err *e)
 {
 	int nu = batch_union(m->cfg, n, w), k = m->cfg->top_k, rc = 0;
 	for (int u = 0; rc == 0 && u < nu; u++) {
-		store_prefetch(m->store, l, w->uni + u, nu - u < k ? nu - u : k);
+		int ahead = nu - u - 1 < k - 1 ? nu - u - 1 : k - 1;
+		store_request(m->store, l, w->uni + u, 1);
+		store_prefetch(m->store, l, w->uni + u + 1, ahead);
 		rc = run_expert(m, l, w->uni[u], X, n, w, out, e);
 	}
 	return rc;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "clock.h"
 #include "fileio.h"
 #include "policy.h"
 #include "store/stream.h"
@@ -632,7 +633,7 @@ static int stream_stats(const coli_store *s, store_stats *st)
 	stream_store *ss = (stream_store *)s;
 	pthread_mutex_lock(&ss->mu);
 	*st = ss->st;
-	double t = stream_now();
+	double t = coli_now();
 	for (int i = 0; i < ss->rs.n; i++) {
 		const replica *r = &ss->rs.r[i];
 		store_disk *d = &st->disks[i];

@@ -101,7 +101,6 @@ typedef struct io_backend {
 /* The two backends. */
 extern const io_backend stream_threads_backend, stream_uring_backend;
 
-double stream_now(void);
 /* A read of len bytes issued to copy r / ended (ok: it delivered): the store's and the copy's
  * counters. Lock held. */
 void stream_issue(stream_store *s, int r, uint64_t len);

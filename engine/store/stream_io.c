@@ -8,14 +8,8 @@
 #include <zlib.h>
 
 #include "fileio.h"
+#include "clock.h"
 #include "store/stream.h"
-
-double stream_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static uint64_t chunk_len(const slot *p, int c)
 {
@@ -25,7 +19,7 @@ static uint64_t chunk_len(const slot *p, int c)
 
 void stream_issue(stream_store *s, int r, uint64_t len)
 {
-	double t = stream_now();
+	double t = coli_now();
 	if (s->inflight++ == 0)
 		s->busy_since = t;
 	replica_issue(&s->rs, r, len, t);
@@ -33,7 +27,7 @@ void stream_issue(stream_store *s, int r, uint64_t len)
 
 void stream_retire(stream_store *s, int r, uint64_t len, int ok)
 {
-	double t = stream_now();
+	double t = coli_now();
 	replica_done(&s->rs, r, len, ok, t);
 	if (--s->inflight == 0)
 		s->st.read_s += t - s->busy_since;

@@ -2,23 +2,16 @@
  * expert outcomes from wherever they happen. */
 #include "tracer.h"
 
-#include <time.h>
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+#include "clock.h"
 
 void coli_tracer_init(coli_tracer *t, void (*emit)(void *ctx, const coli_trace_rec *r), void *ctx)
 {
-	*t = (coli_tracer){.emit = emit, .ctx = ctx, .origin = mono_ns(), .span_kind = -1};
+	*t = (coli_tracer){.emit = emit, .ctx = ctx, .origin = coli_now_ns(), .span_kind = -1};
 }
 
 uint64_t coli_tracer_now(const coli_tracer *t)
 {
-	return mono_ns() - t->origin;
+	return coli_now_ns() - t->origin;
 }
 
 void coli_tracer_emit(coli_tracer *t, int kind, int sub, int copy, int layer, int expert, uint64_t t0,

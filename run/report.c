@@ -1,0 +1,149 @@
+/* report.c: coli-run's closing figures, one struct printed as text lines on stderr or as one
+ * JSON object on stdout (--json): the same numbers either way. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "run.h"
+
+static double ratio(double a, double b)
+{
+	return b > 0 ? a / b : 0.0;
+}
+
+#define MIB 1048576.0
+#define GIB 1073741824.0
+
+/* The streaming figures both forms print. */
+typedef struct stream_fig {
+	double hit, pin_hit, slot_hit;  /* percent of gets */
+	double mib_tok, read_gbs, recall, wasted_mib_tok;
+} stream_fig;
+
+static stream_fig stream_figures(const run_report *p)
+{
+	const store_stats *st = &p->st;
+	double gets = (double)(st->hits + st->misses), n = p->per_token;
+	stream_fig f = {
+		.hit = 100.0 * ratio((double)st->hits, gets),
+		.pin_hit = 100.0 * ratio((double)st->pin_hits, gets),
+		.slot_hit = 100.0 * ratio((double)(st->hits - st->pin_hits), gets),
+		.mib_tok = ratio((double)st->bytes_read / MIB, n),
+		.read_gbs = ratio((double)st->bytes_read / 1e9, st->read_s),
+		.recall = 100.0 * ratio((double)st->predict_hits, (double)st->predicted),
+		.wasted_mib_tok = ratio((double)st->predict_wasted_bytes / MIB, n),
+	};
+	return f;
+}
+
+static void text_stream(const run_report *p)
+{
+	const store_stats *st = &p->st;
+	stream_fig f = stream_figures(p);
+	char pred[96] = "", pins[96] = "", head[32] = "";
+	if (p->prefetch)
+		snprintf(pred, sizeof(pred), ", prefetch recall %.1f%%, %.1f MiB wasted per token", f.recall, f.wasted_mib_tok);
+	if (st->pins > 0) {
+		snprintf(pins, sizeof(pins), " (pin %.1f%%, slot %.1f%%)", f.pin_hit, f.slot_hit);
+		snprintf(head, sizeof(head), "pins %d/layer, ", st->pins);
+	}
+	fprintf(stderr, "coli-run: stream: %shit rate %.1f%%%s, %llu misses, %.1f MiB read per token, read %.2f GB/s%s\n",
+		head, f.hit, pins, (unsigned long long)st->misses, f.mib_tok, f.read_gbs, pred);
+	for (int i = 0; i < st->n_disks; i++) {
+		const store_disk *d = &st->disks[i];
+		char fail[48] = "";
+		if (p->all.disks[i].failures)
+			snprintf(fail, sizeof(fail), ", %llu failed reads in the run", (unsigned long long)p->all.disks[i].failures);
+		fprintf(stderr, "coli-run: disk %s (%s): %.1f MiB read, busy %.0f%%, %.0f MB/s while busy%s\n", d->dir, d->dev,
+			(double)d->bytes_read / MIB, 100.0 * ratio(d->busy_s, p->wall),
+			ratio((double)d->bytes_read / 1e6, d->busy_s), fail);
+	}
+}
+
+void report_text(const run_report *p)
+{
+	double tps = ratio(p->decoded, p->decode_s), mib = p->weights_per_token / MIB;
+	fprintf(stderr, "coli-run: prompt %d tokens in %.2f s (%.1f tok/s), decode %d tokens in %.2f s (%.2f tok/s, "
+		"%.1f MiB of weights per token, %.1f GB/s), %s kernels x%d, peak RSS %.0f MiB\n",
+		p->prefilled, p->prefill_s, ratio(p->prefilled, p->prefill_s), p->decoded, p->decode_s, tps, mib,
+		p->weights_per_token * tps / 1e9, p->isa, p->threads, p->peak_rss / MIB);
+	if (p->streaming)
+		text_stream(p);
+	if (p->ram) {
+		const coli_budget *b = p->ram;
+		fprintf(stderr, "coli-run: ram budget %.2f GiB: dense %.2f, KV %.2f, buffers %.2f, pins %.2f, slots %.2f "
+			"(%d/layer)\n", p->ram_gib, b->dense / GIB, b->kv / GIB, b->buffers / GIB, b->pin_bytes / GIB,
+			b->slot_bytes / GIB, b->slots);
+	}
+}
+
+static json_t *json_disks(const run_report *p)
+{
+	json_t *a = json_array();
+	for (int i = 0; i < p->st.n_disks; i++) {
+		const store_disk *d = &p->st.disks[i];
+		json_array_append_new(a, json_pack("{s:s, s:s, s:f, s:f, s:f, s:I}", "dir", d->dir, "device", d->dev,
+						   "mib_read", (double)d->bytes_read / MIB, "busy", ratio(d->busy_s, p->wall),
+						   "mb_per_s_busy", ratio((double)d->bytes_read / 1e6, d->busy_s),
+						   "failed_reads", (json_int_t)p->all.disks[i].failures));
+	}
+	return a;
+}
+
+static json_t *json_stream(const run_report *p)
+{
+	const store_stats *st = &p->st;
+	stream_fig f = stream_figures(p);
+	json_t *o = json_pack("{s:i, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:o}", "pins_per_layer", st->pins, "hits",
+			      (json_int_t)st->hits, "misses", (json_int_t)st->misses, "pin_hits", (json_int_t)st->pin_hits,
+			      "hit_rate", f.hit / 100, "pin_hit_rate", f.pin_hit / 100, "slot_hit_rate", f.slot_hit / 100,
+			      "mib_read_per_token", f.mib_tok, "read_gb_per_s", f.read_gbs, "disks", json_disks(p));
+	if (p->prefetch)
+		json_object_set_new(o, "prefetch", json_pack("{s:I, s:I, s:f, s:f}", "predicted", (json_int_t)st->predicted,
+							     "predict_hits", (json_int_t)st->predict_hits, "recall",
+							     f.recall / 100, "wasted_mib_per_token", f.wasted_mib_tok));
+	return o;
+}
+
+static json_t *json_ram(const run_report *p)
+{
+	const coli_budget *b = p->ram;
+	return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:i}", "gib", p->ram_gib, "dense_gib", b->dense / GIB,
+			 "kv_gib", b->kv / GIB, "buffers_gib", b->buffers / GIB, "pins_gib", b->pin_bytes / GIB,
+			 "slots_gib", b->slot_bytes / GIB, "pins_per_layer", b->pins, "slots_per_layer", b->slots);
+}
+
+static json_t *json_report(const run_report *p)
+{
+	double tps = ratio(p->decoded, p->decode_s);
+	json_t *ids = json_array();
+	for (int i = 0; i < p->n_ids; i++)
+		json_array_append_new(ids, json_integer(p->ids[i]));
+	json_t *o = json_pack(
+		"{s:{s:i, s:f, s:f}, s:{s:i, s:f, s:f, s:f, s:f}, s:{s:s, s:i}, s:f, s:s, s:o}", "prompt", "tokens",
+		p->prefilled, "seconds", p->prefill_s, "tokens_per_s", ratio(p->prefilled, p->prefill_s), "decode", "tokens",
+		p->decoded, "seconds", p->decode_s, "tokens_per_s", tps, "weights_mib_per_token", p->weights_per_token / MIB,
+		"weights_gb_per_s", p->weights_per_token * tps / 1e9, "kernels", "isa", p->isa, "threads", p->threads,
+		"peak_rss_mib", p->peak_rss / MIB, "store", p->store_kind, "ids", ids);
+	if (p->streaming)
+		json_object_set_new(o, "stream", json_stream(p));
+	if (p->ram)
+		json_object_set_new(o, "ram_budget", json_ram(p));
+	if (p->trace)
+		json_object_set_new(o, "trace", json_string(p->trace));
+	return o;
+}
+
+int report_json(const run_report *p, coli_err *e)
+{
+	json_t *o = json_report(p);
+	char *s = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
+	json_decref(o);
+	if (!s)
+		return coli_errf(e, COLI_ENOMEM, "out of memory for the --json report");
+	printf("%s\n", s);
+	fflush(stdout);
+	free(s);
+	return 0;
+}

@@ -1,0 +1,69 @@
+/* trace.c: --trace FILE: the engine's records written to a .coli_trace (formats/trace.h) by one
+ * writer behind a lock (the compute thread and the I/O threads both emit). */
+#include <stdio.h>
+#include <string.h>
+
+#include "run.h"
+
+/* The engine's emit: appended under the lock; the first failure is kept and ends the trace. */
+static void emit(void *ctx, const coli_trace_rec *rec)
+{
+	run_trace *rt = ctx;
+	pthread_mutex_lock(&rt->mu);
+	if (rt->w && !rt->failed && coli_trace_append(rt->w, rec, &rt->err) < 0)
+		rt->failed = 1;
+	pthread_mutex_unlock(&rt->mu);
+}
+
+void run_trace_prepare(run_trace *rt)
+{
+	memset(rt, 0, sizeof(*rt));
+	pthread_mutex_init(&rt->mu, NULL);
+	coli_tracer_init(&rt->t, emit, rt);
+}
+
+/* The run's settings, for the trace's metadata. */
+static char *meta(const run_opts *o, const model *m)
+{
+	json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:b, s:s, s:i, s:f}", "tool", "coli-run", "model", o->model,
+			      "family", coli_family_name(m->cfg->family), "cache_slots", o->cache_slots, "pins", o->pins,
+			      "prefetch", o->prefetch != 0, "isa", kernels_isa(), "threads", kernels_threads(), "ram_gib",
+			      o->ram);
+	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	json_decref(j);
+	return s;
+}
+
+int run_trace_open(run_trace *rt, const char *path, const model *m, const run_opts *o, coli_err *e)
+{
+	store_stats st;
+	coli_trace_copy copies[STORE_MAX_COPIES] = {{m->ct->dir, "-"}};
+	int n = 1;
+	if (store_get_stats(m->store, &st) == 0)
+		for (n = 0; n < st.n_disks; n++) {
+			copies[n].dir = st.disks[n].dir;
+			snprintf(copies[n].dev, sizeof(copies[n].dev), "%s", st.disks[n].dev);
+		}
+	char *js = meta(o, m);
+	coli_trace_info info = {.n_layers = m->cfg->n_layers + m->cfg->n_mtp_layers, .n_experts = m->cfg->n_experts,
+				.top_k = m->cfg->top_k, .n_copies = n, .copies = copies, .meta = js};
+	memcpy(info.identity, m->ct->identity, sizeof(info.identity));
+	int rc = js ? coli_trace_writer_open(&rt->w, path, &info, e) : coli_errf(e, COLI_ENOMEM, "out of memory");
+	free(js);
+	coli_tracer_init(&rt->t, emit, rt); /* t = 0 is the writer's start */
+	return rc;
+}
+
+int run_trace_close(run_trace *rt, int ok, coli_err *e)
+{
+	int rc = 0;
+	if (ok && rt->failed)
+		rc = coli_errf(e, rt->err.code, "--trace: %s", rt->err.msg);
+	if (rt->w && ok && rc == 0)
+		rc = coli_trace_writer_close(rt->w, e);
+	else
+		coli_trace_writer_abort(rt->w);
+	rt->w = NULL;
+	pthread_mutex_destroy(&rt->mu);
+	return rc;
+}
