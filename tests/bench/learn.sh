@@ -39,26 +39,26 @@ usage=$dir/learn.coli_usage
 # The rotating prompt set: prompt i is 8 token ids drawn with seed i.
 prompt() { awk -v s="$1" 'BEGIN {srand(s); for (i = 0; i < 8; i++) printf "%s%d", i ? " " : "", 1000 + int(rand() * 60000)}'; }
 
-# More fields of coli-run's closing lines (lib.sh has the common ones).
-pin_rate() { field "$1" 's/.*hit rate [0-9.]*% (pin \([0-9.]*\)%.*/\1/p'; }
-recall() { field "$1" 's/.*prefetch recall \([0-9.]*\)%.*/\1/p'; }
-wasted() { field "$1" 's/.*, \([0-9.]*\) MiB wasted per token.*/\1/p'; }
+# More figures of coli-run --json (lib.sh has the common ones).
+pin_rate() { jfmt "$1" stream.pin_hit_rate %.1f 100; }
+recall() { jfmt "$1" stream.prefetch.recall %.1f 100; }
+wasted() { jfmt "$1" stream.prefetch.wasted_mib_per_token %.1f; }
 
 # A cold coli-run (page cache dropped) of prompt $1 with the remaining options; its generated
-# ids go to $dir/learn-ids-$1.txt, its stderr is returned. A failed run stops the benchmark.
+# ids go to $dir/learn-ids-$1.txt, its JSON line is returned. A failed run stops the benchmark.
 run_coli() {
-	local p=$1 err st=0
+	local p=$1 out st=0
 	shift
 	drop
-	err=$(bin/coli-run -m "$model" --prompt-ids "$(prompt "$p")" -n $((ntok + 1)) --ignore-eos --print-ids "$@" \
-		2>&1 >"$dir/learn-ids-$p.txt") || st=$?
+	out=$(coli_json_run "$dir/learn-ids-$p.txt" bin/coli-run -m "$model" --prompt-ids "$(prompt "$p")" \
+		-n $((ntok + 1)) --ignore-eos --print-ids "$@" --json) || st=$?
 	if [ "$st" != 0 ]; then
 		say "learn.sh: coli-run -m $model --prompt-ids \"$(prompt "$p")\" $* failed (exit $st):"
-		say "$err"
+		say "$(cat "$dir/learn-ids-$p.txt.err")"
 		exit 1
 	fi
-	say "  $(echo "$err" | grep -E 'decode|stream:' | sed 's/.*decode/decode/; s/, avx.*peak/, peak/' | tr '\n' ' ')"
-	echo "$err"
+	say "  $(summary "$out")"
+	echo "$out"
 }
 
 # One repetition of the learning part: the usage file started empty; run i of both caches on

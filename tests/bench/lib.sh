@@ -1,5 +1,5 @@
 # lib.sh: what the benchmark scripts share (sourced; $dir set first): progress, cache drops,
-# medians, models made once per shape, and fields of coli-run's closing lines.
+# medians, models made once per shape, and figures of coli-run --json.
 say() { echo "$*" >&2; }
 # need_root SCRIPT WHY: exits 2 with a message unless running as root.
 need_root() { [ "$(id -u)" = 0 ] || { echo "$1: needs root ($2); run it as root" >&2; exit 2; }; }
@@ -27,9 +27,23 @@ model_of() {
 # hidden 2048, expert FFN 768 (2.4 MiB int4 records): the width of DESIGN.md's in-RAM figure.
 run_q4_shape="--family qwen3_moe --layers 12 --experts 128 --top-k 8 --hidden 2048 --expert-ffn 768 --heads 32 --kv-heads 4 --head-dim 128 --measure 64 --seed 11"
 
-# Fields of coli-run's closing lines (its stderr text in $1); "-" when absent.
-field() { local v; v=$(echo "$1" | sed -n "$2" | head -1); echo "${v:--}"; }
-tok_s() { field "$1" 's/.*decode [0-9]* tokens in [0-9.]* s (\([0-9.]*\) tok\/s.*/\1/p'; }
-rss_of() { field "$1" 's/.*peak RSS \([0-9]*\) MiB.*/\1/p'; }
-hit_rate() { field "$1" 's/.*hit rate \([0-9.]*\)%.*/\1/p'; }
-mib_tok() { field "$1" 's/.* \([0-9.]*\) MiB read per token.*/\1/p'; }
+# Figures of coli-run --json ($1: its JSON line), formatted; "-" when absent.
+jget() { echo "$1" | bin/coli-json "$2" 2>/dev/null || echo -; }
+# jfmt JSON PATH FORMAT [SCALE]: the figure at PATH x SCALE in printf FORMAT.
+jfmt() { local v; v=$(jget "$1" "$2"); [ "$v" = - ] && echo - || awk -v v="$v" -v s="${4:-1}" -v f="$3" 'BEGIN {printf f "\n", v * s}'; }
+tok_s() { jfmt "$1" decode.tokens_per_s %.2f; }
+rss_of() { jfmt "$1" peak_rss_mib %.0f; }
+hit_rate() { jfmt "$1" stream.hit_rate %.1f 100; }
+mib_tok() { jfmt "$1" stream.mib_read_per_token %.1f; }
+# One line of a run's figures for the progress output.
+summary() { echo "decode $(tok_s "$1") tok/s, hit $(hit_rate "$1")%, $(mib_tok "$1") MiB/token, RSS $(rss_of "$1") MiB"; }
+# coli_json_run IDS_FILE CMD...: runs CMD (a coli-run ... --json): its ids into IDS_FILE, its JSON
+# line on stdout; stderr kept in IDS_FILE.err. Exit status: CMD's.
+coli_json_run() {
+	local ids=$1 out st=0
+	shift
+	out=$("$@" 2>"$ids.err") || st=$?
+	echo "$out" | head -n -1 >"$ids"
+	echo "$out" | tail -n 1
+	return $st
+}

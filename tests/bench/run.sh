@@ -20,12 +20,10 @@ prompt=$(seq 1000 1511 | tr '\n' ' ')
 one_rep() {
 	local bw dec pre
 	bw=$(bin/coli-membench 2048 "$threads" | tail -1 | sed 's/.*read_gbs=//')
-	dec=$(bin/coli-run -m "$model" --prompt-ids "1 2 3 4" -n 65 --ignore-eos --print-ids 2>&1 >/dev/null | tail -1)
-	pre=$(bin/coli-run -m "$model" --prompt-ids "$prompt" -n 1 --print-ids 2>&1 >/dev/null | tail -1)
-	echo "$bw" \
-		"$(echo "$dec" | sed -n 's/.*(\([0-9.]*\) tok\/s, \([0-9.]*\) MiB of weights per token, \([0-9.]*\) GB\/s).*/\1 \2 \3/p')" \
-		"$(echo "$pre" | sed -n 's/.*prompt [0-9]* tokens in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1/p')" \
-		"$(echo "$dec" | sed -n 's/.*peak RSS \([0-9]*\) MiB.*/\1/p')"
+	dec=$(coli_json_run "$dir/run-ids.txt" bin/coli-run -m "$model" --prompt-ids "1 2 3 4" -n 65 --ignore-eos --print-ids --json)
+	pre=$(coli_json_run "$dir/run-ids.txt" bin/coli-run -m "$model" --prompt-ids "$prompt" -n 1 --print-ids --json)
+	echo "$bw $(tok_s "$dec") $(jfmt "$dec" decode.weights_mib_per_token %.1f) $(jfmt "$dec" decode.weights_gb_per_s %.1f)" \
+		"$(jfmt "$pre" prompt.tokens_per_s %.1f) $(rss_of "$dec")"
 }
 
 runs=$(for i in $(seq "$reps"); do say "repetition $i/$reps"; one_rep; done)

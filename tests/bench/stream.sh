@@ -71,26 +71,32 @@ in_cgroup() {
 # Bytes read from block devices by the blkio cgroup $1 so far (blkio.reset_stats does not reset them).
 blk_read() { awk '$2 == "Read" {s += $3} END {printf "%.0f", s}' "$1/blkio.throttle.io_service_bytes"; }
 
-# More fields of coli-run's closing lines (lib.sh has the common ones).
-read_gbs() { field "$1" 's/.*read per token, read \([0-9.]*\) GB\/s.*/\1/p'; }
-# Per-disk lines: "coli-run: disk PATH (DEV): X MiB read, busy B%, Z MB/s while busy"; $2 = line number.
-disk_col() { field "$(echo "$1" | grep '^coli-run: disk ' | sed -n "$2p")" "s/.*: \([0-9.]*\) MiB read, busy \([0-9.]*\)%, \([0-9.]*\) MB\/s while busy.*/\\$3/p"; }
+# More figures of coli-run --json (lib.sh has the common ones).
+read_gbs() { jfmt "$1" stream.read_gb_per_s %.2f; }
+# disk_col JSON N COL: copy N's (1: the model's) MiB read (COL 1), busy % (2), MB/s while busy (3).
+disk_col() {
+	case $3 in
+	1) jfmt "$1" "stream.disks.$(($2 - 1)).mib_read" %.1f ;;
+	2) jfmt "$1" "stream.disks.$(($2 - 1)).busy" %.0f 100 ;;
+	3) jfmt "$1" "stream.disks.$(($2 - 1)).mb_per_s_busy" %.0f ;;
+	esac
+}
 
-# Runs coli-run (in cgroup $1, or "" for none); stdout to $dir/stream-ids.txt, stderr returned.
-# A failed run stops the benchmark with its messages.
+# Runs coli-run --json (in cgroup $1, or "" for none); its ids to $dir/stream-ids.txt, its JSON
+# line returned. A failed run stops the benchmark with its messages.
 run_coli() {
-	local cg=$1 err st=0; shift
+	local cg=$1 out st=0; shift
 	if [ -n "$cg" ]; then
-		err=$(in_cgroup "$cg" bin/coli-run "$@" 2>&1 >"$dir/stream-ids.txt") || st=$?
+		out=$(coli_json_run "$dir/stream-ids.txt" in_cgroup "$cg" bin/coli-run "$@" --json) || st=$?
 	else
-		err=$(bin/coli-run "$@" 2>&1 >"$dir/stream-ids.txt") || st=$?
+		out=$(coli_json_run "$dir/stream-ids.txt" bin/coli-run "$@" --json) || st=$?
 	fi
 	if [ "$st" != 0 ]; then
 		say "stream.sh: coli-run $* failed (exit $st):"
-		say "$err"
+		say "$(cat "$dir/stream-ids.txt.err")"
 		exit 1
 	fi
-	echo "$err"
+	echo "$out"
 }
 
 # ---- 1 and 2: cold streaming efficiency, and mmap, under a memory cgroup cap ----
@@ -109,7 +115,7 @@ cold_rep() {
 	say "  O_DIRECT qd 8: records $ref MB/s before, $ref2 MB/s after, in $((chunk >> 20)) MiB chunks $chunk_mbs MB/s; $dev_mib MiB read from disk, cgroup max $cg_mib MiB"
 	ref=$(( (ref + ref2) / 2 ))
 	cp "$dir/stream-ids.txt" "$dir/stream-ids-coli.txt"
-	say "  coli: $(echo "$err" | grep -E 'decode|stream:|disk ' | tr '\n' ' ')"
+	say "  coli: $(summary "$err"), disk busy $(disk_col "$err" 1 2)%"
 	if [ "$do_mmap" = 1 ]; then
 		drop
 		echo 0 > "$memcg/memory.max_usage_in_bytes"
@@ -118,7 +124,7 @@ cold_rep() {
 		mm_cg=$(( $(cat "$memcg/memory.max_usage_in_bytes") >> 20 ))
 		mm=$(tok_s "$mmap_err"); mm_rss=$(rss_of "$mmap_err"); mm_mib=$(( ($(blk_read "$statcg") - mm_mib) >> 20 ))
 		cmp -s "$dir/stream-ids.txt" "$dir/stream-ids-coli.txt" || say "stream.sh: warning: --io mmap generated other tokens"
-		say "  mmap: $(echo "$mmap_err" | grep -E 'decode|stream:|disk ' | tr '\n' ' ')"
+		say "  mmap: decode $(tok_s "$mmap_err") tok/s, RSS $(rss_of "$mmap_err") MiB"
 	fi
 	tok=$(tok_s "$err"); mib=$(mib_tok "$err")
 	ratio=$(awk -v m="$mib" -v t="$tok" -v r="$ref" 'BEGIN {printf "%.3f", m * 1048576 * t / 1e6 / r}')
@@ -237,10 +243,10 @@ mirror_rep() {
 	rb=$(in_cgroup "$blkcg" bin/coli-diskbench --records "$dir/mnt-b/model.coli/experts.bin" "$rs" 8 3 | sed 's/read_mbs=\([0-9]*\).*/\1/')
 	drop
 	one=$(run_coli "$blkcg" -m "$dir/mnt-a/model.coli" --stream --cache-slots "$k" --prompt-ids "$prompt" -n $((ntok + 1)) --ignore-eos --print-ids)
-	say "  A alone: $(echo "$one" | grep -E 'decode|stream:|disk ' | tr '\n' ' ')"
+	say "  A alone: $(summary "$one")"
 	drop
 	two=$(run_coli "$blkcg" -m "$dir/mnt-a/model.coli" --mirror "$dir/mnt-b/model.coli" --stream --cache-slots "$k" --prompt-ids "$prompt" -n $((ntok + 1)) --ignore-eos --print-ids)
-	say "  A + B:   $(echo "$two" | grep -E 'decode|stream:|disk ' | tr '\n' ' ')"
+	say "  A + B:   $(summary "$two")"
 	t1=$(awk -v m="$(mib_tok "$one")" -v t="$(tok_s "$one")" 'BEGIN {printf "%.0f", m * 1048576 * t / 1e6}')
 	t2=$(awk -v m="$(mib_tok "$two")" -v t="$(tok_s "$two")" 'BEGIN {printf "%.0f", m * 1048576 * t / 1e6}')
 	echo "$ra $rb $(tok_s "$one") $t1 $(tok_s "$two") $t2" \

@@ -32,14 +32,11 @@ for fam in qwen3_moe deepseek_v3; do
 	test_expect_success "$fam: --pins implies --stream; with --usage the default is half the cache, none from a fresh file" '
 		p="$(ids_of "$F/prompt_ids.i32.bin")" &&
 		cp "$SCRATCH/$fam.coli_usage" u.coli_usage &&
-		coli-run -m "$M" --prompt-ids "$p" -n 4 --ignore-eos --print-ids --usage u.coli_usage --stream >/dev/null 2>err &&
-		grep -q "stream: pins 8/layer" err &&
-		coli-run -m "$M" --prompt-ids "$p" -n 4 --ignore-eos --print-ids --usage u.coli_usage --cache-slots 24 >/dev/null 2>err &&
-		grep -q "stream: pins 12/layer" err &&
-		coli-run -m "$M" --prompt-ids "$p" -n 4 --ignore-eos --print-ids --usage fresh.coli_usage --stream >/dev/null 2>err &&
-		grep -q "stream: hit rate" err && ! grep -q "pins" err &&
-		coli-run -m "$M" --prompt-ids "$p" -n 4 --ignore-eos --print-ids --pins 2 >/dev/null 2>err &&
-		grep -q "stream: hit rate" err && ! grep -q "pins" err
+		pins() { coli-run -q -m "$M" --prompt-ids "$p" -n 4 --ignore-eos --print-ids --json "$@" | coli-json stream.pins_per_layer; } &&
+		test "$(pins --usage u.coli_usage --stream)" = 8 &&
+		test "$(pins --usage u.coli_usage --cache-slots 24)" = 12 &&
+		test "$(pins --usage fresh.coli_usage --stream)" = 0 &&
+		test "$(pins --pins 2)" = 0
 	'
 done
 
