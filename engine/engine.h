@@ -31,6 +31,7 @@ typedef struct model {
 	coli_store *store;
 	struct rope *rope;         /* RoPE frequencies (internal: nn/rope.h) */
 	struct fwd_ws *ws;         /* working memory of the forward pass (internal: nn/ws.h) */
+	coli_kernels *kc;          /* the kernels' variant, threads and pool, for this model */
 	coli_tracer *tr;           /* NULL, or where spans, reads and outcomes go (the opts') */
 	double attn_scale;         /* softmax scale */
 	double *usage;             /* NULL, or routing counts [n_layers + n_mtp_layers][n_experts]

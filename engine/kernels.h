@@ -8,7 +8,9 @@
  * the tolerance tests/unit/test_kernels.c states. The variant is the best the CPU flags allow, or
  * one named by the caller (coli-run passes COLI_ISA=scalar|avx2|avx512; an unavailable one is an
  * error).
- * Threads: products split rows over the pool of kernels_set_threads (default: physical cores).
+ * Threads: products split rows over the context's pool (default: the physical cores).
+ * The small vector helpers of the forward pass (nn/blocks.c: norms, softmax, dot, axpy) are
+ * plain C for every variant, so one choice of variant covers every kernel.
  */
 #ifndef COLI_KERNELS_H
 #define COLI_KERNELS_H
@@ -31,45 +33,49 @@ typedef struct coli_mat {
 /* A matrix view of a blob whose bytes start at base. */
 coli_mat coli_mat_of(const coli_blob *b, const uint8_t *base);
 
-/* Chooses the ISA: isa ("scalar", "avx2", "avx512") when given, else (NULL or "") the best the
- * CPU has; an unknown or unavailable isa is an error (EUSAGE) naming it. */
-int kernels_init(const char *isa, coli_err *e);
-const char *kernels_isa(void); /* "scalar", "avx2" or "avx512" */
+/* The kernels' context, owned by whoever runs a model (the engine: one per opened model): the
+ * variant every product uses, the threads and their pool, the buffers of prepared activations.
+ * One caller at a time. */
+typedef struct coli_kernels coli_kernels;
 
-/* Uses the named variant from now on; an unknown or unavailable one is
- * an error (EUSAGE) and keeps the current choice. */
-int kernels_force(const char *isa, coli_err *e);
+/* isa ("scalar", "avx2", "avx512") when given, else (NULL or "") the best the CPU has; an
+ * unknown or unavailable isa is an error (EUSAGE) naming it. threads < 1: the physical cores. */
+int coli_kernels_open(coli_kernels **out, const char *isa, int threads, coli_err *e);
+void coli_kernels_close(coli_kernels *k); /* stops the workers; accepts NULL */
+const char *coli_kernels_isa(const coli_kernels *k); /* "scalar", "avx2" or "avx512" */
+int coli_kernels_threads(const coli_kernels *k);
+
+/* Sizes the buffers for products over matrices of at most max_cols columns (mat_vec_batch of up
+ * to 64 of them, mat_mul of a few tokens), so that none of them allocates. */
+int coli_kernels_reserve(coli_kernels *k, int64_t max_cols, coli_err *e);
 
 /* 1 when this CPU (and OS) can run the named variant: avx2 needs AVX2+FMA+F16C, avx512 also
  * AVX-512 F/BW/VL. */
 int kernels_available(const char *isa);
 
-/* Stops the worker threads and frees the kernels' buffers (they come back on next use). */
-void kernels_release(void);
-
-/* Threads used by the products (1 = the caller only; n < 1 restores the default). */
-void kernels_set_threads(int n);
-int kernels_threads(void);
+/* fn over [0, total) in pieces of grain on the context's threads (the caller included); returns
+ * when all are done. A piece's thread: kpool_self() (kernels/pool.h) for its scratch row. */
+void coli_kernels_for(coli_kernels *k, int64_t total, int64_t grain, void (*fn)(void *, int64_t, int64_t), void *arg);
 
 /* y[rows] = W x[cols]. */
-void mat_vec(const coli_mat *W, const float *x, float *y);
+void mat_vec(coli_kernels *kc, const coli_mat *W, const float *x, float *y);
 
 /* y[j] = W[r0 + j] . x for j < nr: a band of rows (one attention head's slice). */
-void mat_vec_range(const coli_mat *W, int64_t r0, int64_t nr, const float *x, float *y);
+void mat_vec_range(coli_kernels *kc, const coli_mat *W, int64_t r0, int64_t nr, const float *x, float *y);
 
 /* y[i] = W[i] x[i] for count (<= 64) independent products in one dispatch over the threads:
  * the decode path for many small matrices (a token's experts). -1 if count is out of range or
  * memory is short (nothing computed then). */
-int mat_vec_batch(const coli_mat *const *W, const float *const *x, float *const *y, int count);
+int mat_vec_batch(coli_kernels *kc, const coli_mat *const *W, const float *const *x, float *const *y, int count);
 
 /* Y[n][rows] = X[n][cols] W^T: n tokens at once (prefill, verify); reads W once. */
-void mat_mul(const coli_mat *W, const float *X, int n, float *Y);
+void mat_mul(coli_kernels *kc, const coli_mat *W, const float *X, int n, float *Y);
 
 /* y[cols] += sum_r a[r] * W[r][:] for r in [r0, r0 + nr): the transposed product, used by MLA's
  * absorbed attention (W_kb^T q, W_vb applied to a latent). */
-void mat_vec_t_acc(const coli_mat *W, int64_t r0, int64_t nr, const float *a, float *y);
+void mat_vec_t_acc(coli_kernels *kc, const coli_mat *W, int64_t r0, int64_t nr, const float *a, float *y);
 
 /* Row r of W as float32 (embedding lookup). */
-void mat_row(const coli_mat *W, int64_t r, float *out);
+void mat_row(const coli_kernels *kc, const coli_mat *W, int64_t r, float *out);
 
 #endif

@@ -258,8 +258,8 @@ static int report(const runner *r, coli_err *e)
 	getrusage(RUSAGE_SELF, &ru);
 	run_report p = {
 		.prefilled = r->prefilled, .decoded = r->decoded, .prefill_s = r->prefill_s, .decode_s = r->decode_s,
-		.weights_per_token = (double)model_bytes_per_token(&r->m), .isa = kernels_isa(),
-		.threads = kernels_threads(), .peak_rss = (double)ru.ru_maxrss * 1024,
+		.weights_per_token = (double)model_bytes_per_token(&r->m), .isa = coli_kernels_isa(r->m.kc),
+		.threads = coli_kernels_threads(r->m.kc), .peak_rss = (double)ru.ru_maxrss * 1024,
 		.store_kind = store_kind_name(store_kind(r->m.store)), .per_token = r->decoded ? r->decoded : r->prefilled,
 		.wall = r->decoded ? r->decode_s : r->prefill_s, .prefetch = r->o->prefetch != 0,
 		.ram = r->o->ram > 0 ? &r->plan : NULL, .ram_gib = r->o->ram, .trace = r->o->trace,

@@ -27,7 +27,7 @@ static char *meta(const run_opts *o, const model *m)
 {
 	json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:b, s:s, s:i, s:f}", "tool", "coli-run", "model", o->model,
 			      "family", coli_family_name(m->cfg->family), "cache_slots", o->cache_slots, "pins", o->pins,
-			      "prefetch", o->prefetch != 0, "isa", kernels_isa(), "threads", kernels_threads(), "ram_gib",
+			      "prefetch", o->prefetch != 0, "isa", coli_kernels_isa(m->kc), "threads", coli_kernels_threads(m->kc), "ram_gib",
 			      o->ram);
 	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);

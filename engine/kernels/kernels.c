@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels/impl.h"
+#include "fileio.h"
 #include "kernels/pool.h"
 
 #define SMALL_WORK 65536 /* multiply-adds below which a product runs on the caller only
@@ -13,10 +14,14 @@
 #define MUL_UNIT 32
 #define COL_UNIT 128     /* columns, for the transposed product */
 
-static const kern_ops *chosen;
-static int n_threads; /* 0 until asked: then the default */
-static float *xbuf;   /* prepared activations, shared read-only by the workers */
-static size_t xcap;   /* floats */
+/* The kernels' context: the variant, the threads, their pool, the prepared-activation buffer. */
+struct coli_kernels {
+	const kern_ops *ops;
+	int threads;
+	kpool *pool;
+	float *xbuf;   /* prepared activations, shared read-only by the workers */
+	size_t xcap;   /* floats */
+};
 
 coli_mat coli_mat_of(const coli_blob *b, const uint8_t *base)
 {
@@ -58,16 +63,17 @@ int kernels_available(const char *isa)
 	return 0;
 }
 
-int kernels_force(const char *isa, coli_err *e)
+/* The named variant, checked; NULL with e filled when unknown or unavailable. */
+static const kern_ops *named(const char *isa, coli_err *e)
 {
 	const kern_ops *k = variant(isa);
 	if (!k)
-		return coli_errf(e, COLI_EUSAGE, "ISA '%s': unknown (expected scalar, avx2 or avx512)", isa);
+		return coli_errf(e, COLI_EUSAGE, "ISA '%s': unknown (expected scalar, avx2 or avx512)", isa), NULL;
 	if (!kernels_available(isa))
 		return coli_errf(e, COLI_EUSAGE, "ISA '%s': this CPU lacks %s", isa,
-				 strcmp(isa, "avx2") == 0 ? "AVX2, FMA or F16C" : "AVX-512");
-	chosen = k;
-	return 0;
+				 strcmp(isa, "avx2") == 0 ? "AVX2, FMA or F16C" : "AVX-512"),
+		       NULL;
+	return k;
 }
 
 static const kern_ops *best(void)
@@ -75,78 +81,88 @@ static const kern_ops *best(void)
 	return kernels_available("avx512") ? &kern_avx512 : kernels_available("avx2") ? &kern_avx2 : &kern_scalar;
 }
 
-int kernels_init(const char *isa, coli_err *e)
+int coli_kernels_open(coli_kernels **out, const char *isa, int threads, coli_err *e)
 {
-	if (isa && *isa)
-		return kernels_force(isa, e);
-	chosen = best();
+	const kern_ops *ops = isa && *isa ? named(isa, e) : best();
+	if (!ops)
+		return -1;
+	coli_kernels *k = coli_calloc(1, sizeof(*k), e);
+	if (!k)
+		return -1;
+	k->ops = ops;
+	k->threads = threads > 0 ? threads : kpool_default_threads();
+	if (!(k->pool = kpool_new())) {
+		free(k);
+		return coli_errf(e, COLI_ENOMEM, "out of memory for the kernels' thread pool");
+	}
+	*out = k;
 	return 0;
 }
 
-/* The variant in use; a product before kernels_init gets the best available one. */
-static const kern_ops *ops(void)
+void coli_kernels_close(coli_kernels *k)
 {
-	if (!chosen)
-		chosen = best();
-	return chosen;
+	if (!k)
+		return;
+	kpool_free(k->pool);
+	free(k->xbuf);
+	free(k);
 }
 
-const char *kernels_isa(void)
+const char *coli_kernels_isa(const coli_kernels *k)
 {
-	return ops()->name;
+	return k->ops->name;
 }
 
-void kernels_set_threads(int n)
+int coli_kernels_threads(const coli_kernels *k)
 {
-	n_threads = n > 0 ? n : 0;
+	return k->threads;
 }
 
-int kernels_threads(void)
+void coli_kernels_for(coli_kernels *k, int64_t total, int64_t grain, void (*fn)(void *, int64_t, int64_t), void *arg)
 {
-	if (n_threads == 0)
-		n_threads = kpool_default_threads();
-	return n_threads;
-}
-
-void kernels_release(void)
-{
-	kpool_stop();
-	free(xbuf);
-	xbuf = NULL;
-	xcap = 0;
+	kpool_for(k->pool, k->threads, total, grain, fn, arg);
 }
 
 /* A buffer of n floats for prepared activations; NULL when it cannot be had. */
-static float *prep_buffer(size_t n)
+static float *prep_buffer(coli_kernels *kc, size_t n)
 {
-	if (n <= xcap)
-		return xbuf;
+	if (n <= kc->xcap)
+		return kc->xbuf;
 	size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
 	float *p = aligned_alloc(64, bytes);
 	if (!p)
 		return NULL;
-	free(xbuf);
-	xbuf = p;
-	xcap = bytes / sizeof(float);
-	return xbuf;
+	free(kc->xbuf);
+	kc->xbuf = p;
+	kc->xcap = bytes / sizeof(float);
+	return kc->xbuf;
+}
+
+int coli_kernels_reserve(coli_kernels *k, int64_t max_cols, coli_err *e)
+{
+	int64_t per = (max_cols + 127) / 128 * 128, n = per * (k->ops->small_n > 64 ? k->ops->small_n : 64);
+	if (!prep_buffer(k, (size_t)n))
+		return coli_errf(e, COLI_ENOMEM, "out of memory for %lld floats of prepared activations", (long long)n);
+	return 0;
 }
 
 /* x of n tokens prepared for the variant, or NULL (no preparation wanted or no memory). */
-static const float *prepare(const kern_ops *k, const coli_mat *W, const float *x, int n)
+static const float *prepare(coli_kernels *kc, const coli_mat *W, const float *x, int n)
 {
+	const kern_ops *k = kc->ops;
 	int64_t per = k->prep_floats(W);
 	if (per == 0)
 		return NULL;
-	float *xp = prep_buffer((size_t)per * (size_t)n);
+	float *xp = prep_buffer(kc, (size_t)per * (size_t)n);
 	for (int t = 0; xp && t < n; t++)
 		k->prep(W, x + (int64_t)t * W->cols, xp + (int64_t)t * per);
 	return xp;
 }
 
 /* Threads for `work` multiply-adds and pieces of about a quarter of each thread's share. */
-static int split(int64_t work, int64_t total, int64_t unit, int64_t *grain)
+static int split(const coli_kernels *kc, int64_t work, int64_t total, int64_t unit, int64_t *grain)
 {
-	int t = kernels_threads();
+	int t = kc->threads;
 	if (work < SMALL_WORK || total <= unit)
 		t = 1;
 	int64_t g = (total + 4 * t - 1) / (4 * t);
@@ -181,15 +197,15 @@ static void vec_t_piece(void *arg, int64_t b, int64_t e)
 	j->k->vec_t(j->W, j->r0, j->nr, j->a, j->y, b, e < j->W->cols ? e : j->W->cols);
 }
 
-void mat_vec_range(const coli_mat *W, int64_t r0, int64_t nr, const float *x, float *y)
+void mat_vec_range(coli_kernels *kc, const coli_mat *W, int64_t r0, int64_t nr, const float *x, float *y)
 {
-	job j = {.k = ops(), .W = W, .x = x, .y = y, .r0 = r0};
+	job j = {.k = kc->ops, .W = W, .x = x, .y = y, .r0 = r0};
 	int64_t grain;
 	if (nr <= 0)
 		return;
-	int t = split(nr * W->cols, nr, VEC_UNIT, &grain);
-	j.xp = prepare(j.k, W, x, 1);
-	kpool_for(t, nr, grain, vec_piece, &j);
+	int t = split(kc, nr * W->cols, nr, VEC_UNIT, &grain);
+	j.xp = prepare(kc, W, x, 1);
+	kpool_for(kc->pool, t, nr, grain, vec_piece, &j);
 }
 
 /* Several independent products in one pool dispatch: their rows form one index space, so two
@@ -215,9 +231,9 @@ static void batch_piece(void *arg, int64_t b, int64_t e)
 	}
 }
 
-int mat_vec_batch(const coli_mat *const *W, const float *const *x, float *const *y, int count)
+int mat_vec_batch(coli_kernels *kc, const coli_mat *const *W, const float *const *x, float *const *y, int count)
 {
-	const kern_ops *k = ops();
+	const kern_ops *k = kc->ops;
 	int64_t first[65], per[64], total = 0, work = 0, floats = 0, grain;
 	const float *xp[64];
 	if (count <= 0 || count > 64)
@@ -229,7 +245,7 @@ int mat_vec_batch(const coli_mat *const *W, const float *const *x, float *const 
 		floats += per[i] = k->prep_floats(W[i]);
 	}
 	first[count] = total;
-	float *buf = floats ? prep_buffer((size_t)floats) : NULL;
+	float *buf = floats ? prep_buffer(kc, (size_t)floats) : NULL;
 	if (floats && !buf)
 		return -1;
 	for (int i = 0, at = 0; i < count; at += (int)per[i], i++) {
@@ -238,40 +254,40 @@ int mat_vec_batch(const coli_mat *const *W, const float *const *x, float *const 
 			k->prep(W[i], x[i], buf + at);
 	}
 	batch_job j = {k, W, x, xp, y, first, count};
-	int t = split(work, total, VEC_UNIT, &grain);
-	kpool_for(t, total, grain, batch_piece, &j);
+	int t = split(kc, work, total, VEC_UNIT, &grain);
+	kpool_for(kc->pool, t, total, grain, batch_piece, &j);
 	return 0;
 }
 
-void mat_vec(const coli_mat *W, const float *x, float *y)
+void mat_vec(coli_kernels *kc, const coli_mat *W, const float *x, float *y)
 {
-	mat_vec_range(W, 0, W->rows, x, y);
+	mat_vec_range(kc, W, 0, W->rows, x, y);
 }
 
-void mat_mul(const coli_mat *W, const float *X, int n, float *Y)
+void mat_mul(coli_kernels *kc, const coli_mat *W, const float *X, int n, float *Y)
 {
-	job j = {.k = ops(), .W = W, .x = X, .y = Y, .n = n};
+	job j = {.k = kc->ops, .W = W, .x = X, .y = Y, .n = n};
 	int64_t grain;
 	if (n <= 0)
 		return;
-	int t = split(W->rows * W->cols * n, W->rows, MUL_UNIT, &grain);
+	int t = split(kc, W->rows * W->cols * n, W->rows, MUL_UNIT, &grain);
 	if (n <= j.k->small_n)
-		j.xp = prepare(j.k, W, X, n);
-	kpool_for(t, W->rows, grain, mul_piece, &j);
+		j.xp = prepare(kc, W, X, n);
+	kpool_for(kc->pool, t, W->rows, grain, mul_piece, &j);
 }
 
-void mat_vec_t_acc(const coli_mat *W, int64_t r0, int64_t nr, const float *a, float *y)
+void mat_vec_t_acc(coli_kernels *kc, const coli_mat *W, int64_t r0, int64_t nr, const float *a, float *y)
 {
-	job j = {.k = ops(), .W = W, .a = a, .y = y, .r0 = r0, .nr = nr};
+	job j = {.k = kc->ops, .W = W, .a = a, .y = y, .r0 = r0, .nr = nr};
 	int64_t grain;
 	if (nr <= 0)
 		return;
-	int t = split(nr * W->cols, W->cols, COL_UNIT, &grain);
+	int t = split(kc, nr * W->cols, W->cols, COL_UNIT, &grain);
 	grain = (W->cols + (int64_t)t * COL_UNIT - 1) / ((int64_t)t * COL_UNIT) * COL_UNIT; /* one piece each */
-	kpool_for(t, W->cols, grain, vec_t_piece, &j);
+	kpool_for(kc->pool, t, W->cols, grain, vec_t_piece, &j);
 }
 
-void mat_row(const coli_mat *W, int64_t r, float *out)
+void mat_row(const coli_kernels *kc, const coli_mat *W, int64_t r, float *out)
 {
-	ops()->row(W, r, out);
+	kc->ops->row(W, r, out);
 }

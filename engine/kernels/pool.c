@@ -13,7 +13,7 @@
 
 #define SPIN_NS 50000 /* how long a worker (or the waiting caller) spins before sleeping */
 
-static struct {
+struct kpool {
 	int want;                 /* workers asked for (some may have failed to start) */
 	int workers;              /* threads besides the caller, running */
 	pthread_t *tid;
@@ -31,8 +31,8 @@ static struct {
 	_Atomic int64_t next;     /* start of the next unclaimed piece */
 	_Atomic int active;       /* workers still in the current job */
 	_Atomic int started;      /* workers that took their index */
-} P = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
-       .done = PTHREAD_COND_INITIALIZER};
+	unsigned gen0;            /* the generation when the running workers were created */
+};
 
 static _Thread_local int self; /* 0: the caller; i + 1: worker i */
 
@@ -49,133 +49,156 @@ static inline void cpu_relax(void)
 }
 
 /* Claims pieces until none is left. */
-static void run_pieces(void)
+static void run_pieces(kpool *P)
 {
 	for (;;) {
-		int64_t b = atomic_fetch_add(&P.next, P.grain);
-		if (b >= P.total)
+		int64_t b = atomic_fetch_add(&P->next, P->grain);
+		if (b >= P->total)
 			return;
-		P.fn(P.arg, b, b + P.grain < P.total ? b + P.grain : P.total);
+		P->fn(P->arg, b, b + P->grain < P->total ? b + P->grain : P->total);
 	}
 }
 
 /* Waits until the generation differs from `seen`: spinning first, then on the condvar. */
-static unsigned wait_gen(unsigned seen)
+static unsigned wait_gen(kpool *P, unsigned seen)
 {
 	int64_t t0 = (int64_t)coli_now_ns();
 	for (int i = 0;; i++) {
-		unsigned g = atomic_load_explicit(&P.gen, memory_order_acquire);
+		unsigned g = atomic_load_explicit(&P->gen, memory_order_acquire);
 		if (g != seen)
 			return g;
 		if ((i & 63) == 63 && (int64_t)coli_now_ns() - t0 > SPIN_NS)
 			break;
 		cpu_relax();
 	}
-	pthread_mutex_lock(&P.mu);
+	pthread_mutex_lock(&P->mu);
 	unsigned g;
-	while ((g = atomic_load_explicit(&P.gen, memory_order_acquire)) == seen) {
-		P.sleepers++;
-		pthread_cond_wait(&P.wake, &P.mu);
-		P.sleepers--;
+	while ((g = atomic_load_explicit(&P->gen, memory_order_acquire)) == seen) {
+		P->sleepers++;
+		pthread_cond_wait(&P->wake, &P->mu);
+		P->sleepers--;
 	}
-	pthread_mutex_unlock(&P.mu);
+	pthread_mutex_unlock(&P->mu);
 	return g;
 }
 
-/* gen0: the generation when the worker was created (it may start after the first job). */
-static void *worker(void *gen0)
+/* It starts from the generation it was created in (it may start after the first job). */
+static void *worker(void *arg)
 {
-	unsigned seen = (unsigned)(uintptr_t)gen0;
-	self = atomic_fetch_add(&P.started, 1) + 1;
+	kpool *P = arg;
+	unsigned seen = P->gen0;
+	self = atomic_fetch_add(&P->started, 1) + 1;
 	for (;;) {
-		seen = wait_gen(seen);
-		if (P.quit)
+		seen = wait_gen(P, seen);
+		if (P->quit)
 			return NULL;
-		run_pieces();
-		if (atomic_fetch_sub(&P.active, 1) == 1) {
-			pthread_mutex_lock(&P.mu);
-			if (P.caller_waiting)
-				pthread_cond_signal(&P.done);
-			pthread_mutex_unlock(&P.mu);
+		run_pieces(P);
+		if (atomic_fetch_sub(&P->active, 1) == 1) {
+			pthread_mutex_lock(&P->mu);
+			if (P->caller_waiting)
+				pthread_cond_signal(&P->done);
+			pthread_mutex_unlock(&P->mu);
 		}
 	}
 }
 
 /* Publishes a new generation (job or quit) and wakes sleeping workers. */
-static void publish(void)
+static void publish(kpool *P)
 {
-	pthread_mutex_lock(&P.mu);
-	atomic_store_explicit(&P.gen, atomic_load(&P.gen) + 1, memory_order_release);
-	if (P.sleepers)
-		pthread_cond_broadcast(&P.wake);
-	pthread_mutex_unlock(&P.mu);
+	pthread_mutex_lock(&P->mu);
+	atomic_store_explicit(&P->gen, atomic_load(&P->gen) + 1, memory_order_release);
+	if (P->sleepers)
+		pthread_cond_broadcast(&P->wake);
+	pthread_mutex_unlock(&P->mu);
 }
 
-static void wait_workers(void)
+static void wait_workers(kpool *P)
 {
 	int64_t t0 = (int64_t)coli_now_ns();
-	for (int i = 0; atomic_load_explicit(&P.active, memory_order_acquire) != 0; i++) {
+	for (int i = 0; atomic_load_explicit(&P->active, memory_order_acquire) != 0; i++) {
 		if ((i & 63) == 63 && (int64_t)coli_now_ns() - t0 > SPIN_NS) {
-			pthread_mutex_lock(&P.mu);
-			P.caller_waiting = 1;
-			while (atomic_load_explicit(&P.active, memory_order_acquire) != 0)
-				pthread_cond_wait(&P.done, &P.mu);
-			P.caller_waiting = 0;
-			pthread_mutex_unlock(&P.mu);
+			pthread_mutex_lock(&P->mu);
+			P->caller_waiting = 1;
+			while (atomic_load_explicit(&P->active, memory_order_acquire) != 0)
+				pthread_cond_wait(&P->done, &P->mu);
+			P->caller_waiting = 0;
+			pthread_mutex_unlock(&P->mu);
 			return;
 		}
 		cpu_relax();
 	}
 }
 
-void kpool_stop(void)
+void kpool_stop(kpool *P)
 {
-	if (!P.tid) {
-		P.want = 0;
+	if (!P->tid) {
+		P->want = 0;
 		return;
 	}
-	P.quit = 1;
-	publish();
-	for (int i = 0; i < P.workers; i++)
-		pthread_join(P.tid[i], NULL);
-	free(P.tid);
-	P.tid = NULL;
-	P.workers = 0;
-	P.want = 0;
-	P.quit = 0;
+	P->quit = 1;
+	publish(P);
+	for (int i = 0; i < P->workers; i++)
+		pthread_join(P->tid[i], NULL);
+	free(P->tid);
+	P->tid = NULL;
+	P->workers = 0;
+	P->want = 0;
+	P->quit = 0;
 }
 
-static void start(int workers)
+static void start(kpool *P, int workers)
 {
-	kpool_stop();
-	P.want = workers;
-	atomic_store(&P.started, 0);
-	P.tid = calloc((size_t)workers, sizeof(*P.tid));
-	if (!P.tid)
+	kpool_stop(P);
+	P->want = workers;
+	atomic_store(&P->started, 0);
+	P->tid = calloc((size_t)workers, sizeof(*P->tid));
+	if (!P->tid)
 		return;
-	void *gen0 = (void *)(uintptr_t)atomic_load(&P.gen);
-	for (; P.workers < workers; P.workers++)
-		if (pthread_create(&P.tid[P.workers], NULL, worker, gen0) != 0)
+	P->gen0 = atomic_load(&P->gen);
+	for (; P->workers < workers; P->workers++)
+		if (pthread_create(&P->tid[P->workers], NULL, worker, P) != 0)
 			break;
 }
 
-void kpool_for(int threads, int64_t total, int64_t grain, kpool_fn fn, void *arg)
+kpool *kpool_new(void)
 {
-	if (threads > 1 && P.want != threads - 1)
-		start(threads - 1);
-	if (threads <= 1 || P.workers == 0 || total <= grain) {
+	kpool *P = calloc(1, sizeof(*P));
+	if (!P)
+		return NULL;
+	pthread_mutex_init(&P->mu, NULL);
+	pthread_cond_init(&P->wake, NULL);
+	pthread_cond_init(&P->done, NULL);
+	return P;
+}
+
+void kpool_free(kpool *P)
+{
+	if (!P)
+		return;
+	kpool_stop(P);
+	pthread_mutex_destroy(&P->mu);
+	pthread_cond_destroy(&P->wake);
+	pthread_cond_destroy(&P->done);
+	free(P);
+}
+
+void kpool_for(kpool *P, int threads, int64_t total, int64_t grain, kpool_fn fn, void *arg)
+{
+	if (threads > 1 && P->want != threads - 1)
+		start(P, threads - 1);
+	if (threads <= 1 || P->workers == 0 || total <= grain) {
 		fn(arg, 0, total);
 		return;
 	}
-	P.fn = fn;
-	P.arg = arg;
-	P.total = total;
-	P.grain = grain;
-	atomic_store(&P.next, 0);
-	atomic_store(&P.active, P.workers);
-	publish();
-	run_pieces();
-	wait_workers();
+	P->fn = fn;
+	P->arg = arg;
+	P->total = total;
+	P->grain = grain;
+	atomic_store(&P->next, 0);
+	atomic_store(&P->active, P->workers);
+	publish(P);
+	run_pieces(P);
+	wait_workers(P);
 }
 
 /* Reads one integer from a sysfs file; -1 when unreadable. */

@@ -52,10 +52,10 @@ static void gqa_project(const model *m, const layer_w *L, kv_cache *kv, int l, c
 	const coli_mat *W[3] = {&L->q, &L->k, &L->v};
 	const float *xs[3] = {X, X, X};
 	float *ys[3] = {Q, K, V};
-	if (n != 1 || mat_vec_batch(W, xs, ys, 3) < 0) { /* decode: the three in one dispatch */
-		mat_mul(&L->q, X, n, Q);
-		mat_mul(&L->k, X, n, K);
-		mat_mul(&L->v, X, n, V);
+	if (n != 1 || mat_vec_batch(m->kc, W, xs, ys, 3) < 0) { /* decode: the three in one dispatch */
+		mat_mul(m->kc, &L->q, X, n, Q);
+		mat_mul(m->kc, &L->k, X, n, K);
+		mat_mul(m->kc, &L->v, X, n, V);
 	}
 	add_bias(Q, L->q_bias, n, qw);
 	add_bias(K, L->k_bias, n, kw);
@@ -110,8 +110,8 @@ int attn_gqa(const model *m, int l, kv_cache *kv, const float *X, int n, float *
 	if (work < (1 << 22))
 		gqa_pairs(&j, 0, pairs);
 	else
-		kpool_for(kernels_threads(), pairs, pairs / (4 * kernels_threads()) + 1, gqa_pairs, &j);
-	mat_mul(&L->o, A, n, out);
+		coli_kernels_for(m->kc, pairs, pairs / (4 * coli_kernels_threads(m->kc)) + 1, gqa_pairs, &j);
+	mat_mul(m->kc, &L->o, A, n, out);
 	add_bias(out, L->o_bias, n, c->hidden_size);
 	return 0;
 }
@@ -122,15 +122,15 @@ static void mla_project(const model *m, const layer_w *L, kv_cache *kv, int l, c
 	const coli_model *c = m->cfg;
 	int ql = c->q_lora_rank, lat = c->kv_lora_rank, rd = c->qk_rope_head_dim;
 	if (ql > 0) {
-		mat_mul(&L->q_a, X, n, w->QA);
+		mat_mul(m->kc, &L->q_a, X, n, w->QA);
 		add_bias(w->QA, L->q_a_bias, n, ql);
 		for (int i = 0; i < n; i++)
 			rmsnorm(w->QA + (int64_t)i * ql, w->QA + (int64_t)i * ql, L->q_a_norm, ql, 1e-6f);
-		mat_mul(&L->q_b, w->QA, n, w->Q);
+		mat_mul(m->kc, &L->q_b, w->QA, n, w->Q);
 	} else {
-		mat_mul(&L->q_b, X, n, w->Q);
+		mat_mul(m->kc, &L->q_b, X, n, w->Q);
 	}
-	mat_mul(&L->kv_a, X, n, w->CKV);
+	mat_mul(m->kc, &L->kv_a, X, n, w->CKV);
 	add_bias(w->CKV, L->kv_a_bias, n, lat + rd);
 	for (int i = 0; i < n; i++) {
 		const float *ckv = w->CKV + (int64_t)i * (lat + rd);
@@ -152,7 +152,7 @@ static void mla_head(const model *m, const layer_w *L, const kv_cache *kv, int l
 	int64_t band = (int64_t)h * (nope + vd);
 	rope_apply(m->rope, q + nope, pos);
 	memset(w->qc, 0, (size_t)lat * sizeof(float));
-	mat_vec_t_acc(&L->kv_b, band, nope, q, w->qc); /* qc = W_kb_h^T q_nope */
+	mat_vec_t_acc(m->kc, &L->kv_b, band, nope, q, w->qc); /* qc = W_kb_h^T q_nope */
 	for (int t = 0; t <= pos; t++)
 		att[t] = (dot(w->qc, kv->k[l] + (int64_t)t * lat, lat) + dot(q + nope, kv->v[l] + (int64_t)t * rd, rd)) *
 			    (float)m->attn_scale;
@@ -160,7 +160,7 @@ static void mla_head(const model *m, const layer_w *L, const kv_cache *kv, int l
 	memset(w->ctx, 0, (size_t)lat * sizeof(float));
 	for (int t = 0; t <= pos; t++)
 		axpy(w->ctx, att[t], kv->k[l] + (int64_t)t * lat, lat);
-	mat_vec_range(&L->kv_b, band + nope, vd, w->ctx, out); /* v = W_vb_h ctx */
+	mat_vec_range(m->kc, &L->kv_b, band + nope, vd, w->ctx, out); /* v = W_vb_h ctx */
 }
 
 int attn_mla(const model *m, int l, kv_cache *kv, const float *X, int n, float *out, coli_err *e)
@@ -175,7 +175,7 @@ int attn_mla(const model *m, int l, kv_cache *kv, const float *X, int n, float *
 		for (int h = 0; h < c->n_heads; h++)
 			mla_head(m, L, kv, l, h, w->Q + ((int64_t)i * c->n_heads + h) * qk, kv->n + i, w,
 				 w->A + ((int64_t)i * c->n_heads + h) * vd);
-	mat_mul(&L->o, w->A, n, out);
+	mat_mul(m->kc, &L->o, w->A, n, out);
 	add_bias(out, L->o_bias, n, c->hidden_size);
 	return 0;
 }

@@ -29,18 +29,20 @@ static int open_store(model *m, const model_opts *o, coli_err *e)
 int model_open(model *m, const char *path, const model_opts *o, coli_err *e)
 {
 	memset(m, 0, sizeof(*m));
-	if (kernels_init(o ? o->isa : NULL, e) < 0)
+	if (coli_kernels_open(&m->kc, o ? o->isa : NULL, o ? o->threads : 0, e) < 0)
 		return -1;
-	kernels_set_threads(o ? o->threads : 0);
-	if (coli_container_open(&m->ct, path, e) < 0)
+	if (coli_container_open(&m->ct, path, e) < 0) {
+		model_close(m);
 		return -1;
+	}
 	m->cfg = &m->ct->model;
 	m->w = coli_calloc(1, sizeof(*m->w), e);
 	m->rope = m->w ? coli_calloc(1, sizeof(*m->rope), e) : NULL;
 	int batch = o && o->max_batch > 0 ? o->max_batch : COLI_MAX_BATCH;
 	m->tr = o ? o->tracer : NULL;
 	if (!m->rope || weights_load(m->w, m->ct, e) < 0 || open_store(m, o, e) < 0 ||
-	    rope_init(m->rope, m->cfg, e) < 0 || ws_open(&m->ws, m->cfg, m->w, batch, e) < 0) {
+	    rope_init(m->rope, m->cfg, e) < 0 || ws_open(&m->ws, m->cfg, m->w, batch, e) < 0 ||
+	    coli_kernels_reserve(m->kc, ws_max_cols(m->cfg, m->w), e) < 0) {
 		model_close(m);
 		return -1;
 	}
@@ -60,6 +62,7 @@ void model_close(model *m)
 	free(m->w);
 	free(m->rope);
 	coli_container_close(m->ct);
+	coli_kernels_close(m->kc);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -124,7 +127,7 @@ int kv_init(kv_cache *kv, const model *m, int cap, coli_err *e)
 	kv->v = coli_calloc((size_t)kv->n_layers, sizeof(float *), e);
 	if (!kv->k || !kv->v)
 		return -1;
-	kv->att = coli_malloc((size_t)kernels_threads() * (size_t)cap * sizeof(float), e);
+	kv->att = coli_malloc((size_t)coli_kernels_threads(m->kc) * (size_t)cap * sizeof(float), e);
 	if (!kv->att)
 		return -1;
 	for (int l = 0; l < kv->n_layers; l++) {
@@ -186,9 +189,9 @@ static void head(const model *m, int n, float *logits, float *last)
 	for (int i = 0; i < n; i++)
 		rmsnorm(w->N + (int64_t)i * d, w->X + (int64_t)i * d, m->w->final_norm, d, (float)m->cfg->rms_norm_eps);
 	if (logits)
-		mat_mul(&m->w->lm_head, w->N, n, logits);
+		mat_mul(m->kc, &m->w->lm_head, w->N, n, logits);
 	if (last)
-		mat_vec(&m->w->lm_head, w->N + (int64_t)(n - 1) * d, last);
+		mat_vec(m->kc, &m->w->lm_head, w->N + (int64_t)(n - 1) * d, last);
 }
 
 /* One batch of n <= max_batch tokens, the routing log's rows from row `at` of its n_all. */
@@ -199,7 +202,7 @@ static int batch(model *m, kv_cache *kv, const int32_t *tokens, int n, float *lo
 	int d = c->hidden_size, k = c->top_k, moe = 0, rc = 0;
 	coli_tracer_begin(m->tr);
 	for (int i = 0; i < n; i++)
-		mat_row(&m->w->embed, tokens[i], m->ws->X + (int64_t)i * d);
+		mat_row(m->kc, &m->w->embed, tokens[i], m->ws->X + (int64_t)i * d);
 	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, -1);
 	for (int l = 0; rc == 0 && l < c->n_layers; l++) {
 		int64_t row = ((int64_t)moe * n_all + at) * k;

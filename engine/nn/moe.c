@@ -94,19 +94,19 @@ void route(const coli_model *c, const float *corr_bias, const float *logits, int
 
 /* down(silu(gate X) * up X) for m rows of X; H: [m][ffn] x2 scratch. One row (decode): gate
  * and up in one dispatch. */
-static void swiglu_mlp(const coli_mat *gate, const coli_mat *up, const coli_mat *down, const float *X, int m,
+static void swiglu_mlp(coli_kernels *kc, const coli_mat *gate, const coli_mat *up, const coli_mat *down, const float *X, int m,
 		       float *H, float *U, float *out)
 {
 	int ffn = (int)gate->rows;
 	const coli_mat *W[2] = {gate, up};
 	const float *xs[2] = {X, X};
 	float *ys[2] = {H, U};
-	if (m != 1 || mat_vec_batch(W, xs, ys, 2) < 0) {
-		mat_mul(gate, X, m, H);
-		mat_mul(up, X, m, U);
+	if (m != 1 || mat_vec_batch(kc, W, xs, ys, 2) < 0) {
+		mat_mul(kc, gate, X, m, H);
+		mat_mul(kc, up, X, m, U);
 	}
 	swiglu(H, U, m * ffn);
-	mat_mul(down, H, m, out);
+	mat_mul(kc, down, H, m, out);
 }
 
 /* Traced: a RAM or mmap store's expert is a pin (the streaming store traces its own). */
@@ -148,7 +148,7 @@ static int run_expert(const model *m, int l, int x, const float *X, int n, fwd_w
 	const coli_expert *ex = traced_get(m, l, x, e);
 	if (!ex)
 		return -1;
-	swiglu_mlp(&ex->gate, &ex->up, &ex->down, w->G, cnt, w->H, w->U, w->D);
+	swiglu_mlp(m->kc, &ex->gate, &ex->up, &ex->down, w->G, cnt, w->H, w->U, w->D);
 	store_release(m->store, l, x);
 	for (int r = 0; r < cnt; r++)
 		axpy(out + (int64_t)w->rows_of[r] * d, w->wt[r], w->D + (int64_t)r * d, d);
@@ -156,10 +156,10 @@ static int run_expert(const model *m, int l, int x, const float *X, int n, fwd_w
 }
 
 /* count independent products, in dispatches of at most 64 (what mat_vec_batch takes). */
-static int products(const coli_mat **W, const float **xs, float **ys, int count)
+static int products(coli_kernels *kc, const coli_mat **W, const float **xs, float **ys, int count)
 {
 	for (int at = 0; at < count; at += 64)
-		if (mat_vec_batch(W + at, xs + at, ys + at, count - at < 64 ? count - at : 64) < 0)
+		if (mat_vec_batch(kc, W + at, xs + at, ys + at, count - at < 64 ? count - at : 64) < 0)
 			return -1;
 	return 0;
 }
@@ -178,14 +178,14 @@ static int token_products(const model *m, const float *x, const coli_expert *con
 		xs[2 * i] = xs[2 * i + 1] = x;
 		ys[2 * i] = w->H + (int64_t)j * ffn, ys[2 * i + 1] = w->U + (int64_t)j * ffn;
 	}
-	if (products(W, xs, ys, 2 * n) < 0)
+	if (products(m->kc, W, xs, ys, 2 * n) < 0)
 		return -1;
 	for (int i = 0; i < n; i++) {
 		int j = js[i];
 		swiglu(w->H + (int64_t)j * ffn, w->U + (int64_t)j * ffn, ffn);
 		W[i] = &ex[j]->down, xs[i] = w->H + (int64_t)j * ffn, ys[i] = w->D + (int64_t)j * d;
 	}
-	return products(W, xs, ys, n);
+	return products(m->kc, W, xs, ys, n);
 }
 
 /* Decode (one token): its top_k experts' reads all started, then products as they arrive:
@@ -273,7 +273,7 @@ static void route_batch(const model *m, int l, const float *X, int n, fwd_ws *w)
 	const coli_model *c = m->cfg;
 	const layer_w *L = &m->w->layers[l];
 	int E = c->n_experts, k = c->top_k;
-	mat_mul(&L->router, X, n, w->R);
+	mat_mul(m->kc, &L->router, X, n, w->R);
 	for (int i = 0; i < n; i++)
 		route(c, L->corr_bias, w->R + (int64_t)i * E, w->ids + i * k, w->W + i * k, w->scratch, w->gsel);
 	for (int i = 0; m->usage && i < n * k; i++) /* single-threaded here: no atomics */
@@ -294,7 +294,7 @@ static int moe_block(const model *m, int l, const float *X, int n, float *out, i
 	coli_tracer_mark(m->tr, COLI_SPAN_ROUTER, l);
 	rc = n == 1 ? experts_one_token(m, l, X, w, out, e) : experts_batch(m, l, X, n, w, out, e);
 	if (rc == 0 && L->sh_gate.rows) {
-		swiglu_mlp(&L->sh_gate, &L->sh_up, &L->sh_down, X, n, w->H, w->U, w->D);
+		swiglu_mlp(m->kc, &L->sh_gate, &L->sh_up, &L->sh_down, X, n, w->H, w->U, w->D);
 		for (int i = 0; i < n * d; i++)
 			out[i] += w->D[i];
 	}
@@ -315,7 +315,7 @@ void moe_predict(const model *m, int l, const float *x)
 	fwd_ws *w = m->ws;
 	int E = c->n_experts, k = c->top_k, d = c->hidden_size;
 	rmsnorm(w->pN, x, L->mlp_norm, d, (float)c->rms_norm_eps);
-	mat_vec(&L->router, w->pN, w->scratch);
+	mat_vec(m->kc, &L->router, w->pN, w->scratch);
 	route(c, L->corr_bias, w->scratch, w->pid, w->pw, w->scratch + E, w->gsel);
 	for (int j = 0; j < k; j++)
 		w->pint[j] = w->pid[j];
@@ -328,7 +328,7 @@ int mlp_block(const model *m, int l, const float *X, int n, float *out, int32_t 
 	const layer_w *L = &m->w->layers[l];
 	if (m->cfg->is_moe[l])
 		return moe_block(m, l, X, n, out, ids, wts, e);
-	swiglu_mlp(&L->gate, &L->up, &L->down, X, n, m->ws->H, m->ws->U, out);
+	swiglu_mlp(m->kc, &L->gate, &L->up, &L->down, X, n, m->ws->H, m->ws->U, out);
 	coli_tracer_mark(m->tr, COLI_SPAN_EXPERTS, l);
 	return 0;
 }

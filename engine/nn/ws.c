@@ -24,6 +24,13 @@ static int64_t max3(int64_t a, int64_t b, int64_t c)
 	return m > c ? m : c;
 }
 
+int64_t ws_max_cols(const coli_model *c, const weights *w)
+{
+	int64_t heads = (int64_t)c->n_heads * max3(c->head_dim, c->v_head_dim, 1);
+	return max3(max3(c->hidden_size, max_ffn(c, w), heads), max3(c->q_lora_rank, c->kv_lora_rank, 1),
+		    2 * (int64_t)c->hidden_size);
+}
+
 /* n elements of size sz into *p, counting what failed into *bad. */
 static void take(void *p, int64_t n, size_t sz, int *bad, coli_err *e)
 {

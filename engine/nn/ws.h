@@ -49,4 +49,7 @@ typedef struct fwd_ws {
 int ws_open(fwd_ws **out, const coli_model *c, const weights *w, int max_batch, coli_err *e);
 void ws_close(fwd_ws *ws); /* accepts NULL */
 
+/* The most columns of any matrix the forward pass multiplies (what the kernels reserve for). */
+int64_t ws_max_cols(const coli_model *c, const weights *w);
+
 #endif

@@ -223,8 +223,6 @@ static void run_family(const char *fam, const char *dir)
 int main(void)
 {
 	char dir[] = "/tmp/coli-test-forward.XXXXXX";
-	coli_err e = {0, ""};
-	T_CHECK("forward: kernels initialise", kernels_init(NULL, &e) == 0, "%s", e.msg);
 	if (!mkdtemp(dir))
 		return 1;
 	for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)

@@ -23,6 +23,17 @@
 #include "quant.h"
 #include "t.h"
 
+static coli_kernels *K;  /* the context every product below runs in */
+static const char *K_isa;
+
+/* K becomes a context of variant isa on threads threads; -1 with e filled when unavailable. */
+static int use(const char *isa, int threads, coli_err *e)
+{
+	coli_kernels_close(K);
+	K = NULL, K_isa = isa;
+	return coli_kernels_open(&K, isa, threads, e);
+}
+
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
 static uint32_t rng(void)
@@ -210,7 +221,7 @@ static void check_vec(const char *isa, const tmat *t, const float *x)
 	char name[160];
 	float *y = calloc((size_t)t->m.rows, sizeof(float));
 	int64_t worst = 0;
-	mat_vec(&t->m, x, y);
+	mat_vec(K, &t->m, x, y);
 	double e = vec_err(t, x, y, 1, &worst);
 	snprintf(name, sizeof(name), "%s %s mat_vec", isa, t->name);
 	T_CHECK(name, e <= 1, "row %lld: error %.3g x tolerance", (long long)worst, e);
@@ -226,7 +237,7 @@ static void check_range(const char *isa, const tmat *t, const float *x, int64_t 
 	tmat band = *t;
 	band.m.rows = nr;
 	band.w = t->w + r0 * t->m.cols;
-	mat_vec_range(&t->m, r0, nr, x, y);
+	mat_vec_range(K, &t->m, r0, nr, x, y);
 	double e = vec_err(&band, x, y, 1, &worst);
 	snprintf(name, sizeof(name), "%s %s mat_vec_range rows %lld+%lld", isa, t->name, (long long)r0,
 		 (long long)nr);
@@ -242,7 +253,7 @@ static void check_mul(const char *isa, const tmat *t, const float *X, int n)
 	double e = 0;
 	int64_t worst = 0;
 	int wt = 0;
-	mat_mul(&t->m, X, n, Y);
+	mat_mul(K, &t->m, X, n, Y);
 	for (int k = 0; k < n; k++) {
 		int64_t w;
 		double ek = vec_err(t, X + k * t->m.cols, Y + k * t->m.rows, 1, &w);
@@ -265,7 +276,7 @@ static void check_vec_t(const char *isa, const tmat *t, int64_t r0, int64_t nr)
 	float *a = rand_vec(nr), *y0 = rand_vec(cols), *y = malloc((size_t)cols * sizeof(float));
 	double e = 0;
 	memcpy(y, y0, (size_t)cols * sizeof(float));
-	mat_vec_t_acc(&t->m, r0, nr, a, y);
+	mat_vec_t_acc(K, &t->m, r0, nr, a, y);
 	for (int64_t c = 0; c < cols; c++) {
 		double ref = y0[c], bound = fabs(y0[c]);
 		for (int64_t r = 0; r < nr; r++) {
@@ -292,7 +303,7 @@ static void check_row(const char *isa, const tmat *t)
 	float *out = malloc((size_t)t->m.cols * sizeof(float));
 	int64_t bad_r = -1, bad_c = -1;
 	for (int64_t r = 0; r < t->m.rows && bad_r < 0; r++) {
-		mat_row(&t->m, r, out);
+		mat_row(K, &t->m, r, out);
 		for (int64_t c = 0; c < t->m.cols; c++)
 			if (!same_bits(out[c], t->w[r * t->m.cols + c])) {
 				bad_r = r;
@@ -316,11 +327,11 @@ static void check_threads(const char *isa, const tmat *t, const float *X)
 	float *out[2];
 	for (int k = 0; k < 2; k++) {
 		out[k] = calloc(ny, sizeof(float));
-		kernels_set_threads(k + 1);
-		mat_vec(&t->m, X, out[k]);
-		mat_mul(&t->m, X, (int)n, out[k] + rows);
-		mat_mul(&t->m, X, 3, out[k] + rows + n * rows);
-		mat_vec_t_acc(&t->m, 1, rows - 1, X, out[k] + rows + (n + 3) * rows);
+		use(K_isa, k + 1, NULL);
+		mat_vec(K, &t->m, X, out[k]);
+		mat_mul(K, &t->m, X, (int)n, out[k] + rows);
+		mat_mul(K, &t->m, X, 3, out[k] + rows + n * rows);
+		mat_vec_t_acc(K, &t->m, 1, rows - 1, X, out[k] + rows + (n + 3) * rows);
 	}
 	size_t i = 0;
 	while (i < ny && same_bits(out[0][i], out[1][i]))
@@ -340,7 +351,7 @@ static void check_matrix(const char *isa, coli_enc enc, int64_t rows, int64_t co
 		return;
 	}
 	float *X = rand_vec(64 * cols);
-	kernels_set_threads(2);
+	use(K_isa, 2, NULL);
 	check_vec(isa, &t, X);
 	check_range(isa, &t, X, rows / 3, rows - rows / 3 - 1);
 	check_mul(isa, &t, X, 1);
@@ -393,20 +404,20 @@ static void check_fp8_nan(const char *isa)
 	t.buf[5 * t.blob.row_bytes + 150] = 0x7F;
 	t.buf[9 * t.blob.row_bytes + 3] = 0xFF;
 	float *x = rand_vec(200 * 5), y[40 * 5], out[200];
-	mat_vec(&t.m, x, y);
+	mat_vec(K, &t.m, x, y);
 	int ok = 1;
 	for (int r = 0; r < 40; r++)
 		ok &= (r == 5 || r == 9) == (isnan(y[r]) != 0);
 	snprintf(name, sizeof(name), "%s fp8 NaN code gives a NaN row in mat_vec", isa);
 	T_CHECK(name, ok, "y[5] %g y[9] %g y[0] %g", (double)y[5], (double)y[9], (double)y[0]);
-	mat_mul(&t.m, x, 5, y);
+	mat_mul(K, &t.m, x, 5, y);
 	ok = 1;
 	for (int k = 0; k < 5; k++)
 		for (int r = 0; r < 40; r++)
 			ok &= (r == 5 || r == 9) == (isnan(y[k * 40 + r]) != 0);
 	snprintf(name, sizeof(name), "%s fp8 NaN code gives a NaN row in mat_mul", isa);
 	T_CHECK(name, ok, "a NaN row is finite or a finite row is NaN");
-	mat_row(&t.m, 5, out);
+	mat_row(K, &t.m, 5, out);
 	snprintf(name, sizeof(name), "%s fp8 NaN code decodes to NaN in mat_row", isa);
 	T_CHECK(name, isnan(out[150]) && !isnan(out[149]), "out[150] %g", (double)out[150]);
 	free(x);
@@ -419,7 +430,7 @@ static void check_isa(const char *isa)
 {
 	static const int64_t shapes[][2] = {{37, 160}, {19, 1000}, {5, 33}, {300, 1000}};
 	coli_err e;
-	if (kernels_force(isa, &e) < 0) {
+	if (use(isa, 2, &e) < 0) {
 		printf("SKIP %s kernels: %s\n", isa, e.msg);
 		return;
 	}
@@ -441,37 +452,43 @@ static void check_isa(const char *isa)
 							    : &kern_scalar);
 }
 
+/* Opens a context of isa (NULL: the best); its variant's name, or NULL with *rc -1. */
+static const char *open_isa(const char *isa, int *rc, coli_err *e)
+{
+	coli_kernels *k = NULL;
+	static char name[16];
+	*rc = coli_kernels_open(&k, isa, 0, e);
+	if (*rc == 0)
+		snprintf(name, sizeof(name), "%s", coli_kernels_isa(k));
+	int threads = *rc == 0 ? coli_kernels_threads(k) : 0;
+	coli_kernels_close(k);
+	return *rc == 0 && threads >= 1 ? name : NULL;
+}
+
 static void check_choice(void)
 {
 	coli_err e;
 	int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
 		     __builtin_cpu_supports("avx512vl");
-	int rc = kernels_init("bogus", &e);
-	T_CHECK("ISA bogus is rejected", rc < 0 && strstr(e.msg, "'bogus'"), "rc %d: %s", rc,
-		rc < 0 ? e.msg : "");
-	rc = kernels_init("scalar", &e);
-	T_CHECK("ISA scalar is used", rc == 0 && strcmp(kernels_isa(), "scalar") == 0, "rc %d isa %s",
-		rc, kernels_isa());
-	rc = kernels_init("avx512", &e);
+	int rc;
+	const char *got = open_isa("bogus", &rc, &e);
+	T_CHECK("ISA bogus is rejected", rc < 0 && strstr(e.msg, "'bogus'"), "rc %d: %s", rc, rc < 0 ? e.msg : "");
+	got = open_isa("scalar", &rc, &e);
+	T_CHECK("ISA scalar is used", got && strcmp(got, "scalar") == 0, "rc %d isa %s", rc, got ? got : "-");
+	got = open_isa("avx512", &rc, &e);
 	if (avx512)
-		T_CHECK("ISA avx512 is used", rc == 0 && strcmp(kernels_isa(), "avx512") == 0,
-			"rc %d isa %s", rc, kernels_isa());
+		T_CHECK("ISA avx512 is used", got && strcmp(got, "avx512") == 0, "rc %d", rc);
 	else
 		T_CHECK("ISA avx512 without AVX-512 is an error",
-			rc < 0 && strstr(e.msg, "'avx512': this CPU lacks AVX-512"), "rc %d: %s", rc,
-			rc < 0 ? e.msg : "");
-	rc = kernels_init("avx2", &e);
+			rc < 0 && strstr(e.msg, "'avx512': this CPU lacks AVX-512"), "rc %d: %s", rc, rc < 0 ? e.msg : "");
+	got = open_isa("avx2", &rc, &e);
 	if (kernels_available("avx2"))
-		T_CHECK("ISA avx2 is used", rc == 0 && strcmp(kernels_isa(), "avx2") == 0, "rc %d isa %s",
-			rc, kernels_isa());
-	rc = kernels_init(NULL, &e);
+		T_CHECK("ISA avx2 is used", got && strcmp(got, "avx2") == 0, "rc %d", rc);
+	got = open_isa(NULL, &rc, &e);
 	const char *best = kernels_available("avx512") ? "avx512" : kernels_available("avx2") ? "avx2" : "scalar";
-	T_CHECK("no ISA named picks the best variant", rc == 0 && strcmp(kernels_isa(), best) == 0,
-		"isa %s, expected %s", kernels_isa(), best);
-	T_CHECK("threads default to at least one", kernels_threads() >= 1, "%d", kernels_threads());
+	T_CHECK("no ISA named picks the best variant, at least one thread", got && strcmp(got, best) == 0,
+		"isa %s, expected %s", got ? got : "-", best);
 }
-
-/* ---- benchmark (COLI_KERNEL_BENCH=1) ---- */
 
 static double now(void)
 {
@@ -494,9 +511,9 @@ static double time_median(tmat *m, int ncopies, const float *X, float *Y, int n,
 		tmat *w = &m[i % ncopies];
 		double t0 = now();
 		if (n == 0)
-			mat_vec(&w->m, X, Y);
+			mat_vec(K, &w->m, X, Y);
 		else
-			mat_mul(&w->m, X, n, Y);
+			mat_mul(K, &w->m, X, n, Y);
 		if (i >= 2)
 			t[i - 2] = now() - t0;
 	}
@@ -558,10 +575,10 @@ static void bench(void)
 		float *X = rand_vec(64 * cols), *Y = malloc((size_t)(64 * rows) * sizeof(float));
 		double bytes = (double)m[0].blob.nbytes;
 		for (size_t v = 0; v < 3; v++) {
-			if (kernels_force(isas[v], NULL) < 0)
+			if (use(isas[v], 1, NULL) < 0)
 				continue;
 			for (int th = 1; th <= 2; th++) {
-				kernels_set_threads(th);
+				use(isas[v], th, NULL);
 				double hot = time_median(m, 1, X, Y, 0, 41), cold = time_median(m, COPIES, X, Y, 0, 41);
 				double mm = time_median(m, 1, X, Y, 64, v == 0 ? 3 : 9);
 				printf("| %s | %d | %lldx%lld | %.1f | %.1f | %.1f |\n", isas[v], th, (long long)rows,
@@ -590,6 +607,6 @@ int main(void)
 	const char *b = getenv("COLI_KERNEL_BENCH");
 	if (b && strcmp(b, "1") == 0)
 		bench();
-	kernels_release();
+	coli_kernels_close(K);
 	T_EXIT();
 }
