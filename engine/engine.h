@@ -16,15 +16,15 @@
 
 /* The KV cache of one sequence: per layer, GQA keys and values [ctx][kv_heads * head_dim], or
  * MLA's compressed latent [ctx][kv_lora] with its rotated rope key [ctx][rope]. */
-typedef struct kv_cache {
+typedef struct coli_kv {
 	int n, cap;                /* tokens cached, capacity */
 	int n_layers;
 	int k_width, v_width;      /* floats per token and layer: GQA k/v, MLA latent/rope key */
 	float **k, **v;            /* [layer] -> [cap][width] */
 	float *att;                /* [threads][cap] attention scores, one row per compute thread */
-} kv_cache;
+} coli_kv;
 
-typedef struct model {
+typedef struct coli_engine {
 	coli_container *ct;
 	const coli_model *cfg;
 	struct weights *w;         /* the dense part in RAM (internal: nn/weights.h) */
@@ -36,17 +36,17 @@ typedef struct model {
 	double attn_scale;         /* softmax scale */
 	double *usage;             /* NULL, or routing counts [n_layers + n_mtp_layers][n_experts]
 				    * the MoE blocks add 1 to for each expert each token chooses */
-} model;
+} coli_engine;
 
 /* Routing of the last forward call, when asked for: [moe layer][token][top_k], experts
  * sorted by weight descending, ties by lower id. */
-typedef struct routing_log {
+typedef struct coli_routing_log {
 	int32_t *ids;              /* caller-sized: n_moe_layers x n x top_k */
 	float *weights;            /* same shape, or NULL */
-} routing_log;
+} coli_routing_log;
 
 /* How the model is opened: which expert store stands behind the forward pass, and the kernels. */
-typedef struct model_opts {
+typedef struct coli_engine_opts {
 	int stream;               /* 1: experts streamed from disk (store_stream), 0: all in RAM */
 	int mmap;                 /* 1: experts used in place from an mmap (store_mmap) */
 	store_stream_opts so;     /* with stream: slots, pins, usage (layers as in the container,
@@ -56,31 +56,31 @@ typedef struct model_opts {
 	coli_tracer *tracer;      /* NULL: no trace; else the caller's, for the model's lifetime */
 	int max_batch;            /* tokens per batch of the forward pass (its working memory is sized
 				   * for it at open; longer calls run in batches); 0: COLI_MAX_BATCH */
-} model_opts;
+} coli_engine_opts;
 
 #define COLI_MAX_BATCH 512
 
 /* o may be NULL (all in RAM, the best kernels, default threads). An unknown or unavailable
  * o->isa is an error (EUSAGE) naming it. */
-int model_open(model *m, const char *path, const model_opts *o, coli_err *e);
-void model_close(model *m);
+int coli_engine_open(coli_engine *m, const char *path, const coli_engine_opts *o, coli_err *e);
+void coli_engine_close(coli_engine *m);
 
-int kv_init(kv_cache *kv, const model *m, int cap, coli_err *e);
-/* Bytes of KV cache one token takes over all layers (what kv_init allocates per unit of cap). */
-uint64_t kv_token_bytes(const coli_model *c);
-void kv_release(kv_cache *kv);
+int coli_kv_init(coli_kv *kv, const coli_engine *m, int cap, coli_err *e);
+/* Bytes of KV cache one token takes over all layers (what coli_kv_init allocates per unit of cap). */
+uint64_t coli_kv_token_bytes(const coli_model *c);
+void coli_kv_release(coli_kv *kv);
 
 /* Runs n tokens (in batches of max_batch); logits: [n][vocab] (all positions) or NULL; last:
  * [vocab] logits of the last token only (may be NULL). routing may be NULL. Allocates nothing:
  * its working memory is the model's, the KV cache's. */
-int forward(model *m, kv_cache *kv, const int32_t *tokens, int n, float *logits, float *last,
-	    routing_log *routing, coli_err *e);
+int coli_forward(coli_engine *m, coli_kv *kv, const int32_t *tokens, int n, float *logits, float *last,
+	    coli_routing_log *routing, coli_err *e);
 
 /* Weight bytes one decode token reads: every dense matrix of the main layers, top_k experts
  * per MoE layer, lm_head (the embedding row and norms are negligible and left out). */
-uint64_t model_bytes_per_token(const model *m);
+uint64_t coli_engine_bytes_per_token(const coli_engine *m);
 
 /* Number of MoE layers among the main layers. */
-int model_moe_layers(const model *m);
+int coli_engine_moe_layers(const coli_engine *m);
 
 #endif

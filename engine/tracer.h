@@ -2,8 +2,8 @@
  * formats/trace.h's): the spans of each forward call on the compute thread, every chunk read
  * of the streaming store, and each routed expert's outcome.
  *
- * The caller owns a coli_tracer, sets emit (and ctx) and phase, and hands it to model_open
- * (model_opts.tracer); NULL traces nothing and costs nothing. Within each forward call the SPAN
+ * The caller owns a coli_tracer, sets emit (and ctx) and phase, and hands it to coli_engine_open
+ * (coli_engine_opts.tracer); NULL traces nothing and costs nothing. Within each forward call the SPAN
  * records are contiguous and cover the call from its start to its end, so their durations sum
  * to its TOKEN record's. emit is called from the compute thread and from the store's I/O
  * threads (with the store's lock held): it must serialise, and must not call into the engine. */

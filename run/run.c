@@ -19,9 +19,9 @@
 
 typedef struct runner {
 	const run_opts *o;
-	model m;
+	coli_engine m;
 	coli_tok *tok;              /* NULL when the container carries no tokenizer.json */
-	kv_cache kv;
+	coli_kv kv;
 	session s;
 	sampler smp;
 	int32_t eos[16];
@@ -113,7 +113,7 @@ static int feed(runner *r, float *last, coli_err *e)
 		return coli_errf(e, COLI_EUSAGE, "nothing to run: give a prompt (--prompt, --prompt-ids)");
 	double t = coli_now();
 	r->tr.t.phase = COLI_PHASE_PREFILL;
-	int rc = forward(&r->m, &r->kv, r->s.tokens + r->kv.n, todo, NULL, last, NULL, e);
+	int rc = coli_forward(&r->m, &r->kv, r->s.tokens + r->kv.n, todo, NULL, last, NULL, e);
 	r->prefill_s += coli_now() - t;
 	r->prefilled += todo;
 	r->s.pending = 0;
@@ -158,7 +158,7 @@ static int generate(runner *r, float *logits, coli_err *e)
 			rc = emit(r, d, id, e);
 		if (rc < 0 || is_eos(r, id) || k == r->o->n_gen)
 			break;
-		rc = forward(&r->m, &r->kv, &id, 1, NULL, logits, NULL, e);
+		rc = coli_forward(&r->m, &r->kv, &id, 1, NULL, logits, NULL, e);
 		r->s.pending = 0;
 		r->decoded++;
 	}
@@ -184,13 +184,13 @@ static int generate(runner *r, float *logits, coli_err *e)
 /* The prompt alone, logits of every position and routing dumped (the scripting contract). */
 static int teacher_force(runner *r, coli_err *e)
 {
-	int V = r->m.cfg->vocab_size, L = model_moe_layers(&r->m), k = r->m.cfg->top_k;
+	int V = r->m.cfg->vocab_size, L = coli_engine_moe_layers(&r->m), k = r->m.cfg->top_k;
 	int n = r->s.n_tokens - r->kv.n;
 	float *logits = coli_malloc((size_t)n * V * sizeof(float), e);
-	routing_log rl = {coli_malloc((size_t)(L ? L : 1) * n * k * sizeof(int32_t), e), NULL};
+	coli_routing_log rl = {coli_malloc((size_t)(L ? L : 1) * n * k * sizeof(int32_t), e), NULL};
 	double t = coli_now();
 	r->tr.t.phase = COLI_PHASE_PREFILL;
-	int rc = logits && rl.ids ? forward(&r->m, &r->kv, r->s.tokens + r->kv.n, n, logits, NULL, &rl, e) : -1;
+	int rc = logits && rl.ids ? coli_forward(&r->m, &r->kv, r->s.tokens + r->kv.n, n, logits, NULL, &rl, e) : -1;
 	r->prefill_s += coli_now() - t;
 	r->prefilled += n;
 	if (rc == 0 && r->o->dump_logits)
@@ -258,7 +258,7 @@ static int report(const runner *r, coli_err *e)
 	getrusage(RUSAGE_SELF, &ru);
 	run_report p = {
 		.prefilled = r->prefilled, .decoded = r->decoded, .prefill_s = r->prefill_s, .decode_s = r->decode_s,
-		.weights_per_token = (double)model_bytes_per_token(&r->m), .isa = coli_kernels_isa(r->m.kc),
+		.weights_per_token = (double)coli_engine_bytes_per_token(&r->m), .isa = coli_kernels_isa(r->m.kc),
 		.threads = coli_kernels_threads(r->m.kc), .peak_rss = (double)ru.ru_maxrss * 1024,
 		.store_kind = store_kind_name(store_kind(r->m.store)), .per_token = r->decoded ? r->decoded : r->prefilled,
 		.wall = r->decoded ? r->decode_s : r->prefill_s, .prefetch = r->o->prefetch != 0,
@@ -336,7 +336,7 @@ static void container_sizes(const coli_container *ct, coli_budget_in *in)
 /* The expert cache per MoE layer (streaming): policy.h's split (coli_budget_split) of --ram,
  * --cache-slots and --pins over this container and this run's KV cache. Sets mo's slots and
  * pins, and the figures of the --ram report. */
-static int cache_plan(runner *r, model_opts *mo, coli_err *e)
+static int cache_plan(runner *r, coli_engine_opts *mo, coli_err *e)
 {
 	const run_opts *o = r->o;
 	coli_container *ct = NULL;
@@ -350,7 +350,7 @@ static int cache_plan(runner *r, model_opts *mo, coli_err *e)
 	coli_budget b;
 	int rc = context_extra(o, c->vocab_size, &extra, e);
 	struct stat sb;
-	in.kv = (double)kv_token_bytes(c) * ((double)extra + 1);
+	in.kv = (double)coli_kv_token_bytes(c) * ((double)extra + 1);
 	if (o->session && stat(o->session, &sb) == 0) /* the resumed tokens' KV: at most the file */
 		in.kv += (double)sb.st_size;
 	container_sizes(ct, &in);
@@ -372,7 +372,7 @@ static void print_event(void *ctx, const coli_event *ev)
 
 /* The environment's hooks into the engine: COLI_ISA (the kernels), and for tests
  * COLI_TEST_CHUNK (bytes per streamed chunk) and COLI_TEST_NO_URING (io_uring refused). */
-static int test_hooks(model_opts *mo, coli_err *e)
+static int test_hooks(coli_engine_opts *mo, coli_err *e)
 {
 	const char *isa = getenv("COLI_ISA"), *chunk = getenv("COLI_TEST_CHUNK");
 	mo->isa = isa && *isa ? isa : NULL;
@@ -395,7 +395,7 @@ static int setup(runner *r, coli_err *e)
 	int extra = 0;
 	if (usage_open(r, e) < 0)
 		return -1;
-	model_opts mo = {.stream = o->stream, .mmap = o->io == STORE_IO_MMAP, .threads = o->threads};
+	coli_engine_opts mo = {.stream = o->stream, .mmap = o->io == STORE_IO_MMAP, .threads = o->threads};
 	mo.so = (store_stream_opts){.cache_slots = o->cache_slots, .usage = r->usage.counts, .io = o->io,
 				    .mirrors = o->mirrors, .n_mirrors = o->n_mirrors, .no_crc = o->no_crc,
 				    .events = {print_event, NULL}};
@@ -405,7 +405,7 @@ static int setup(runner *r, coli_err *e)
 		return -1;
 	if (o->trace)
 		run_trace_prepare(&r->tr), mo.tracer = &r->tr.t;
-	if (model_open(&r->m, o->model, &mo, e) < 0)
+	if (coli_engine_open(&r->m, o->model, &mo, e) < 0)
 		return -1;
 	if (o->trace && run_trace_open(&r->tr, o->trace, &r->m, o, e) < 0)
 		return -1;
@@ -446,10 +446,10 @@ int run_main(const run_opts *o, coli_err *e)
 	coli_usage_release(&r.usage);
 	free(r.s.tokens);
 	sampler_release(&r.smp);
-	kv_release(&r.kv);
+	coli_kv_release(&r.kv);
 	coli_tok_free(r.tok);
 	if (r.m.ct)
-		model_close(&r.m);
+		coli_engine_close(&r.m);
 	if (o->trace && run_trace_close(&r.tr, rc == 0, e) < 0)
 		rc = -1;
 	return rc;

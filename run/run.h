@@ -76,8 +76,8 @@ typedef struct session {
 
 int session_push(session *s, const int32_t *ids, int n, coli_err *e);
 /* Reads path when it exists (else an empty session) and sizes the KV cache for extra more tokens. */
-int session_load(session *s, kv_cache *kv, const model *m, const char *path, int extra, coli_err *e);
-int session_save(const session *s, const kv_cache *kv, const model *m, const char *path, coli_err *e);
+int session_load(session *s, coli_kv *kv, const coli_engine *m, const char *path, int extra, coli_err *e);
+int session_save(const session *s, const coli_kv *kv, const coli_engine *m, const char *path, coli_err *e);
 
 /* report.c: the closing figures of a run, printed as text lines on stderr or as one line of
  * JSON on stdout (--json), from the same numbers. */
@@ -105,7 +105,7 @@ typedef struct run_report {
 void report_text(const run_report *p);
 int report_json(const run_report *p, coli_err *e);
 
-/* trace.c: --trace FILE. prepare before the model opens (model_opts.tracer = &t), open once it
+/* trace.c: --trace FILE. prepare before the model opens (coli_engine_opts.tracer = &t), open once it
  * has (the copies are known), close at the end: ok 0 removes the temporary. */
 typedef struct run_trace {
 	coli_tracer t;
@@ -116,7 +116,7 @@ typedef struct run_trace {
 } run_trace;
 
 void run_trace_prepare(run_trace *rt);
-int run_trace_open(run_trace *rt, const char *path, const model *m, const run_opts *o, coli_err *e);
+int run_trace_open(run_trace *rt, const char *path, const coli_engine *m, const run_opts *o, coli_err *e);
 int run_trace_close(run_trace *rt, int ok, coli_err *e);
 
 #endif

@@ -26,7 +26,7 @@ int session_push(session *s, const int32_t *ids, int n, coli_err *e)
 }
 
 /* The saved KV shape must be this model's. */
-static int check_shape(const coli_kvfile *f, const kv_cache *kv, const char *path, coli_err *e)
+static int check_shape(const coli_kvfile *f, const coli_kv *kv, const char *path, coli_err *e)
 {
 	if (f->n_layers != kv->n_layers || f->k_width != kv->k_width || f->v_width != kv->v_width)
 		return coli_errf(e, COLI_EDATA, "%s: KV shape %d layers x %d/%d, this model has %d x %d/%d", path,
@@ -38,7 +38,7 @@ static int check_shape(const coli_kvfile *f, const kv_cache *kv, const char *pat
 	return 0;
 }
 
-int session_load(session *s, kv_cache *kv, const model *m, const char *path, int extra, coli_err *e)
+int session_load(session *s, coli_kv *kv, const coli_engine *m, const char *path, int extra, coli_err *e)
 {
 	coli_kvfile f;
 	memset(s, 0, sizeof(*s));
@@ -46,7 +46,7 @@ int session_load(session *s, kv_cache *kv, const model *m, const char *path, int
 	int exists = path && access(path, F_OK) == 0;
 	if (exists && coli_kvfile_read(path, m->ct->identity, &f, e) < 0)
 		return -1;
-	int rc = kv_init(kv, m, f.n_tokens + extra + 1, e);
+	int rc = coli_kv_init(kv, m, f.n_tokens + extra + 1, e);
 	if (rc < 0 || !exists) {
 		coli_kvfile_release(&f);
 		return rc;
@@ -66,7 +66,7 @@ int session_load(session *s, kv_cache *kv, const model *m, const char *path, int
 	return rc;
 }
 
-int session_save(const session *s, const kv_cache *kv, const model *m, const char *path, coli_err *e)
+int session_save(const session *s, const coli_kv *kv, const coli_engine *m, const char *path, coli_err *e)
 {
 	coli_kvfile f = {.n_layers = kv->n_layers, .k_width = kv->k_width, .v_width = kv->v_width,
 			 .n_tokens = s->n_tokens, .n_cached = kv->n, .tokens = s->tokens, .k = kv->k, .v = kv->v};

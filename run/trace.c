@@ -23,7 +23,7 @@ void run_trace_prepare(run_trace *rt)
 }
 
 /* The run's settings, for the trace's metadata. */
-static char *meta(const run_opts *o, const model *m)
+static char *meta(const run_opts *o, const coli_engine *m)
 {
 	json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:b, s:s, s:i, s:f}", "tool", "coli-run", "model", o->model,
 			      "family", coli_family_name(m->cfg->family), "cache_slots", o->cache_slots, "pins", o->pins,
@@ -34,7 +34,7 @@ static char *meta(const run_opts *o, const model *m)
 	return s;
 }
 
-int run_trace_open(run_trace *rt, const char *path, const model *m, const run_opts *o, coli_err *e)
+int run_trace_open(run_trace *rt, const char *path, const coli_engine *m, const run_opts *o, coli_err *e)
 {
 	store_stats st;
 	coli_trace_copy copies[STORE_MAX_COPIES] = {{m->ct->dir, "-"}};

@@ -10,7 +10,7 @@
 #include "kernels/pool.h"
 
 /* Per-head RMSNorm (qwen3_moe, glm4_moe) or one over the whole projection (olmoe). */
-static void qk_norm(const model *m, float *x, const float *w, int heads, int hd)
+static void qk_norm(const coli_engine *m, float *x, const float *w, int heads, int hd)
 {
 	if (!w)
 		return;
@@ -31,7 +31,7 @@ static void clip(float *x, int n, float c)
 }
 
 /* One query head against cached positions 0..last: softmax(q.k * scale) . v. */
-static void attend(const float *q, const kv_cache *kv, int l, int kvh, int hd, int last, float scale,
+static void attend(const float *q, const coli_kv *kv, int l, int kvh, int hd, int last, float scale,
 		   float *att, float *out)
 {
 	for (int t = 0; t <= last; t++)
@@ -43,7 +43,7 @@ static void attend(const float *q, const kv_cache *kv, int l, int kvh, int hd, i
 }
 
 /* q, k, v projections of the batch, normed, clipped and rotated, keys/values cached. */
-static void gqa_project(const model *m, const layer_w *L, kv_cache *kv, int l, const float *X, int n, float *Q)
+static void gqa_project(const coli_engine *m, const layer_w *L, coli_kv *kv, int l, const float *X, int n, float *Q)
 {
 	const coli_model *c = m->cfg;
 	int hd = c->head_dim, qw = c->n_heads * hd, kw = c->n_kv_heads * hd;
@@ -76,8 +76,8 @@ static void gqa_project(const model *m, const layer_w *L, kv_cache *kv, int l, c
 
 /* The (token, head) pairs of a batch, shared out over the kernels' threads. */
 typedef struct gqa_job {
-	const model *m;
-	const kv_cache *kv;
+	const coli_engine *m;
+	const coli_kv *kv;
 	int l;
 	const float *Q;
 	float *A;
@@ -96,7 +96,7 @@ static void gqa_pairs(void *arg, int64_t begin, int64_t end)
 	}
 }
 
-int attn_gqa(const model *m, int l, kv_cache *kv, const float *X, int n, float *out, coli_err *e)
+int attn_gqa(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, float *out, coli_err *e)
 {
 	const coli_model *c = m->cfg;
 	const layer_w *L = &m->w->layers[l];
@@ -117,7 +117,7 @@ int attn_gqa(const model *m, int l, kv_cache *kv, const float *X, int n, float *
 }
 
 /* Queries and the cached latent + rope key of the batch. */
-static void mla_project(const model *m, const layer_w *L, kv_cache *kv, int l, const float *X, int n, fwd_ws *w)
+static void mla_project(const coli_engine *m, const layer_w *L, coli_kv *kv, int l, const float *X, int n, fwd_ws *w)
 {
 	const coli_model *c = m->cfg;
 	int ql = c->q_lora_rank, lat = c->kv_lora_rank, rd = c->qk_rope_head_dim;
@@ -143,7 +143,7 @@ static void mla_project(const model *m, const layer_w *L, kv_cache *kv, int l, c
 }
 
 /* Absorbed MLA for one head of one token: scores against the latent, values from it. */
-static void mla_head(const model *m, const layer_w *L, const kv_cache *kv, int l, int h, float *q, int pos,
+static void mla_head(const coli_engine *m, const layer_w *L, const coli_kv *kv, int l, int h, float *q, int pos,
 		     fwd_ws *w, float *out)
 {
 	float *att = kv->att; /* [pos + 1] scores */
@@ -163,7 +163,7 @@ static void mla_head(const model *m, const layer_w *L, const kv_cache *kv, int l
 	mat_vec_range(m->kc, &L->kv_b, band + nope, vd, w->ctx, out); /* v = W_vb_h ctx */
 }
 
-int attn_mla(const model *m, int l, kv_cache *kv, const float *X, int n, float *out, coli_err *e)
+int attn_mla(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, float *out, coli_err *e)
 {
 	const coli_model *c = m->cfg;
 	const layer_w *L = &m->w->layers[l];

@@ -9,7 +9,7 @@
 
 /* out[n][hidden] = attention of the n normed rows X[n][hidden] at positions kv->n .. +n-1 of
  * layer l; appends their keys/values to the cache (kv->n itself is advanced by the caller). */
-int attn_gqa(const model *m, int l, kv_cache *kv, const float *X, int n, float *out, coli_err *e);
-int attn_mla(const model *m, int l, kv_cache *kv, const float *X, int n, float *out, coli_err *e);
+int attn_gqa(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, float *out, coli_err *e);
+int attn_mla(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, float *out, coli_err *e);
 
 #endif

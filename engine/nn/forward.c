@@ -15,7 +15,7 @@
 #include "nn/ws.h"
 
 /* The expert store the options ask for. */
-static int open_store(model *m, const model_opts *o, coli_err *e)
+static int open_store(coli_engine *m, const coli_engine_opts *o, coli_err *e)
 {
 	if (o && o->mmap)
 		return store_mmap_open(&m->store, m->ct, e);
@@ -26,13 +26,13 @@ static int open_store(model *m, const model_opts *o, coli_err *e)
 	return store_stream_open(&m->store, m->ct, &so, e);
 }
 
-int model_open(model *m, const char *path, const model_opts *o, coli_err *e)
+int coli_engine_open(coli_engine *m, const char *path, const coli_engine_opts *o, coli_err *e)
 {
 	memset(m, 0, sizeof(*m));
 	if (coli_kernels_open(&m->kc, o ? o->isa : NULL, o ? o->threads : 0, e) < 0)
 		return -1;
 	if (coli_container_open(&m->ct, path, e) < 0) {
-		model_close(m);
+		coli_engine_close(m);
 		return -1;
 	}
 	m->cfg = &m->ct->model;
@@ -43,7 +43,7 @@ int model_open(model *m, const char *path, const model_opts *o, coli_err *e)
 	if (!m->rope || weights_load(m->w, m->ct, e) < 0 || open_store(m, o, e) < 0 ||
 	    rope_init(m->rope, m->cfg, e) < 0 || ws_open(&m->ws, m->cfg, m->w, batch, e) < 0 ||
 	    coli_kernels_reserve(m->kc, ws_max_cols(m->cfg, m->w), e) < 0) {
-		model_close(m);
+		coli_engine_close(m);
 		return -1;
 	}
 	int qk = m->cfg->attn == COLI_ATTN_MLA ? m->cfg->qk_nope_head_dim + m->cfg->qk_rope_head_dim : m->cfg->head_dim;
@@ -51,7 +51,7 @@ int model_open(model *m, const char *path, const model_opts *o, coli_err *e)
 	return 0;
 }
 
-void model_close(model *m)
+void coli_engine_close(coli_engine *m)
 {
 	store_close(m->store);
 	ws_close(m->ws);
@@ -77,7 +77,7 @@ static uint64_t mat_bytes(const coli_mat *w)
 	return n;
 }
 
-uint64_t model_bytes_per_token(const model *m)
+uint64_t coli_engine_bytes_per_token(const coli_engine *m)
 {
 	uint64_t n = mat_bytes(&m->w->lm_head);
 	for (int l = 0; l < m->cfg->n_layers; l++) {
@@ -95,7 +95,7 @@ uint64_t model_bytes_per_token(const model *m)
 	return n;
 }
 
-int model_moe_layers(const model *m)
+int coli_engine_moe_layers(const coli_engine *m)
 {
 	int n = 0;
 	for (int l = 0; l < m->cfg->n_layers; l++)
@@ -109,14 +109,14 @@ static void kv_widths(const coli_model *c, int *k, int *v)
 	*v = c->attn == COLI_ATTN_MLA ? c->qk_rope_head_dim : c->n_kv_heads * c->head_dim;
 }
 
-uint64_t kv_token_bytes(const coli_model *c)
+uint64_t coli_kv_token_bytes(const coli_model *c)
 {
 	int k, v;
 	kv_widths(c, &k, &v);
 	return (uint64_t)c->n_layers * (uint64_t)(k + v) * sizeof(float);
 }
 
-int kv_init(kv_cache *kv, const model *m, int cap, coli_err *e)
+int coli_kv_init(coli_kv *kv, const coli_engine *m, int cap, coli_err *e)
 {
 	const coli_model *c = m->cfg;
 	memset(kv, 0, sizeof(*kv));
@@ -139,7 +139,7 @@ int kv_init(kv_cache *kv, const model *m, int cap, coli_err *e)
 	return 0;
 }
 
-void kv_release(kv_cache *kv)
+void coli_kv_release(coli_kv *kv)
 {
 	for (int l = 0; kv->k && l < kv->n_layers; l++) {
 		free(kv->k[l]);
@@ -152,7 +152,7 @@ void kv_release(kv_cache *kv)
 }
 
 /* One decoder layer over the batch: x += attn(norm(x)); x += mlp(norm(x)). */
-static int layer(model *m, kv_cache *kv, int l, int n, int32_t *ids, float *wts, coli_err *e)
+static int layer(coli_engine *m, coli_kv *kv, int l, int n, int32_t *ids, float *wts, coli_err *e)
 {
 	const coli_model *c = m->cfg;
 	const layer_w *L = &m->w->layers[l];
@@ -182,7 +182,7 @@ static int layer(model *m, kv_cache *kv, int l, int n, int32_t *ids, float *wts,
 }
 
 /* Final norm and lm_head: every row into logits, or the last row into last. */
-static void head(const model *m, int n, float *logits, float *last)
+static void head(const coli_engine *m, int n, float *logits, float *last)
 {
 	fwd_ws *w = m->ws;
 	int d = m->cfg->hidden_size;
@@ -195,8 +195,8 @@ static void head(const model *m, int n, float *logits, float *last)
 }
 
 /* One batch of n <= max_batch tokens, the routing log's rows from row `at` of its n_all. */
-static int batch(model *m, kv_cache *kv, const int32_t *tokens, int n, float *logits, float *last,
-		 routing_log *routing, int at, int n_all, coli_err *e)
+static int batch(coli_engine *m, coli_kv *kv, const int32_t *tokens, int n, float *logits, float *last,
+		 coli_routing_log *routing, int at, int n_all, coli_err *e)
 {
 	const coli_model *c = m->cfg;
 	int d = c->hidden_size, k = c->top_k, moe = 0, rc = 0;
@@ -220,8 +220,8 @@ static int batch(model *m, kv_cache *kv, const int32_t *tokens, int n, float *lo
 	return rc;
 }
 
-int forward(model *m, kv_cache *kv, const int32_t *tokens, int n, float *logits, float *last,
-	    routing_log *routing, coli_err *e)
+int coli_forward(coli_engine *m, coli_kv *kv, const int32_t *tokens, int n, float *logits, float *last,
+	    coli_routing_log *routing, coli_err *e)
 {
 	const coli_model *c = m->cfg;
 	int B = m->ws->max_batch, rc = 0;

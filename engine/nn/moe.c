@@ -110,7 +110,7 @@ static void swiglu_mlp(coli_kernels *kc, const coli_mat *gate, const coli_mat *u
 }
 
 /* Traced: a RAM or mmap store's expert is a pin (the streaming store traces its own). */
-static void ram_outcome(const model *m, int l, int x)
+static void ram_outcome(const coli_engine *m, int l, int x)
 {
 	if (!m->tr || store_kind(m->store) == COLI_STORE_STREAM)
 		return;
@@ -119,7 +119,7 @@ static void ram_outcome(const model *m, int l, int x)
 }
 
 /* A get that may wait for its read: the wait is the trace's I/O wait. */
-static const coli_expert *traced_get(const model *m, int l, int x, coli_err *e)
+static const coli_expert *traced_get(const coli_engine *m, int l, int x, coli_err *e)
 {
 	if (!m->tr || store_kind(m->store) != COLI_STORE_STREAM) {
 		ram_outcome(m, l, x);
@@ -132,7 +132,7 @@ static const coli_expert *traced_get(const model *m, int l, int x, coli_err *e)
 }
 
 /* One expert over the tokens of the batch that chose it: read once, multiplied once. */
-static int run_expert(const model *m, int l, int x, const float *X, int n, fwd_ws *w, float *out, coli_err *e)
+static int run_expert(const coli_engine *m, int l, int x, const float *X, int n, fwd_ws *w, float *out, coli_err *e)
 {
 	const coli_model *c = m->cfg;
 	int k = c->top_k, d = c->hidden_size, cnt = 0;
@@ -166,7 +166,7 @@ static int products(coli_kernels *kc, const coli_mat **W, const float **xs, floa
 
 /* Experts j in js[0..n) of a decoding token: gate and up products in one dispatch, then the
  * down products in another, each into its own rows of w->H, w->U, w->D. */
-static int token_products(const model *m, const float *x, const coli_expert *const *ex, const int *js, int n, fwd_ws *w)
+static int token_products(const coli_engine *m, const float *x, const coli_expert *const *ex, const int *js, int n, fwd_ws *w)
 {
 	int d = m->cfg->hidden_size, ffn = m->cfg->moe_intermediate_size;
 	const coli_mat **W = w->pm;
@@ -191,7 +191,7 @@ static int token_products(const model *m, const float *x, const coli_expert *con
 /* Decode (one token): its top_k experts' reads all started, then products as they arrive:
  * each round takes every expert already read (all of them when resident) and waits only when
  * none is; sums in ascending expert order, as the batched path does. */
-static int experts_one_token(const model *m, int l, const float *x, fwd_ws *w, float *out, coli_err *e)
+static int experts_one_token(const coli_engine *m, int l, const float *x, fwd_ws *w, float *out, coli_err *e)
 {
 	const coli_model *c = m->cfg;
 	int k = c->top_k, d = c->hidden_size, *order = w->order, *want = w->want, rc = 0, left = k;
@@ -254,7 +254,7 @@ static int batch_union(const coli_model *c, int n, fwd_ws *w)
 /* Prefill: the union's experts in ascending order (the sums as before), each one requested
  * (read first, unless a prefetch already read it), the next top_k - 1 prefetched behind it (a
  * window of top_k the store can always hold: it has >= top_k slots), then got. */
-static int experts_batch(const model *m, int l, const float *X, int n, fwd_ws *w, float *out, coli_err *e)
+static int experts_batch(const coli_engine *m, int l, const float *X, int n, fwd_ws *w, float *out, coli_err *e)
 {
 	int nu = batch_union(m->cfg, n, w), k = m->cfg->top_k, rc = 0;
 	for (int u = 0; rc == 0 && u < nu; u++) {
@@ -268,7 +268,7 @@ static int experts_batch(const model *m, int l, const float *X, int n, fwd_ws *w
 
 /* Routes each row of X: experts and weights into w->ids, w->W; usage counted; a decode's
  * prediction scored. */
-static void route_batch(const model *m, int l, const float *X, int n, fwd_ws *w)
+static void route_batch(const coli_engine *m, int l, const float *X, int n, fwd_ws *w)
 {
 	const coli_model *c = m->cfg;
 	const layer_w *L = &m->w->layers[l];
@@ -283,7 +283,7 @@ static void route_batch(const model *m, int l, const float *X, int n, fwd_ws *w)
 		store_predict_check(m->store, l, w->ids, k);
 }
 
-static int moe_block(const model *m, int l, const float *X, int n, float *out, int32_t *ids, float *wts, coli_err *e)
+static int moe_block(const coli_engine *m, int l, const float *X, int n, float *out, int32_t *ids, float *wts, coli_err *e)
 {
 	const coli_model *c = m->cfg;
 	const layer_w *L = &m->w->layers[l];
@@ -306,7 +306,7 @@ static int moe_block(const model *m, int l, const float *X, int n, float *out, i
 	return rc;
 }
 
-void moe_predict(const model *m, int l, const float *x)
+void moe_predict(const coli_engine *m, int l, const float *x)
 {
 	const coli_model *c = m->cfg;
 	if (l < 0 || l >= c->n_layers || !c->is_moe[l] || !store_predicting(m->store))
@@ -323,7 +323,7 @@ void moe_predict(const model *m, int l, const float *x)
 	coli_tracer_mark(m->tr, COLI_SPAN_ROUTER, l - 1);
 }
 
-int mlp_block(const model *m, int l, const float *X, int n, float *out, int32_t *ids, float *wts, coli_err *e)
+int mlp_block(const coli_engine *m, int l, const float *X, int n, float *out, int32_t *ids, float *wts, coli_err *e)
 {
 	const layer_w *L = &m->w->layers[l];
 	if (m->cfg->is_moe[l])

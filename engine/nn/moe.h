@@ -16,12 +16,12 @@ void route(const coli_model *c, const float *corr_bias, const float *logits, int
 
 /* out[n][hidden] = MLP of layer l on the normed rows X[n][hidden]; MoE layers log their routing
  * into ids/wts ([n][top_k], may be NULL). */
-int mlp_block(const model *m, int l, const float *X, int n, float *out, int32_t *ids, float *wts, coli_err *e);
+int mlp_block(const coli_engine *m, int l, const float *X, int n, float *out, int32_t *ids, float *wts, coli_err *e);
 
 /* Decode: predicts the experts MoE layer l will choose from x, the residual before its MLP is
  * added (layer l-1's post-attention state), by layer l's own norm, router and route(), and
  * hands them to store_predict (reads queued behind every demanded one). Does nothing unless the
  * store predicts; never changes what is computed. */
-void moe_predict(const model *m, int l, const float *x);
+void moe_predict(const coli_engine *m, int l, const float *x);
 
 #endif

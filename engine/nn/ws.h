@@ -1,4 +1,4 @@
-/* ws.h: the forward pass's working memory, sized once at model_open from the model and the
+/* ws.h: the forward pass's working memory, sized once at coli_engine_open from the model and the
  * largest batch (internal). A forward call of more tokens runs in batches of max_batch; decode
  * allocates nothing. */
 #ifndef COLI_WS_H

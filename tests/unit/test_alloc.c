@@ -90,38 +90,38 @@ static int32_t argmax(const float *v, int n)
 
 /* Prefill and 3 decode tokens (warm-up), then 8 decode tokens counted; the allocations made
  * during those 8 into *n. */
-static int decode_allocs(model *m, long *n, coli_err *e)
+static int decode_allocs(coli_engine *m, long *n, coli_err *e)
 {
-	kv_cache kv;
-	int V = m->cfg->vocab_size, rc = kv_init(&kv, m, 64, e);
+	coli_kv kv;
+	int V = m->cfg->vocab_size, rc = coli_kv_init(&kv, m, 64, e);
 	float *logits = malloc((size_t)V * sizeof(float));
 	int32_t prompt[6] = {1, 2, 3, 4, 5, 6}, id;
-	rc = rc == 0 && logits ? forward(m, &kv, prompt, 6, NULL, logits, NULL, e) : -1;
+	rc = rc == 0 && logits ? coli_forward(m, &kv, prompt, 6, NULL, logits, NULL, e) : -1;
 	for (int t = 0; rc == 0 && t < 11; t++) {
 		if (t == 3)
 			atomic_store(&allocs, 0), atomic_store(&counting, 1);
 		id = argmax(logits, V);
-		rc = forward(m, &kv, &id, 1, NULL, logits, NULL, e);
+		rc = coli_forward(m, &kv, &id, 1, NULL, logits, NULL, e);
 	}
 	atomic_store(&counting, 0);
 	*n = atomic_load(&allocs);
 	free(logits);
-	kv_release(&kv);
+	coli_kv_release(&kv);
 	return rc;
 }
 
 static void check(const char *fam, const char *path, int stream)
 {
 	char name[160];
-	model m;
+	coli_engine m;
 	coli_err e = {0, ""};
-	model_opts o = {.stream = stream, .so = {.cache_slots = 1}};
+	coli_engine_opts o = {.stream = stream, .so = {.cache_slots = 1}};
 	long n = -1;
-	int rc = model_open(&m, path, &o, &e);
+	int rc = coli_engine_open(&m, path, &o, &e);
 	if (rc == 0) {
 		store_set_predict(m.store, 1);
 		rc = decode_allocs(&m, &n, &e);
-		model_close(&m);
+		coli_engine_close(&m);
 	}
 	snprintf(name, sizeof(name), "alloc: %s %s: 8 decode tokens allocate nothing", fam, stream ? "streamed" : "in RAM");
 	T_CHECK(name, rc == 0 && n == 0, "rc %d, %ld allocations: %s", rc, n, e.msg);

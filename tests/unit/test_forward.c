@@ -74,7 +74,7 @@ static int convert(const char *fam, int bits, const char *out)
 typedef struct fx {
 	const char *fam, *suf;
 	int bits;
-	model m;
+	coli_engine m;
 	int32_t *prompt;
 	size_t n_prompt;
 } fx;
@@ -82,14 +82,14 @@ typedef struct fx {
 static void check_teacher(fx *f)
 {
 	char name[128], file[64];
-	int V = f->m.cfg->vocab_size, k = f->m.cfg->top_k, L = model_moe_layers(&f->m), n = (int)f->n_prompt;
-	kv_cache kv;
+	int V = f->m.cfg->vocab_size, k = f->m.cfg->top_k, L = coli_engine_moe_layers(&f->m), n = (int)f->n_prompt;
+	coli_kv kv;
 	size_t nr = 0, nw = 0, nl = 0;
 	float *logits = malloc((size_t)n * V * sizeof(float)), *w = malloc((size_t)L * n * k * sizeof(float));
 	int32_t *ids = malloc((size_t)L * n * k * sizeof(int32_t));
-	routing_log r = {ids, w};
+	coli_routing_log r = {ids, w};
 	coli_err e = {0, ""};
-	int rc = kv_init(&kv, &f->m, n, &e) == 0 ? forward(&f->m, &kv, f->prompt, n, logits, NULL, &r, &e) : -1;
+	int rc = coli_kv_init(&kv, &f->m, n, &e) == 0 ? coli_forward(&f->m, &kv, f->prompt, n, logits, NULL, &r, &e) : -1;
 	snprintf(file, sizeof(file), "logits%s.f32.bin", f->suf);
 	float *ref = load(f->fam, file, &nl);
 	snprintf(file, sizeof(file), "routing_indices%s.i32.bin", f->suf);
@@ -107,7 +107,7 @@ static void check_teacher(fx *f)
 	T_CHECK(name, rc == 0 && wref && nw == nr && max_diff(w, wref, nw) <= 1e-4, "max diff %g",
 		rc == 0 && wref ? max_diff(w, wref, nw) : -1.0);
 	free(logits), free(w), free(ids), free(ref), free(rref), free(wref);
-	kv_release(&kv);
+	coli_kv_release(&kv);
 }
 
 static int argmax(const float *x, int n)
@@ -129,13 +129,13 @@ static void check_greedy(fx *f)
 	snprintf(file, sizeof(file), "greedy_step_logits%s.f32.bin", f->suf);
 	float *lref = load(f->fam, file, &nl), *logits = malloc((size_t)steps * V * sizeof(float));
 	int32_t got[16];
-	kv_cache kv;
+	coli_kv kv;
 	coli_err e = {0, ""};
-	int rc = kv_init(&kv, &f->m, n + steps, &e) == 0 ? forward(&f->m, &kv, f->prompt, n, NULL, logits, NULL, &e) : -1;
+	int rc = coli_kv_init(&kv, &f->m, n + steps, &e) == 0 ? coli_forward(&f->m, &kv, f->prompt, n, NULL, logits, NULL, &e) : -1;
 	for (int i = 0; rc == 0 && i < steps; i++) {
 		got[i] = argmax(logits + (size_t)i * V, V);
 		if (i + 1 < steps)
-			rc = forward(&f->m, &kv, &got[i], 1, NULL, logits + (size_t)(i + 1) * V, NULL, &e);
+			rc = coli_forward(&f->m, &kv, &got[i], 1, NULL, logits + (size_t)(i + 1) * V, NULL, &e);
 	}
 	snprintf(name, sizeof(name), "forward: %s %d-bit experts: 16 greedy tokens through the KV cache", f->fam, f->bits);
 	T_CHECK(name, rc == 0 && want && ng == 16 && memcmp(got, want, sizeof(got)) == 0, "rc %d (%s), first token %d vs %d",
@@ -144,14 +144,14 @@ static void check_greedy(fx *f)
 	T_CHECK(name, rc == 0 && lref && nl == (size_t)steps * V && max_diff(logits, lref, nl) <= TOL, "max diff %g",
 		rc == 0 && lref ? max_diff(logits, lref, nl) : -1.0);
 	free(want), free(lref), free(logits);
-	kv_release(&kv);
+	coli_kv_release(&kv);
 }
 
 /* Prompt + greedy tokens teacher-forced (40 positions), against full_logits and full routing. */
 static void check_full(fx *f)
 {
 	char name[160];
-	int V = f->m.cfg->vocab_size, k = f->m.cfg->top_k, L = model_moe_layers(&f->m);
+	int V = f->m.cfg->vocab_size, k = f->m.cfg->top_k, L = coli_engine_moe_layers(&f->m);
 	size_t ng = 0, nl = 0, nr = 0;
 	int32_t *g = load(f->fam, "greedy_tokens.i32.bin", &ng), *rref = load(f->fam, "full_routing_indices.i32.bin", &nr);
 	float *ref = load(f->fam, "full_logits.f32.bin", &nl);
@@ -160,10 +160,10 @@ static void check_full(fx *f)
 	float *logits = malloc((size_t)n * V * sizeof(float));
 	memcpy(toks, f->prompt, f->n_prompt * sizeof(int32_t));
 	memcpy(toks + f->n_prompt, g, ng * sizeof(int32_t));
-	routing_log r = {ids, NULL};
-	kv_cache kv;
+	coli_routing_log r = {ids, NULL};
+	coli_kv kv;
 	coli_err e = {0, ""};
-	int rc = kv_init(&kv, &f->m, n, &e) == 0 ? forward(&f->m, &kv, toks, n, logits, NULL, &r, &e) : -1;
+	int rc = coli_kv_init(&kv, &f->m, n, &e) == 0 ? coli_forward(&f->m, &kv, toks, n, logits, NULL, &r, &e) : -1;
 	snprintf(name, sizeof(name), "forward: %s: full_logits over %d tokens within 1e-3", f->fam, n);
 	T_CHECK(name, rc == 0 && nl == (size_t)n * V && max_diff(logits, ref, nl) <= TOL, "max diff %g",
 		rc == 0 && nl == (size_t)n * V ? max_diff(logits, ref, nl) : -1.0);
@@ -171,7 +171,7 @@ static void check_full(fx *f)
 	T_CHECK(name, rc == 0 && nr == (size_t)L * n * k && routing_mismatches(ids, rref, nr, k) == 0, "%d differ",
 		rc == 0 && nr == (size_t)L * n * k ? routing_mismatches(ids, rref, nr, k) : -1);
 	free(g), free(rref), free(ref), free(toks), free(ids), free(logits);
-	kv_release(&kv);
+	coli_kv_release(&kv);
 }
 
 /* The same prompt in one batch and one token at a time gives the same last logits. */
@@ -180,16 +180,16 @@ static void check_incremental(fx *f)
 	char name[160];
 	int V = f->m.cfg->vocab_size, n = (int)f->n_prompt, rc;
 	float *a = malloc((size_t)V * sizeof(float)), *b = malloc((size_t)V * sizeof(float));
-	kv_cache k1, k2;
+	coli_kv k1, k2;
 	coli_err e = {0, ""};
-	rc = kv_init(&k1, &f->m, n, &e) | kv_init(&k2, &f->m, n, &e);
-	rc |= forward(&f->m, &k1, f->prompt, n, NULL, a, NULL, &e);
+	rc = coli_kv_init(&k1, &f->m, n, &e) | coli_kv_init(&k2, &f->m, n, &e);
+	rc |= coli_forward(&f->m, &k1, f->prompt, n, NULL, a, NULL, &e);
 	for (int i = 0; rc == 0 && i < n; i++)
-		rc = forward(&f->m, &k2, f->prompt + i, 1, NULL, b, NULL, &e);
+		rc = coli_forward(&f->m, &k2, f->prompt + i, 1, NULL, b, NULL, &e);
 	snprintf(name, sizeof(name), "forward: %s: batched prefill equals token-by-token (1e-4)", f->fam);
 	T_CHECK(name, rc == 0 && max_diff(a, b, (size_t)V) <= 1e-4, "max diff %g", max_diff(a, b, (size_t)V));
 	free(a), free(b);
-	kv_release(&k1), kv_release(&k2);
+	coli_kv_release(&k1), coli_kv_release(&k2);
 }
 
 static void run_family(const char *fam, const char *dir)
@@ -203,7 +203,7 @@ static void run_family(const char *fam, const char *dir)
 		f.fam = fam, f.suf = sufs[i], f.bits = bits[i];
 		coli_err e = {0, ""};
 		snprintf(path, sizeof(path), "%s/%s-%d.coli", dir, fam, bits[i]);
-		int rc = convert(fam, bits[i], path) == 0 ? model_open(&f.m, path, NULL, &e) : -1;
+		int rc = convert(fam, bits[i], path) == 0 ? coli_engine_open(&f.m, path, NULL, &e) : -1;
 		f.prompt = load(fam, "prompt_ids.i32.bin", &f.n_prompt);
 		snprintf(name, sizeof(name), "forward: %s %d-bit experts: container converts and loads", fam, bits[i]);
 		T_CHECK(name, rc == 0 && f.prompt, "%s", e.msg);
@@ -214,7 +214,7 @@ static void run_family(const char *fam, const char *dir)
 				check_full(&f);
 				check_incremental(&f);
 			}
-			model_close(&f.m);
+			coli_engine_close(&f.m);
 		}
 		free(f.prompt);
 	}
