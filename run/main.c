@@ -1,6 +1,7 @@
 /* main.c: coli-run's command line. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "options.h"
 #include "run.h"
@@ -95,10 +96,11 @@ static const coli_option options[] = {
 			"1.5 (implies --stream): refused when the dense weights, KV cache and minimum "
 			"expert cache do not fit; the rest is the expert cache (unless --cache-slots "
 			"gives it)", .open_lo = 1, .implies = &o.stream),
-	COLI_OPT_STRING(0, "trace", &o.trace, "FILE", "record spans, reads and each routed "
-			"expert's outcome per token into FILE (formats/trace.md)"),
-	COLI_OPT_FLAG(0, "json", &o.json, "print the closing statistics as one JSON object on "
-		      "stdout instead of text lines on stderr"),
+	COLI_OPT_STRING(0, "trace", &o.trace, "FILE", "record each forward call's spans (attention, "
+			"router, expert products, I/O wait, other), every expert read and each routed expert's "
+			"outcome into FILE (.coli_trace, formats/trace.md)"),
+	COLI_OPT_FLAG(0, "json", &o.json, "print the closing statistics as one line of JSON, the last "
+		      "line of stdout (after the generated text or ids), instead of text lines on stderr"),
 	COLI_OPT_STRING(0, "tokenizer", &o.tokenizer, "FILE",
 			"tokenizer.json for --encode / --decode"),
 	COLI_OPT_FLAG(0, "encode", &o.encode,
@@ -145,14 +147,18 @@ static int check(int n, char **argv, coli_err *e)
 int main(int argc, char **argv)
 {
 	coli_err e = {0, ""};
+	char **line = malloc((size_t)(argc + 1) * sizeof(*line)); /* the parse reorders argv */
+	if (line)
+		memcpy(line, argv, (size_t)(argc + 1) * sizeof(*line));
+	o.argv = (const char *const *)line, o.argc = line ? argc : 0;
 	int n = coli_opts_parse(options, argc, argv, &e);
 	if (help)
 		return usage(NULL);
 	if (n < 0 || check(n, argv, &e) < 0)
 		return usage(e.msg);
-	if (run_main(&o, &e) < 0) {
+	int rc = run_main(&o, &e) < 0 ? coli_err_exit_status(&e) : 0;
+	if (rc)
 		fprintf(stderr, "coli-run: %s\n", e.msg);
-		return coli_err_exit_status(&e);
-	}
-	return 0;
+	free(line);
+	return rc;
 }

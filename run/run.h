@@ -12,6 +12,8 @@
 #include "tokenizer.h"
 #include "trace.h"
 
+#define COLI_RUN_VERSION "coli-run 0.1.0"
+
 typedef struct run_opts {
 	const char *model;
 	const char *prompt_ids;   /* "63 236 218" */
@@ -48,6 +50,8 @@ typedef struct run_opts {
 	const char *usage;        /* --usage FILE: .coli_usage routing statistics to fold this run into */
 	double ram;               /* --ram GiB: budget of everything coli-run allocates (implies
 				   * stream; sizes the cache slots); 0: none */
+	const char *const *argv;  /* the command line (the trace's metadata) */
+	int argc;
 	const char *trace;        /* --trace FILE: spans, reads and routed experts' outcomes per token
 				   * (formats/trace.md) */
 	int json;                 /* --json: the closing statistics as one JSON object on stdout */

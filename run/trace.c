@@ -22,13 +22,18 @@ void run_trace_prepare(run_trace *rt)
 	coli_tracer_init(&rt->t, emit, rt);
 }
 
-/* The run's settings, for the trace's metadata. */
+/* The run's command line and settings, for the trace's metadata (formats/trace.md). */
 static char *meta(const run_opts *o, const coli_engine *m)
 {
-	json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:b, s:s, s:i, s:f}", "tool", "coli-run", "model", o->model,
-			      "family", coli_family_name(m->cfg->family), "cache_slots", o->cache_slots, "pins", o->pins,
-			      "prefetch", o->prefetch != 0, "isa", coli_kernels_isa(m->kc), "threads", coli_kernels_threads(m->kc), "ram_gib",
-			      o->ram);
+	json_t *argv = json_array();
+	for (int i = 0; i < o->argc; i++)
+		json_array_append_new(argv, json_string(o->argv[i]));
+	json_t *j = json_pack("{s:o, s:s, s:s, s:s, s:{s:s, s:i, s:i, s:b, s:f, s:s, s:i}}", "argv", argv,
+			      "coli_version", COLI_RUN_VERSION, "model", o->model, "family",
+			      coli_family_name(m->cfg->family), "store", "kind",
+			      store_kind(m->store) == COLI_STORE_STREAM ? "stream" : "ram", "cache_slots", o->cache_slots,
+			      "pins", o->pins, "prefetch", o->prefetch != 0, "ram_gib", o->ram, "isa",
+			      coli_kernels_isa(m->kc), "threads", coli_kernels_threads(m->kc));
 	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
 	return s;

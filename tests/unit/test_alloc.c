@@ -20,7 +20,9 @@ static void count(void)
 }
 
 #if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/allocator_interface.h>
+/* libasan's (sanitizer/allocator_interface.h, which gcc does not install). */
+int __sanitizer_install_malloc_and_free_hooks(void (*m)(const volatile void *, size_t), void (*f)(const volatile void *));
+
 static void on_malloc(const volatile void *p, size_t n)
 {
 	(void)p, (void)n;
