@@ -22,7 +22,6 @@
  * traces, runs the study and prints the tables.
  *
  * usage: coli-replay --layers L --experts E --top-k K [--slots N,...] [--from R] [--per-run] TRACE... */
-#include <getopt.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,6 +30,7 @@
 
 #include "error.h"
 #include "fileio.h"
+#include "options.h"
 #include "policy.h"
 
 #define MAX_SIZES 32
@@ -277,25 +277,35 @@ static int run_study(study *s, const int *sizes, int n_sizes, int per_run, coli_
 	return rc;
 }
 
-static const char usage_text[] =
-	"usage: coli-replay --layers L --experts E --top-k K [--slots N,...] [--from R] [--per-run] TRACE...\n"
-	"\n"
-	"Replays routing traces (coli-run --teacher-force --dump-routing; one file per run, in order)\n"
-	"through per-layer expert caches and prints each policy's hit rate.\n"
-	"\n"
-	"  --layers L      MoE layers in the traces\n"
-	"  --experts E     routed experts per layer\n"
-	"  --top-k K       experts per token\n"
-	"  --slots N,...   cache sizes to replay, experts per layer, each K..E (default K,2K,4K,8K up to E)\n"
-	"  --from R        count hits from run R on (default 2 with several traces: the first has no\n"
-	"                  earlier counts to learn from; 1 with one)\n"
-	"  --per-run       also a table of every run's hit rates per size\n"
-	"  -h, --help      this text\n";
+static study s = {0, 0, 0, 0, NULL, 0, NULL};
+static const char *slots;
+static int per_run, help;
 
-static int bad_usage(const char *msg, const char *value)
+static const char *const synopsis[] = {
+	"coli-replay --layers L --experts E --top-k K [--slots N,...] [--from R] [--per-run] TRACE...", NULL};
+
+static const coli_option options[] = {
+	COLI_OPT_TEXT("Replays routing traces (coli-run --teacher-force --dump-routing; one file per run, in "
+		      "order) through per-layer expert caches and prints each policy's hit rate."),
+	COLI_OPT_TEXT(""),
+	COLI_OPT_INT(0, "layers", &s.L, "L", 1, 4096, "MoE layers in the traces"),
+	COLI_OPT_INT(0, "experts", &s.E, "E", 1, 65536, "routed experts per layer"),
+	COLI_OPT_INT(0, "top-k", &s.K, "K", 1, 65536, "experts per token"),
+	COLI_OPT_STRING(0, "slots", &slots, "N,...", "cache sizes to replay, experts per layer, each K..E "
+			"(default K,2K,4K,8K up to E)"),
+	COLI_OPT_INT(0, "from", &s.from, "R", 1, INT_MAX, "count hits from run R on (default 2 with several "
+		     "traces: the first has no earlier counts to learn from; 1 with one)"),
+	COLI_OPT_FLAG(0, "per-run", &per_run, "also a table of every run's hit rates per size"),
+	COLI_OPT_HELP(&help),
+	COLI_OPT_END(),
+};
+
+static int usage(const char *msg)
 {
-	fprintf(stderr, "coli-replay: %s '%s'\n%s", msg, value, usage_text);
-	return 2;
+	char *text = coli_opts_usage("coli-replay", msg, synopsis, options);
+	fputs(text ? text : "coli-replay: out of memory\n", msg ? stderr : stdout);
+	free(text);
+	return msg ? 2 : 0;
 }
 
 /* A whole decimal number in [lo, hi], or -1. */
@@ -308,37 +318,19 @@ static int parse_int(const char *str, int lo, int hi)
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {{"layers", required_argument, NULL, 'l'}, {"experts", required_argument, NULL, 'e'},
-					     {"top-k", required_argument, NULL, 'k'},  {"slots", required_argument, NULL, 's'},
-					     {"from", required_argument, NULL, 'f'},   {"per-run", no_argument, NULL, 'r'},
-					     {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
-	study s = {0, 0, 0, -1, NULL, 0, NULL};
-	const char *slots = NULL;
-	int per_run = 0, sizes[MAX_SIZES], n_sizes = 0;
-	for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
-		if (c == 'h')
-			return fputs(usage_text, stdout), 0;
-		if (c == 'r')
-			per_run = 1;
-		else if (c == 's')
-			slots = optarg;
-		else if (c == '?')
-			return fputs(usage_text, stderr), 2;
-		else if (c == 'l' && (s.L = parse_int(optarg, 1, 4096)) < 0)
-			return bad_usage("--layers: expected 1..4096, got", optarg);
-		else if (c == 'e' && (s.E = parse_int(optarg, 1, 65536)) < 0)
-			return bad_usage("--experts: expected 1..65536, got", optarg);
-		else if (c == 'k' && (s.K = parse_int(optarg, 1, 65536)) < 0)
-			return bad_usage("--top-k: expected 1..65536, got", optarg);
-		else if (c == 'f' && (s.from = parse_int(optarg, 1, INT_MAX) - 1) < 0)
-			return bad_usage("--from: expected a run number >= 1, got", optarg);
-	}
+	coli_err pe = {0, ""};
+	int sizes[MAX_SIZES], n_sizes = 0, n_traces = coli_opts_parse(options, argc, argv, &pe);
+	if (help)
+		return usage(NULL);
+	if (n_traces < 0)
+		return usage(pe.msg);
+	s.from--; /* 0-based; -1: the default */
 	if (!s.L || !s.E || !s.K)
-		return fprintf(stderr, "coli-replay: --layers, --experts and --top-k are required\n%s", usage_text), 2;
+		return usage("--layers, --experts and --top-k are required");
 	if (s.K > s.E)
 		return fprintf(stderr, "coli-replay: --top-k %d exceeds --experts %d\n", s.K, s.E), 2;
-	if (optind == argc)
-		return fprintf(stderr, "coli-replay: no trace given\n%s", usage_text), 2;
+	if (n_traces == 0)
+		return usage("no trace given");
 	for (int n = s.K; !slots && n <= s.E && n <= 8 * s.K; n *= 2)
 		sizes[n_sizes++] = n;
 	for (const char *p = slots; p && *p; p += strcspn(p, ","), p += *p == ',') {
@@ -346,14 +338,14 @@ int main(int argc, char **argv)
 		size_t len = strcspn(p, ",");
 		snprintf(item, sizeof(item), "%.*s", (int)(len < sizeof(item) ? len : sizeof(item) - 1), p);
 		if (n_sizes == MAX_SIZES)
-			return bad_usage("--slots: more than 32 sizes in", slots);
+			return fprintf(stderr, "coli-replay: --slots: more than 32 sizes in '%s'\n", slots), 2;
 		if ((sizes[n_sizes++] = parse_int(item, s.K, s.E)) < 0)
 			return fprintf(stderr, "coli-replay: --slots: '%s' is not a size in %d..%d (top_k..experts)\n", item, s.K,
 				       s.E), 2;
 	}
 	if (n_sizes == 0)
-		return bad_usage("--slots: no size in", slots);
-	s.n_runs = argc - optind;
+		return fprintf(stderr, "coli-replay: --slots: no size in '%s'\n", slots), 2;
+	s.n_runs = n_traces;
 	if (s.from < 0)
 		s.from = s.n_runs > 1;
 	if (s.from >= s.n_runs)
@@ -361,7 +353,7 @@ int main(int argc, char **argv)
 	coli_err e = {0, ""};
 	int rc = (s.runs = coli_calloc((size_t)s.n_runs, sizeof(*s.runs), &e)) ? 0 : -1;
 	for (int r = 0; rc == 0 && r < s.n_runs; r++) {
-		s.runs[r].path = argv[optind + r];
+		s.runs[r].path = argv[r];
 		rc = load_trace(&s, &s.runs[r], &e);
 	}
 	if (rc == 0)

@@ -22,7 +22,7 @@ for tool in coli-convert coli-run; do
 	'
 done
 
-for tool in coli-convert coli-run coli-synth coli-diskbench; do
+for tool in coli-convert coli-run coli-synth coli-diskbench coli-replay; do
 	test_expect_success "$tool: no line of --help is wider than 100 columns" '
 		$tool --help >help &&
 		test -s help &&
