@@ -36,7 +36,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=bin/tests/%)
 # Unit tests also link each tool's own modules (every .c of its folder but main.c).
 TOOL_LIBS := $(foreach t,$(TOOLS),$(if $(filter-out $(call tool_dir,$t)/main.c,$(wildcard $(call tool_dir,$t)/*.c)),$(B)/lib$(word 2,$(subst :, ,$t)).a))
 
-.PHONY: all test demo deps asan ubsan bench bench-convert bench-run bench-stream clean check-deps
+.PHONY: all test demo deps asan ubsan bench bench-convert bench-run bench-stream bench-trace clean check-deps
 all: $(BINS) $(BENCH_BIN) $(UNIT_BIN)
 
 $(B)/%.o: %.c
@@ -118,7 +118,7 @@ demo:
 	@$(MAKE) --no-print-directory all
 	@tests/demo.sh
 
-bench: bench-convert bench-run bench-stream
+bench: bench-convert bench-run bench-stream bench-trace
 bench-convert: all
 	@tests/bench/convert.sh
 bench-run: all
@@ -126,6 +126,8 @@ bench-run: all
 bench-stream: all
 	@tests/bench/stream.sh
 	@tests/bench/learn.sh
+bench-trace: all
+	@tests/bench/trace.sh
 
 clean:
 	rm -rf $(B) bin
