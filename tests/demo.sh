@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# demo.sh: `make demo`: a synthetic MoE checkpoint -> coli-convert -> coli-run.
+# demo.sh: `make demo`: a synthetic MoE checkpoint -> coli-convert -> coli-run (streamed, learned, traced).
 # Everything goes to build/demo/ (rerunning starts over).
 set -eu
 cd "$(dirname "$0")/.."
@@ -24,4 +24,6 @@ step "7. streamed from disk under a RAM budget smaller than the model (0.25 GiB)
   "bin/coli-run -m $out/model.coli --prompt 'The capital of France is' -n 24 --ignore-eos --ram 0.25 --usage $out/usage.coli_usage"
 step "8. again, pinning the experts that run used most (learned in $out/usage.coli_usage)" \
   "bin/coli-run -m $out/model.coli --prompt 'The capital of France is' -n 24 --ignore-eos --ram 0.25 --usage $out/usage.coli_usage"
-printf '\nDemo done. Container: %s/model.coli (docs/coli-convert.md, docs/coli-run.md, formats/container.md).\n' "$out"
+step "9. traced, with the figures as JSON: where each token's time went, what every read did" \
+  "bin/coli-run -q -m $out/model.coli --prompt 'The capital of France is' -n 24 --ignore-eos --ram 0.25 --usage $out/usage.coli_usage --json --trace $out/run.coli_trace | tail -n 1 && bin/coli-tracestat $out/run.coli_trace"
+printf '\nDemo done. Container: %s/model.coli, trace: %s/run.coli_trace (docs/coli-convert.md, docs/coli-run.md, formats/container.md, formats/trace.md).\n' "$out" "$out"
