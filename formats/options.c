@@ -26,17 +26,21 @@ static int takes_value(const coli_option *o)
 	return o->kind > COLI_OPTION_FLAG && (o->kind != COLI_OPTION_CALLBACK || o->arg);
 }
 
-static int parse_int(const coli_option *o, const char *s, coli_err *e)
+int coli_opts_int(const char *s, long long lo, long long hi, int *out, coli_err *e)
 {
 	char *end;
 	errno = 0;
 	long long v = strtoll(s, &end, 10);
-	if (*s && !*end && !errno && v >= o->lo && v <= o->hi) {
-		*(int *)o->value = (int)v;
+	if (*s && !*end && !errno && v >= lo && v <= hi) {
+		*out = (int)v;
 		return 0;
 	}
-	return coli_errf(e, COLI_EUSAGE, "'%s' is not %s in %lld..%lld", s,
-			 o->lo >= 0 ? "a count" : "an integer", o->lo, o->hi);
+	return coli_errf(e, COLI_EUSAGE, "'%s' is not %s in %lld..%lld", s, lo >= 0 ? "a count" : "an integer", lo, hi);
+}
+
+static int parse_int(const coli_option *o, const char *s, coli_err *e)
+{
+	return coli_opts_int(s, o->lo, o->hi, (int *)o->value, e);
 }
 
 static int parse_u64(const coli_option *o, const char *s, coli_err *e)

@@ -126,6 +126,10 @@ struct coli_option {
  * before anything else. */
 int coli_opts_parse(const coli_option *opts, int argc, char **argv, coli_err *e);
 
+/* A whole decimal number in lo..hi into *out, as an INT option reads its value (for values a
+ * tool parses itself, such as the items of a list); else -1 with e: "'x' is not a count in 1..8". */
+int coli_opts_int(const char *s, long long lo, long long hi, int *out, coli_err *e);
+
 /* The --help text: "usage: " and synopsis[0], the other synopsis lines (NULL-terminated) under
  * it, a blank line, then each entry of opts: options as "  -x, --name ARG" with their help in
  * one column, wrapped so that no line exceeds COLI_HELP_WIDTH. Malloc'd (caller frees); NULL

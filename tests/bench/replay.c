@@ -308,14 +308,6 @@ static int usage(const char *msg)
 	return msg ? 2 : 0;
 }
 
-/* A whole decimal number in [lo, hi], or -1. */
-static int parse_int(const char *str, int lo, int hi)
-{
-	char *end;
-	long v = strtol(str, &end, 10);
-	return end == str || *end || v < lo || v > hi ? -1 : (int)v;
-}
-
 int main(int argc, char **argv)
 {
 	coli_err pe = {0, ""};
@@ -339,7 +331,7 @@ int main(int argc, char **argv)
 		snprintf(item, sizeof(item), "%.*s", (int)(len < sizeof(item) ? len : sizeof(item) - 1), p);
 		if (n_sizes == MAX_SIZES)
 			return fprintf(stderr, "coli-replay: --slots: more than 32 sizes in '%s'\n", slots), 2;
-		if ((sizes[n_sizes++] = parse_int(item, s.K, s.E)) < 0)
+		if (coli_opts_int(item, s.K, s.E, &sizes[n_sizes++], &pe) < 0)
 			return fprintf(stderr, "coli-replay: --slots: '%s' is not a size in %d..%d (top_k..experts)\n", item, s.K,
 				       s.E), 2;
 	}

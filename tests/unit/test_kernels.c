@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "kernels.h"
 #include "kernels/impl.h"
 #include "quant.h"
@@ -490,13 +491,6 @@ static void check_choice(void)
 		"isa %s, expected %s", got ? got : "-", best);
 }
 
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -509,13 +503,13 @@ static double time_median(tmat *m, int ncopies, const float *X, float *Y, int n,
 	double t[64];
 	for (int i = 0; i < reps + 2; i++) {
 		tmat *w = &m[i % ncopies];
-		double t0 = now();
+		double t0 = coli_now();
 		if (n == 0)
 			mat_vec(K, &w->m, X, Y);
 		else
 			mat_mul(K, &w->m, X, n, Y);
 		if (i >= 2)
-			t[i - 2] = now() - t0;
+			t[i - 2] = coli_now() - t0;
 	}
 	qsort(t, (size_t)reps, sizeof(double), cmp_double);
 	return t[reps / 2];
@@ -546,14 +540,14 @@ static double mem_bandwidth(int threads)
 		return 0;
 	memset(buf, 1, n);
 	for (int rep = 0; rep < 5; rep++) {
-		double t0 = now();
+		double t0 = coli_now();
 		for (int i = 0; i < threads; i++) {
 			part[i] = (mem_part){buf + n / (size_t)threads * (size_t)i, n / (size_t)threads};
 			pthread_create(&tid[i], NULL, mem_read, &part[i]);
 		}
 		for (int i = 0; i < threads; i++)
 			pthread_join(tid[i], NULL);
-		double gbs = (double)n / (now() - t0) / 1e9;
+		double gbs = (double)n / (coli_now() - t0) / 1e9;
 		best = gbs > best ? gbs : best;
 	}
 	free(buf);

