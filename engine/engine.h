@@ -80,6 +80,11 @@ int coli_forward(coli_engine *m, coli_kv *kv, const int32_t *tokens, int n, floa
  * per MoE layer, lm_head (the embedding row and norms are negligible and left out). */
 uint64_t coli_engine_bytes_per_token(const coli_engine *m);
 
+/* Bytes of working memory coli_engine_open allocates for a model of config c and batches of
+ * max_batch tokens (0: COLI_MAX_BATCH): the forward pass's buffers and the kernels' prepared
+ * activations (what a RAM budget must leave for them). */
+uint64_t coli_engine_work_bytes(const coli_model *c, int max_batch);
+
 /* Number of MoE layers among the main layers. */
 int coli_engine_moe_layers(const coli_engine *m);
 

@@ -48,6 +48,8 @@ int coli_kernels_threads(const coli_kernels *k);
 /* Sizes the buffers for products over matrices of at most max_cols columns (mat_vec_batch of up
  * to 64 of them, mat_mul of a few tokens), so that none of them allocates. */
 int coli_kernels_reserve(coli_kernels *k, int64_t max_cols, coli_err *e);
+/* The bytes coli_kernels_reserve takes at most for max_cols (any variant). */
+uint64_t coli_kernels_reserve_bytes(uint64_t max_cols);
 
 /* 1 when this CPU (and OS) can run the named variant: avx2 needs AVX2+FMA+F16C, avx512 also
  * AVX-512 F/BW/VL. */

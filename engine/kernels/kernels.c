@@ -138,9 +138,19 @@ static float *prep_buffer(coli_kernels *kc, size_t n)
 	return kc->xbuf;
 }
 
+/* Prepared floats for products over max_cols columns: the 64 matrices of mat_vec_batch, or the
+ * small_n tokens (16 in every variant) of one mat_mul. */
+#define RESERVE_ROWS 64
+
+uint64_t coli_kernels_reserve_bytes(uint64_t max_cols)
+{
+	return (max_cols + 127) / 128 * 128 * RESERVE_ROWS * sizeof(float);
+}
+
 int coli_kernels_reserve(coli_kernels *k, int64_t max_cols, coli_err *e)
 {
-	int64_t per = (max_cols + 127) / 128 * 128, n = per * (k->ops->small_n > 64 ? k->ops->small_n : 64);
+	int rows = k->ops->small_n > RESERVE_ROWS ? k->ops->small_n : RESERVE_ROWS;
+	int64_t n = (max_cols + 127) / 128 * 128 * rows;
 	if (!prep_buffer(k, (size_t)n))
 		return coli_errf(e, COLI_ENOMEM, "out of memory for %lld floats of prepared activations", (long long)n);
 	return 0;

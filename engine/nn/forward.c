@@ -95,6 +95,12 @@ uint64_t coli_engine_bytes_per_token(const coli_engine *m)
 	return n;
 }
 
+uint64_t coli_engine_work_bytes(const coli_model *c, int max_batch)
+{
+	uint64_t cols = (uint64_t)ws_max_cols(c, NULL);
+	return ws_bytes(c, max_batch > 0 ? max_batch : COLI_MAX_BATCH) + coli_kernels_reserve_bytes(cols);
+}
+
 int coli_engine_moe_layers(const coli_engine *m)
 {
 	int n = 0;

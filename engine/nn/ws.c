@@ -5,11 +5,22 @@
 
 #include "fileio.h"
 
-/* The widest MLP product of any layer: dense MLP, shared experts, routed experts. */
+/* The widest MLP product the config describes: dense MLP layers, shared experts, routed
+ * experts. */
+static int64_t config_ffn(const coli_model *c)
+{
+	int64_t f = (int64_t)c->moe_intermediate_size * (c->n_shared_experts > 1 ? c->n_shared_experts : 1);
+	for (int l = 0; l < c->n_layers; l++)
+		if (!c->is_moe[l] && c->intermediate_size > f)
+			f = c->intermediate_size;
+	return f;
+}
+
+/* The widest MLP product of any layer: the config's, or a wider weight (MTP layers included). */
 static int64_t max_ffn(const coli_model *c, const weights *w)
 {
-	int64_t f = c->moe_intermediate_size;
-	for (int l = 0; l < w->n_layers; l++) {
+	int64_t f = config_ffn(c);
+	for (int l = 0; w && l < w->n_layers; l++) {
 		if (w->layers[l].gate.rows > f)
 			f = w->layers[l].gate.rows;
 		if (w->layers[l].sh_gate.rows > f)
@@ -31,74 +42,92 @@ int64_t ws_max_cols(const coli_model *c, const weights *w)
 		    2 * (int64_t)c->hidden_size);
 }
 
-/* n elements of size sz into *p, counting what failed into *bad. */
-static void take(void *p, int64_t n, size_t sz, int *bad, coli_err *e)
+/* n elements of size sz into *p, counted in w->bytes; allocated unless w->dry. A failure
+ * sets *bad. */
+static void take(fwd_ws *w, void *p, int64_t n, size_t sz, int *bad, coli_err *e)
 {
 	void **q = p;
-	*q = *bad ? NULL : coli_calloc((size_t)(n > 0 ? n : 1), sz, e);
+	size_t bytes = (size_t)(n > 0 ? n : 1) * sz;
+	w->bytes += bytes;
+	if (w->dry)
+		return;
+	*q = *bad ? NULL : coli_calloc(bytes / sz, sz, e);
 	*bad |= !*q;
 }
 
 static void attention_bufs(fwd_ws *w, const coli_model *c, int64_t B, int *bad, coli_err *e)
 {
 	int64_t qk = c->qk_nope_head_dim + c->qk_rope_head_dim;
-	take(&w->Q, B * c->n_heads * max3(c->head_dim, qk, 1), sizeof(float), bad, e);
-	take(&w->A, B * c->n_heads * max3(c->head_dim, c->v_head_dim, 1), sizeof(float), bad, e);
-	take(&w->CKV, B * (c->kv_lora_rank + c->qk_rope_head_dim), sizeof(float), bad, e);
-	take(&w->QA, B * c->q_lora_rank, sizeof(float), bad, e);
-	take(&w->qc, c->kv_lora_rank, sizeof(float), bad, e);
-	take(&w->ctx, c->kv_lora_rank, sizeof(float), bad, e);
+	take(w, &w->Q, B * c->n_heads * max3(c->head_dim, qk, 1), sizeof(float), bad, e);
+	take(w, &w->A, B * c->n_heads * max3(c->head_dim, c->v_head_dim, 1), sizeof(float), bad, e);
+	take(w, &w->CKV, B * (c->kv_lora_rank + c->qk_rope_head_dim), sizeof(float), bad, e);
+	take(w, &w->QA, B * c->q_lora_rank, sizeof(float), bad, e);
+	take(w, &w->qc, c->kv_lora_rank, sizeof(float), bad, e);
+	take(w, &w->ctx, c->kv_lora_rank, sizeof(float), bad, e);
 }
 
 static void mlp_bufs(fwd_ws *w, const coli_model *c, int64_t ffn, int *bad, coli_err *e)
 {
 	int64_t B = w->max_batch, E = c->n_experts, k = c->top_k, d = c->hidden_size;
-	take(&w->R, B * E, sizeof(float), bad, e);
-	take(&w->scratch, 3 * E + 2 * (int64_t)c->n_group, sizeof(float), bad, e);
-	take(&w->gsel, c->n_group, sizeof(int32_t), bad, e);
-	take(&w->G, B * d, sizeof(float), bad, e);
-	take(&w->H, w->rows * ffn, sizeof(float), bad, e);
-	take(&w->U, w->rows * ffn, sizeof(float), bad, e);
-	take(&w->D, w->rows * d, sizeof(float), bad, e);
-	take(&w->W, B * k, sizeof(float), bad, e);
-	take(&w->wt, B, sizeof(float), bad, e);
-	take(&w->ids, B * k, sizeof(int32_t), bad, e);
-	take(&w->rows_of, B, sizeof(int32_t), bad, e);
-	take(&w->uni, E, sizeof(int), bad, e);
+	take(w, &w->R, B * E, sizeof(float), bad, e);
+	take(w, &w->scratch, 3 * E + 2 * (int64_t)c->n_group, sizeof(float), bad, e);
+	take(w, &w->gsel, c->n_group, sizeof(int32_t), bad, e);
+	take(w, &w->G, B * d, sizeof(float), bad, e);
+	take(w, &w->H, w->rows * ffn, sizeof(float), bad, e);
+	take(w, &w->U, w->rows * ffn, sizeof(float), bad, e);
+	take(w, &w->D, w->rows * d, sizeof(float), bad, e);
+	take(w, &w->W, B * k, sizeof(float), bad, e);
+	take(w, &w->wt, B, sizeof(float), bad, e);
+	take(w, &w->ids, B * k, sizeof(int32_t), bad, e);
+	take(w, &w->rows_of, B, sizeof(int32_t), bad, e);
+	take(w, &w->uni, E, sizeof(int), bad, e);
 }
 
 static void decode_bufs(fwd_ws *w, const coli_model *c, int *bad, coli_err *e)
 {
 	int64_t k = c->top_k;
-	take(&w->order, k, sizeof(int), bad, e);
-	take(&w->want, k, sizeof(int), bad, e);
-	take(&w->js, k, sizeof(int), bad, e);
-	take(&w->ex, k, sizeof(*w->ex), bad, e);
-	take(&w->pm, 2 * k, sizeof(*w->pm), bad, e);
-	take(&w->px, 2 * k, sizeof(*w->px), bad, e);
-	take(&w->py, 2 * k, sizeof(*w->py), bad, e);
-	take(&w->pN, c->hidden_size, sizeof(float), bad, e);
-	take(&w->pid, k, sizeof(int32_t), bad, e);
-	take(&w->pint, k, sizeof(int), bad, e);
-	take(&w->pw, k, sizeof(float), bad, e);
+	take(w, &w->order, k, sizeof(int), bad, e);
+	take(w, &w->want, k, sizeof(int), bad, e);
+	take(w, &w->js, k, sizeof(int), bad, e);
+	take(w, &w->ex, k, sizeof(*w->ex), bad, e);
+	take(w, &w->pm, 2 * k, sizeof(*w->pm), bad, e);
+	take(w, &w->px, 2 * k, sizeof(*w->px), bad, e);
+	take(w, &w->py, 2 * k, sizeof(*w->py), bad, e);
+	take(w, &w->pN, c->hidden_size, sizeof(float), bad, e);
+	take(w, &w->pid, k, sizeof(int32_t), bad, e);
+	take(w, &w->pint, k, sizeof(int), bad, e);
+	take(w, &w->pw, k, sizeof(float), bad, e);
+}
+
+/* Every buffer of w for batches of max_batch (w->dry: only counted). */
+static int layout(fwd_ws *w, const coli_model *c, int64_t ffn, int max_batch, coli_err *e)
+{
+	int bad = 0;
+	int64_t B = max_batch, d = c->hidden_size;
+	w->max_batch = max_batch;
+	w->rows = max_batch > c->top_k ? max_batch : c->top_k;
+	take(w, &w->X, B * d, sizeof(float), &bad, e);
+	take(w, &w->N, B * d, sizeof(float), &bad, e);
+	take(w, &w->Y, B * d, sizeof(float), &bad, e);
+	attention_bufs(w, c, B, &bad, e);
+	mlp_bufs(w, c, ffn, &bad, e);
+	decode_bufs(w, c, &bad, e);
+	return bad ? -1 : 0;
+}
+
+uint64_t ws_bytes(const coli_model *c, int max_batch)
+{
+	fwd_ws w = {.dry = 1};
+	layout(&w, c, config_ffn(c), max_batch, NULL);
+	return w.bytes;
 }
 
 int ws_open(fwd_ws **out, const coli_model *c, const weights *wt, int max_batch, coli_err *e)
 {
 	fwd_ws *w = coli_calloc(1, sizeof(*w), e);
-	int bad = !w;
-	if (bad)
+	if (!w)
 		return -1;
-	int64_t B = max_batch, d = c->hidden_size;
-	w->max_batch = max_batch;
-	w->rows = max_batch > c->top_k ? max_batch : c->top_k;
-	take(&w->X, B * d, sizeof(float), &bad, e);
-	take(&w->N, B * d, sizeof(float), &bad, e);
-	take(&w->Y, B * d, sizeof(float), &bad, e);
-	attention_bufs(w, c, B, &bad, e);
-	mlp_bufs(w, c, max_ffn(c, wt), &bad, e);
-	decode_bufs(w, c, &bad, e);
-	if (bad) {
+	if (layout(w, c, max_ffn(c, wt), max_batch, e) < 0) {
 		ws_close(w);
 		return -1;
 	}

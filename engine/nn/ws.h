@@ -11,6 +11,8 @@
 
 typedef struct fwd_ws {
 	int max_batch;                 /* B: tokens per batch */
+	int dry;                       /* only counting (ws_bytes) */
+	uint64_t bytes;                /* what the buffers take */
 	int rows;                      /* max(B, top_k): rows of the MLP products */
 	/* the decoder stack */
 	float *X, *N, *Y;              /* [B][hidden] residual, normed, block output */
@@ -48,6 +50,9 @@ typedef struct fwd_ws {
 /* Working memory for batches of up to max_batch tokens of the model c with dense part w. */
 int ws_open(fwd_ws **out, const coli_model *c, const weights *w, int max_batch, coli_err *e);
 void ws_close(fwd_ws *ws); /* accepts NULL */
+
+/* Bytes ws_open allocates for a model of config c (its MTP layers aside) and max_batch. */
+uint64_t ws_bytes(const coli_model *c, int max_batch);
 
 /* The most columns of any matrix the forward pass multiplies (what the kernels reserve for). */
 int64_t ws_max_cols(const coli_model *c, const weights *w);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "nn/ws.h"
 #include "t.h"
 
 static _Atomic long allocs;
@@ -120,6 +121,12 @@ static void check(const char *fam, const char *path, int stream)
 	coli_engine_opts o = {.stream = stream, .so = {.cache_slots = 1}};
 	long n = -1;
 	int rc = coli_engine_open(&m, path, &o, &e);
+	if (rc == 0 && !stream) {
+		uint64_t want = coli_engine_work_bytes(m.cfg, 0), got = m.ws->bytes + coli_kernels_reserve_bytes(ws_max_cols(m.cfg, m.w));
+		snprintf(name, sizeof(name), "alloc: %s: coli_engine_work_bytes is what the engine allocated", fam);
+		T_CHECK(name, want == got && want > 0, "predicted %llu, allocated %llu", (unsigned long long)want,
+			(unsigned long long)got);
+	}
 	if (rc == 0) {
 		store_set_predict(m.store, 1);
 		rc = decode_allocs(&m, &n, &e);
