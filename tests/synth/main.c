@@ -28,6 +28,7 @@ typedef struct run {
 	synth_table table;
 	synth_files files;
 	int made_dir; /* the output folder is ours to remove on failure */
+	int had_marker; /* an earlier coli-synth run wrote the folder */
 } run;
 
 static int load_tokenizer(run *r, coli_err *e)
@@ -89,13 +90,52 @@ static int copy_file(run *r, const char *src, const char *name, coli_err *e)
 	return rc;
 }
 
+/* 1 when dir holds anything but "." and ".."; -1 on error. */
+static int non_empty(const char *dir, coli_err *e)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return coli_errf(e, errno == ENOTDIR ? COLI_EUSAGE : COLI_EIO, "%s: %s", dir, strerror(errno));
+	int found = 0;
+	for (struct dirent *de; !found && (de = readdir(d));)
+		found = strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+	closedir(d);
+	return found;
+}
+
+/* An existing folder is written into only when it is empty or holds coli-synth's marker (so an
+ * earlier run's checkpoint is replaced, never someone's real one), or with --force. The marker
+ * is written first; a failed run removes it again unless it was there before. */
+static int claim_dir(run *r, coli_err *e)
+{
+	const char *dir = r->o->out;
+	char *marker = coli_path_join(dir, SYNTH_MARKER);
+	int rc = marker ? 0 : coli_errf(e, COLI_ENOMEM, "out of memory"), full = 0;
+	if (rc == 0 && mkdir(dir, 0777) == 0)
+		r->made_dir = 1;
+	else if (rc == 0 && errno != EEXIST)
+		rc = coli_errf(e, COLI_EIO, "%s: %s", dir, strerror(errno));
+	else if (rc == 0 && access(marker, F_OK) == 0)
+		r->had_marker = 1;
+	else if (rc == 0 && (full = non_empty(dir, e)) < 0)
+		rc = -1;
+	else if (rc == 0 && full && !r->o->force)
+		rc = coli_errf(e, COLI_EUSAGE, "%s: folder is not empty and coli-synth did not write it (no %s); "
+			       "refusing to replace what is there: choose an empty folder or use --force", dir,
+			       SYNTH_MARKER);
+	if (rc == 0 && !r->had_marker)
+		rc = synth_files_add(&r->files, marker, e) ||
+		     coli_write_atomic(marker, SYNTH_TOOL " wrote this folder\n", sizeof(SYNTH_TOOL " wrote this folder\n") - 1, e)
+			     ? -1 : 0;
+	free(marker);
+	return rc;
+}
+
 static int write_small_files(run *r, coli_err *e)
 {
 	const char *dir = r->o->out;
-	if (mkdir(dir, 0777) == 0)
-		r->made_dir = 1;
-	else if (errno != EEXIST)
-		return coli_errf(e, COLI_EIO, "%s: %s", dir, strerror(errno));
+	if (claim_dir(r, e))
+		return -1;
 	if (r->have_tok && copy_file(r, r->tok.json_path, "tokenizer.json", e))
 		return -1;
 	if (r->have_tok && r->tok.config_path &&
