@@ -122,4 +122,22 @@ test_expect_success 'resuming a non-finite stop with --allow-nonfinite finishes 
 	coli-convert --info out.coli | grep -F "\"allow_nonfinite\":true"
 '
 
+# ---- docs/coli-convert.md shows what the tool prints ----------------------------------------------
+
+D=$TOP/docs/coli-convert.md
+test_expect_success 'the summary, --verify and --info lines are the documented ones' '
+	coli-convert "$FIX/deepseek_v3-tiny/checkpoint" x.coli >out &&
+	grep -Ex "x.coli: 77 tensors, 64 expert records, [0-9.]+ GiB in, [0-9.]+ GiB out, 6.88 bits/weight, [0-9.]+ s, [0-9.]+ GiB/s, peak RSS [0-9]+ MiB" out &&
+	grep -E "^OUT.coli: 77 tensors, 64 expert records, .* GiB/s, peak RSS [0-9]+ MiB$" "$D" &&
+	coli-convert --verify x.coli >out &&
+	grep -Fx "x.coli: ok: 77 tensors, 64 expert records, 2 carried files, 960.00 KiB verified" out &&
+	grep -Fx "/tmp/x.coli: ok: 77 tensors, 64 expert records, 2 carried files, 960.00 KiB verified" "$D" &&
+	coli-convert --verify -q x.coli >out && test ! -s out &&
+	grep -Fx "coli-convert --verify [-q] OUT.coli" "$D" &&
+	coli-convert --help | grep -F "coli-convert --verify [-q] OUT.coli" &&
+	coli-convert --info x.coli | sed "s|^container   x.coli|container   /tmp/x.coli|" >info &&
+	while IFS= read -r line; do grep -qFx -- "$line" "$D" || { echo "not in docs: $line" >&2; exit 1; }; done <info &&
+	grep -F "disk full reserving S GiB (the container needs G GiB)" "$D"
+'
+
 test_done
