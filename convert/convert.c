@@ -73,7 +73,8 @@ static int not_a_container(const char *src, coli_err *e)
 
 static int plan(conv *cv, coli_err *e)
 {
-	if (not_a_container(cv->o->src, e) < 0 || coli_ckpt_open(&cv->src, cv->o->src, e) < 0 || source_fingerprint(cv, e) < 0 || canonical_config(cv, e) < 0 ||
+	if (not_a_container(cv->o->src, e) < 0 || coli_ckpt_open(&cv->src, cv->o->src, e) < 0 ||
+	    source_fingerprint(cv, e) < 0 || canonical_config(cv, e) < 0 ||
 	    coli_model_check_ckpt(&cv->ct.model, cv->src, e) < 0)
 		return -1;
 	memcpy(cv->ct.bits, cv->o->bits, sizeof(cv->ct.bits));

@@ -211,11 +211,9 @@ static int not_container(const char *dir, coli_err *e)
 
 int coli_container_open(coli_container **out, const char *dir, coli_err *e)
 {
-	if (exists(dir, COLI_MANIFEST_FILE, 1)) {
-		*out = NULL;
-		return not_container(dir, e);
-	}
 	*out = NULL;
+	if (exists(dir, COLI_MANIFEST_FILE, 1))
+		return not_container(dir, e);
 	coli_container *c = coli_calloc(1, sizeof(*c), e);
 	if (!c)
 		return -1;

@@ -104,29 +104,34 @@ static int non_empty(const char *dir, coli_err *e)
 }
 
 /* An existing folder is written into only when it is empty or holds coli-synth's marker (so an
- * earlier run's checkpoint is replaced, never someone's real one), or with --force. The marker
- * is written first; a failed run removes it again unless it was there before. */
-static int claim_dir(run *r, coli_err *e)
+ * earlier run's checkpoint is replaced, never someone's real one), or with --force. */
+static int refuse_foreign(run *r, const char *marker, coli_err *e)
 {
 	const char *dir = r->o->out;
-	char *marker = coli_path_join(dir, SYNTH_MARKER);
-	int rc = marker ? 0 : coli_errf(e, COLI_ENOMEM, "out of memory"), full = 0;
-	if (rc == 0 && mkdir(dir, 0777) == 0)
-		r->made_dir = 1;
-	else if (rc == 0 && errno != EEXIST)
-		rc = coli_errf(e, COLI_EIO, "%s: %s", dir, strerror(errno));
-	else if (rc == 0 && access(marker, F_OK) == 0)
-		r->had_marker = 1;
-	else if (rc == 0 && (full = non_empty(dir, e)) < 0)
+	if (mkdir(dir, 0777) == 0)
+		return r->made_dir = 1, 0;
+	if (errno != EEXIST)
+		return coli_errf(e, COLI_EIO, "%s: %s", dir, strerror(errno));
+	if (access(marker, F_OK) == 0)
+		return r->had_marker = 1, 0;
+	int full = non_empty(dir, e);
+	if (full > 0 && !r->o->force)
+		return coli_errf(e, COLI_EUSAGE, "%s: folder is not empty and coli-synth did not write it (no %s); "
+				 "refusing to replace what is there: choose an empty folder or use --force", dir,
+				 SYNTH_MARKER);
+	return full < 0 ? -1 : 0;
+}
+
+/* The marker is written before anything else; a failed run removes it again unless it was
+ * there before. */
+static int claim_dir(run *r, coli_err *e)
+{
+	static const char text[] = SYNTH_TOOL " wrote this folder\n";
+	char *marker = coli_path_join(r->o->out, SYNTH_MARKER);
+	int rc = marker ? refuse_foreign(r, marker, e) : coli_errf(e, COLI_ENOMEM, "out of memory");
+	if (rc == 0 && !r->had_marker &&
+	    (synth_files_add(&r->files, marker, e) || coli_write_atomic(marker, text, sizeof(text) - 1, e)))
 		rc = -1;
-	else if (rc == 0 && full && !r->o->force)
-		rc = coli_errf(e, COLI_EUSAGE, "%s: folder is not empty and coli-synth did not write it (no %s); "
-			       "refusing to replace what is there: choose an empty folder or use --force", dir,
-			       SYNTH_MARKER);
-	if (rc == 0 && !r->had_marker)
-		rc = synth_files_add(&r->files, marker, e) ||
-		     coli_write_atomic(marker, SYNTH_TOOL " wrote this folder\n", sizeof(SYNTH_TOOL " wrote this folder\n") - 1, e)
-			     ? -1 : 0;
 	free(marker);
 	return rc;
 }
