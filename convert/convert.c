@@ -60,9 +60,21 @@ static int source_fingerprint(conv *cv, coli_err *e)
 	return 0;
 }
 
+/* SRC_DIR must be a checkpoint: a container given by mistake is named as such. */
+static int not_a_container(const char *src, coli_err *e)
+{
+	char *path = coli_path_join(src, COLI_MANIFEST_FILE);
+	int is = path && access(path, F_OK) == 0;
+	free(path);
+	return is ? coli_errf(e, COLI_EUSAGE, "%s: a coli container (manifest.coli), not a Hugging Face checkpoint; "
+			      "SRC_DIR must be the checkpoint folder it was converted from", src)
+		  : 0;
+}
+
 static int plan(conv *cv, coli_err *e)
 {
-	if (coli_ckpt_open(&cv->src, cv->o->src, e) < 0 || source_fingerprint(cv, e) < 0 || canonical_config(cv, e) < 0 ||
+	if (not_a_container(cv->o->src, e) < 0 || coli_ckpt_open(&cv->src, cv->o->src, e) < 0 ||
+	    source_fingerprint(cv, e) < 0 || canonical_config(cv, e) < 0 ||
 	    coli_model_check_ckpt(&cv->ct.model, cv->src, e) < 0)
 		return -1;
 	memcpy(cv->ct.bits, cv->o->bits, sizeof(cv->ct.bits));
@@ -217,6 +229,21 @@ static void conv_release(conv *cv)
 	coli_ckpt_close(cv->src);
 }
 
+/* A stop after the section files exist leaves an unfinished conversion: say what is on disk
+ * and how to resume it or get rid of it. */
+static void left_on_disk(const conv *cv, const journal *jr, coli_err *e)
+{
+	char note[512];
+	int nonfinite = strstr(e->msg, "is not finite") != NULL; /* encode.c's non-finite stop */
+	snprintf(note, sizeof(note),
+		 "; %s keeps the unfinished conversion (%.3f GiB of section files, allocated at full size, and %s: "
+		 "%d of %d jobs done): rerun the same command%s to resume, or delete %s",
+		 cv->o->out, (double)container_bytes(cv) / (1 << 30), JOURNAL_FILE, jr->next_job, cv->n_jobs,
+		 nonfinite && !cv->o->allow_nonfinite ? " with --allow-nonfinite" : "", cv->o->out);
+	size_t n = strlen(e->msg);
+	snprintf(e->msg + n, sizeof(e->msg) - n, "%s", note);
+}
+
 int convert_run(const convert_opts *o, coli_err *e)
 {
 	conv cv = {.o = o, .fd = {-1, -1, -1}, .direct_experts = -1};
@@ -236,8 +263,8 @@ int convert_run(const convert_opts *o, coli_err *e)
 	if (rc == 0 && !resumed)
 		rc = journal_save(&cv, &jr, e);
 	int start = jr.next_job;
-	if (rc == 0)
-		rc = pipeline_run(&cv, &jr, e);
+	if (rc == 0 && (rc = pipeline_run(&cv, &jr, e)) < 0)
+		left_on_disk(&cv, &jr, e);
 	if (rc == 0)
 		rc = finish(&cv, e);
 	if (rc == 0 && !o->quiet)

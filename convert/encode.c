@@ -20,10 +20,23 @@ typedef struct rows_task {
 	uint8_t *codes, *scales;      /* destinations of row row0 */
 } rows_task;
 
+/* Element i of the fp8 scale_inv tensor is not finite: blame the scale, not the weight. */
+static int bad_scale(const conv *cv, const rows_task *t, int64_t i, float v, coli_err *e)
+{
+	return coli_errf(e, COLI_EDATA,
+			 "%s: tensor '%s': element %lld (scale block row %lld column %lld): value %g is not finite (--allow-nonfinite keeps it)",
+			 cv->src->files[t->ss->file].path, t->ss->name, (long long)i, (long long)(i / t->bcols),
+			 (long long)(i % t->bcols), (double)v);
+}
+
 static int nonfinite(const conv *cv, const rows_task *t, int64_t r, int64_t c, float v, coli_err *e)
 {
 	if (cv->o->allow_nonfinite)
 		return 0;
+	int64_t b0 = cv->ct.model.fp8_block[0], b1 = cv->ct.model.fp8_block[1];
+	int64_t i = t->scale ? (r / b0) * t->bcols + c / b1 : 0; /* the scale element of (r, c) */
+	if (t->scale && !isfinite(t->scale[i - t->row0 / b0 * t->bcols]))
+		return bad_scale(cv, t, i, t->scale[i - t->row0 / b0 * t->bcols], e);
 	return coli_errf(e, COLI_EDATA,
 			 "%s: tensor '%s': row %lld column %lld: value %g is not finite (--allow-nonfinite keeps it)",
 			 cv->src->files[t->s->file].path, t->s->name, (long long)r, (long long)c, (double)v);
@@ -88,9 +101,7 @@ static int copy_fp8_scales(const conv *cv, const rows_task *t, coli_err *e)
 	int64_t b0 = t->b->block[0], n = ((t->row0 + t->nrows + b0 - 1) / b0 - t->row0 / b0) * t->bcols;
 	for (int64_t i = 0; i < n; i++)
 		if (!isfinite(t->scale[i]) && !cv->o->allow_nonfinite)
-			return coli_errf(e, COLI_EDATA, "%s: tensor '%s': element %lld: value %g is not finite",
-					 cv->src->files[t->ss->file].path, t->ss->name,
-					 (long long)(t->row0 / b0 * t->bcols + i), (double)t->scale[i]);
+			return bad_scale(cv, t, t->row0 / b0 * t->bcols + i, t->scale[i], e);
 	memcpy(t->scales, t->scale, (size_t)n * 4);
 	return 0;
 }

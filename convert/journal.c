@@ -83,14 +83,14 @@ int journal_load(conv *cv, journal *j, coli_err *e)
 			      &next, "codes_crc", &cc, "scales_crc", &sc, "tensor_crc", &t, "record_crc", &r) < 0)
 		rc = text ? coli_errf(e, COLI_EDATA, "%s: unreadable journal (remove the folder or use --force)", path) : -1;
 	else if (strcmp(id, cv->ct.identity_hex) != 0 || jobs != cv->n_jobs || next < 0 || next > jobs)
-		rc = coli_errf(e, COLI_EUSAGE,
+		rc = coli_errf(e, COLI_EDATA,
 			       "%s: an unfinished conversion of another model or other options (identity %.12s, now %.12s); use --force to start over",
 			       cv->o->out, id, cv->ct.identity_hex);
-	else if (nonfinite != cv->o->allow_nonfinite)
-		rc = coli_errf(e, COLI_EUSAGE, "%s: the interrupted conversion ran %s --allow-nonfinite; rerun it the same way or use --force to start over",
-			       cv->o->out, nonfinite ? "with" : "without");
+	else if (nonfinite && !cv->o->allow_nonfinite)
+		rc = coli_errf(e, COLI_EDATA, "%s: the interrupted conversion ran with --allow-nonfinite and may have kept non-finite values; resume it with --allow-nonfinite or use --force to start over",
+			       cv->o->out);
 	else if (strcmp(source, cv->source_hex) != 0)
-		rc = coli_errf(e, COLI_EUSAGE,
+		rc = coli_errf(e, COLI_EDATA,
 			       "%s: the source checkpoint changed (shard sizes or modification times) since the interrupted conversion; use --force to start over",
 			       cv->o->out);
 	else

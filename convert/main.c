@@ -7,7 +7,7 @@
 
 static const char *const synopsis[] = {
 	"coli-convert [options] SRC_DIR OUT.coli",
-	"coli-convert --verify OUT.coli",
+	"coli-convert --verify [-q] OUT.coli",
 	"coli-convert --info OUT.coli",
 	NULL,
 };
@@ -17,7 +17,7 @@ enum { CONVERT, VERIFY, INFO };
 static const coli_choice bits[] = {{"4", 4}, {"8", 8}, {"16", 16}, {NULL, 0}};
 
 static convert_opts o = {.bits = {4, 4, 8}};
-static int mode = CONVERT, help;
+static int verify, info, help;
 
 static const coli_option options[] = {
 	COLI_OPT_TEXT("Converts a Hugging Face checkpoint (config.json, safetensors shards; bf16, f16, "
@@ -34,8 +34,8 @@ static const coli_option options[] = {
 	COLI_OPT_FLAG(0, "force", &o.force, "overwrite a finished container in OUT.coli"),
 	COLI_OPT_FLAG(0, "allow-nonfinite", &o.allow_nonfinite,
 		      "keep NaN/Inf weights instead of refusing the checkpoint"),
-	COLI_OPT_SET(0, "verify", &mode, VERIFY, "re-read every byte of OUT.coli and check it"),
-	COLI_OPT_SET(0, "info", &mode, INFO, "print what OUT.coli holds"),
+	COLI_OPT_FLAG(0, "verify", &verify, "re-read every byte of OUT.coli and check it"),
+	COLI_OPT_FLAG(0, "info", &info, "print what OUT.coli holds"),
 	COLI_OPT_FLAG('q', "quiet", &o.quiet, "no progress bar and no summary"),
 	COLI_OPT_HELP(&help),
 	COLI_OPT_END(),
@@ -50,9 +50,12 @@ static int usage(const char *msg)
 	return msg ? 2 : 0;
 }
 
-/* The operands: one container folder with --verify or --info, else SRC_DIR and OUT.coli. */
-static int check(int n, coli_err *e)
+/* The mode and the operands: one container folder with --verify or --info, else SRC_DIR and
+ * OUT.coli. */
+static int check(int n, int mode, coli_err *e)
 {
+	if (verify && info)
+		return coli_errf(e, COLI_EUSAGE, "--verify and --info cannot be combined; give one of them");
 	if (mode != CONVERT && n != 1)
 		return coli_errf(e, COLI_EUSAGE, "expected one container folder");
 	if (mode == CONVERT && n != 2)
@@ -66,7 +69,8 @@ int main(int argc, char **argv)
 	int n = coli_opts_parse(options, argc, argv, &e);
 	if (help)
 		return usage(NULL);
-	if (n < 0 || check(n, &e) < 0)
+	int mode = verify ? VERIFY : info ? INFO : CONVERT;
+	if (n < 0 || check(n, mode, &e) < 0)
 		return usage(e.msg);
 	o.src = argv[0], o.out = argv[1];
 	int rc = mode == VERIFY ? verify_run(argv[0], o.quiet, &e)

@@ -196,7 +196,12 @@ static int write_all(pipe_state *p, journal *jr, coli_err *e)
 		todo += cv->jobs[k].in_bytes;
 	for (int k = jr->next_job; k < cv->n_jobs; k++) {
 		slot *s = wait_slot(p, k, e);
-		if (!s || write_job(cv, jr, k, &s->out, e) < 0)
+		if (!s) { /* bad source data: keep what is done, so a resume starts at job k */
+			coli_err ignored;
+			checkpoint(cv, jr, k, &ignored);
+			return -1;
+		}
+		if (write_job(cv, jr, k, &s->out, e) < 0)
 			return -1;
 		release_slot(p, s, k);
 		done += cv->jobs[k].in_bytes;

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -145,14 +144,14 @@ static int open_section(coli_container *c, coli_section s, coli_err *e)
 	if (!path)
 		return coli_errf(e, COLI_ENOMEM, "out of memory");
 	int rc = 0;
-	struct stat st;
+	uint64_t size = 0;
 	uint8_t h[COLI_SECTION_HEADER];
-	c->fd[s] = open(path, O_RDONLY | O_CLOEXEC);
-	if (c->fd[s] < 0 || fstat(c->fd[s], &st) < 0)
-		rc = coli_errf(e, COLI_EIO, "%s: %s", path, strerror(errno));
-	else if ((uint64_t)st.st_size != c->layout.section_size[s])
+	c->fd[s] = coli_open_regular(path, O_RDONLY, &size, e);
+	if (c->fd[s] < 0)
+		rc = -1;
+	else if (size != c->layout.section_size[s])
 		rc = coli_errf(e, COLI_EDATA, "%s: size %llu, manifest says %llu", path,
-			       (unsigned long long)st.st_size, (unsigned long long)c->layout.section_size[s]);
+			       (unsigned long long)size, (unsigned long long)c->layout.section_size[s]);
 	else if (coli_pread_full(c->fd[s], h, sizeof(h), 0, path, e) < 0)
 		rc = -1;
 	else
@@ -161,27 +160,60 @@ static int open_section(coli_container *c, coli_section s, coli_err *e)
 	return rc;
 }
 
+/* Carried files are small (config, tokenizer): read whole and checked against their CRC, so
+ * an edited generation_config.json (another EOS id) is refused instead of used silently. */
+int coli_carried_check(const char *dir, const coli_carried *f, coli_err *e)
+{
+	char *path = coli_path_join(dir, f->file), *buf = NULL;
+	size_t len = 0;
+	int rc = path ? coli_read_file(path, &buf, &len, e) : coli_errf(e, COLI_ENOMEM, "out of memory");
+	uint32_t got = rc == 0 ? crc(buf, len) : 0;
+	if (rc == 0 && (uint64_t)len != f->size)
+		rc = coli_errf(e, COLI_EDATA, "%s: size %zu, manifest says %llu", path, len, (unsigned long long)f->size);
+	else if (rc == 0 && got != f->crc)
+		rc = coli_errf(e, COLI_EDATA, "%s: crc32 0x%08x, manifest says 0x%08x (changed since conversion)", path,
+			       got, f->crc);
+	free(buf);
+	free(path);
+	return rc;
+}
+
 static int check_carried(const coli_container *c, coli_err *e)
 {
-	for (int i = 0; i < c->n_carried; i++) {
-		char *path = coli_path_join(c->dir, c->carried[i].file);
-		struct stat st;
-		int rc = !path ? coli_errf(e, COLI_ENOMEM, "out of memory")
-		       : stat(path, &st) < 0 ? coli_errf(e, COLI_EIO, "%s: %s", path, strerror(errno))
-		       : (uint64_t)st.st_size != c->carried[i].size
-			       ? coli_errf(e, COLI_EDATA, "%s: size %llu, manifest says %llu", path,
-					   (unsigned long long)st.st_size, (unsigned long long)c->carried[i].size)
-			       : 0;
-		free(path);
-		if (rc < 0)
-			return rc;
-	}
+	for (int i = 0; i < c->n_carried; i++)
+		if (coli_carried_check(c->dir, &c->carried[i], e) < 0)
+			return -1;
 	return 0;
+}
+
+/* 1 when dir/name exists; with absent set, 1 only when it is known not to (ENOENT). */
+static int exists(const char *dir, const char *name, int absent)
+{
+	char *path = coli_path_join(dir, name);
+	int rc = path ? access(path, F_OK) : 0, err = errno;
+	free(path);
+	return absent ? rc < 0 && err == ENOENT : path && rc == 0;
+}
+
+/* A folder without manifest.coli: say what it is in plain words (an unfinished conversion, a
+ * checkpoint given for a container) instead of "No such file or directory". */
+static int not_container(const char *dir, coli_err *e)
+{
+	if (exists(dir, "convert.journal", 0))
+		return coli_errf(e, COLI_EDATA, "%s: an unfinished conversion (convert.journal, no manifest.coli), "
+				 "not a container yet; rerun the coli-convert command to finish it", dir);
+	if (exists(dir, "config.json", 0) &&
+	    (exists(dir, "model.safetensors.index.json", 0) || exists(dir, "model.safetensors", 0)))
+		return coli_errf(e, COLI_EDATA, "%s: a Hugging Face checkpoint, not a coli container (no manifest.coli); "
+				 "convert it first: coli-convert %s OUT.coli", dir, dir);
+	return coli_errf(e, COLI_EIO, "%s/%s: %s (not a coli container)", dir, COLI_MANIFEST_FILE, strerror(ENOENT));
 }
 
 int coli_container_open(coli_container **out, const char *dir, coli_err *e)
 {
 	*out = NULL;
+	if (exists(dir, COLI_MANIFEST_FILE, 1))
+		return not_container(dir, e);
 	coli_container *c = coli_calloc(1, sizeof(*c), e);
 	if (!c)
 		return -1;

@@ -49,18 +49,42 @@ int coli_pread_full(int fd, void *buf, size_t n, uint64_t off, const char *what,
 	return 0;
 }
 
-int coli_open_header(const char *path, void *h, size_t n, int *fd, uint64_t *size, coli_err *e)
+static const char *file_kind(mode_t m)
+{
+	return S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a folder" : S_ISCHR(m) ? "a character device"
+	     : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a plain file";
+}
+
+/* O_NONBLOCK keeps open() of a FIFO from waiting for a writer; it is cleared once the file is
+ * known to be regular, so reads behave as usual. */
+int coli_open_regular(const char *path, int flags, uint64_t *size, coli_err *e)
 {
 	struct stat st;
-	*fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (*fd < 0 || fstat(*fd, &st) < 0) {
+	int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0) {
 		int err = errno;
-		if (*fd >= 0)
-			close(*fd);
-		*fd = -1;
+		if (fd >= 0)
+			close(fd);
 		return coli_errf(e, COLI_EIO, "%s: %s", path, strerror(err));
 	}
-	*size = (uint64_t)st.st_size;
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return coli_errf(e, COLI_EDATA, "%s: is %s, not a regular file", path, file_kind(st.st_mode));
+	}
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+		int err = errno;
+		close(fd);
+		return coli_errf(e, COLI_EIO, "%s: %s", path, strerror(err));
+	}
+	if (size)
+		*size = (uint64_t)st.st_size;
+	return fd;
+}
+
+int coli_open_header(const char *path, void *h, size_t n, int *fd, uint64_t *size, coli_err *e)
+{
+	if ((*fd = coli_open_regular(path, O_RDONLY, size, e)) < 0)
+		return -1;
 	memset(h, 0, n);
 	if (*size >= n && coli_pread_full(*fd, h, n, 0, path, e) < 0) {
 		close(*fd);
@@ -72,25 +96,21 @@ int coli_open_header(const char *path, void *h, size_t n, int *fd, uint64_t *siz
 
 int coli_read_file(const char *path, char **out, size_t *len, coli_err *e)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	uint64_t size = 0;
+	int fd = coli_open_regular(path, O_RDONLY, &size, e);
 	if (fd < 0)
-		return coli_errf(e, COLI_EIO, "%s: %s", path, strerror(errno));
-	struct stat st;
-	if (fstat(fd, &st) < 0) {
-		close(fd);
-		return coli_errf(e, COLI_EIO, "%s: %s", path, strerror(errno));
-	}
-	char *buf = coli_malloc((size_t)st.st_size + 1, e);
-	if (!buf || coli_pread_full(fd, buf, (size_t)st.st_size, 0, path, e) < 0) {
+		return -1;
+	char *buf = coli_malloc((size_t)size + 1, e);
+	if (!buf || coli_pread_full(fd, buf, (size_t)size, 0, path, e) < 0) {
 		free(buf);
 		close(fd);
 		return -1;
 	}
 	close(fd);
-	buf[st.st_size] = 0;
+	buf[size] = 0;
 	*out = buf;
 	if (len)
-		*len = (size_t)st.st_size;
+		*len = (size_t)size;
 	return 0;
 }
 

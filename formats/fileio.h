@@ -14,6 +14,11 @@
 int coli_pwrite_full(int fd, const void *buf, size_t n, uint64_t off, const char *what, coli_err *e);
 int coli_pread_full(int fd, void *buf, size_t n, uint64_t off, const char *what, coli_err *e);
 
+/* Opens path with flags (O_RDONLY, O_RDWR) and returns the descriptor, or -1 with e filled: a
+ * path that is not a regular file (a FIFO, a device, a folder) is refused (COLI_EDATA) without
+ * blocking; *size (may be NULL) receives the file size. */
+int coli_open_regular(const char *path, int flags, uint64_t *size, coli_err *e);
+
 /* Opens path for reading and reads its first n bytes into h (zero-filled when the file is
  * shorter, so a format check reports the short file); *fd stays open for the payload (the caller
  * closes it), *size is the file size. */

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,19 +87,43 @@ static int check_header(const uint8_t *h, uint64_t size, const uint8_t identity[
 	if (le_get32(h + 8) != COLI_KV_VERSION)
 		return coli_errf(e, COLI_EDATA, "%s: version %u unsupported (this reader knows %u)", path, le_get32(h + 8),
 				 COLI_KV_VERSION);
+	if (le_get32(h + 12) != COLI_KV_HEADER)
+		return coli_errf(e, COLI_EDATA, "%s: header_size %u, expected %u", path, le_get32(h + 12), COLI_KV_HEADER);
+	for (int i = 68; i < 124; i = i == 71 ? 84 : i + 1)
+		if (h[i])
+			return coli_errf(e, COLI_EDATA, "%s: reserved byte %d is %u, must be 0", path, i, h[i]);
 	if (memcmp(h + 16, identity, 32) != 0)
 		return coli_errf(e, COLI_EDATA, "%s: identity: a session of another model or another conversion of it", path);
 	memcpy(f->identity, h + 16, 32);
 	f->n_layers = (int)le_get32(h + 48), f->k_width = (int)le_get32(h + 52), f->v_width = (int)le_get32(h + 56);
 	f->n_tokens = (int)le_get32(h + 60), f->n_cached = (int)le_get32(h + 64);
 	if (f->n_layers <= 0 || f->k_width <= 0 || f->v_width <= 0 || f->n_tokens < 0 || f->n_cached < 0 ||
-	    f->n_cached > f->n_tokens || f->n_layers > 4096 || f->k_width > (1 << 20) || f->v_width > (1 << 20))
+	    f->n_cached > f->n_tokens || f->n_tokens > f->n_cached + 1 || f->n_layers > 4096 || f->k_width > (1 << 20) || f->v_width > (1 << 20))
 		return coli_errf(e, COLI_EDATA, "%s: shape fields out of range (layers %d, widths %d/%d, tokens %d, cached %d)",
 				 path, f->n_layers, f->k_width, f->v_width, f->n_tokens, f->n_cached);
 	uint64_t n = le_get64(h + 72);
 	if (n != payload_bytes(f) || COLI_KV_HEADER + n != size)
 		return coli_errf(e, COLI_EDATA, "%s: payload length %llu, file size %llu, shape implies %llu", path,
 				 (unsigned long long)n, (unsigned long long)size, (unsigned long long)payload_bytes(f));
+	return 0;
+}
+
+/* After the CRC: every token id in [0, vocab) (vocab 0: only >= 0), every float finite. */
+static int check_values(const char *path, const coli_kvfile *f, int vocab, coli_err *e)
+{
+	for (int t = 0; t < f->n_tokens; t++)
+		if (f->tokens[t] < 0 || (vocab > 0 && f->tokens[t] >= vocab))
+			return coli_errf(e, COLI_EDATA, "%s: tokens[%d]: id %d outside the vocabulary [0, %d)", path, t,
+					 (int)f->tokens[t], vocab > 0 ? vocab : INT32_MAX);
+	for (int l = 0; l < f->n_layers; l++)
+		for (int kv = 0; kv < 2; kv++) {
+			int w = kv ? f->v_width : f->k_width;
+			const float *p = kv ? f->v[l] : f->k[l];
+			for (size_t i = 0; i < (size_t)f->n_cached * (size_t)w; i++)
+				if (!isfinite(p[i]))
+					return coli_errf(e, COLI_EDATA, "%s: %s[layer %d][token %zu][%zu]: value %g is not finite",
+							 path, kv ? "v" : "k", l, i / (size_t)w, i % (size_t)w, (double)p[i]);
+		}
 	return 0;
 }
 
@@ -130,6 +155,11 @@ static int read_payload(int fd, const char *path, coli_kvfile *f, uint32_t want,
 
 int coli_kvfile_read(const char *path, const uint8_t identity[32], coli_kvfile *f, coli_err *e)
 {
+	return coli_kvfile_load(path, identity, 0, f, e);
+}
+
+int coli_kvfile_load(const char *path, const uint8_t identity[32], int vocab, coli_kvfile *f, coli_err *e)
+{
 	uint8_t h[COLI_KV_HEADER];
 	uint64_t size = 0;
 	int fd = -1;
@@ -141,6 +171,8 @@ int coli_kvfile_read(const char *path, const uint8_t identity[32], coli_kvfile *
 		rc = check_header(h, size, identity, path, f, e);
 	if (rc == 0)
 		rc = read_payload(fd, path, f, le_get32(h + 80), e);
+	if (rc == 0)
+		rc = check_values(path, f, vocab, e);
 	close(fd);
 	if (rc < 0)
 		coli_kvfile_release(f);

@@ -28,8 +28,13 @@ typedef struct coli_kvfile {
 
 int coli_kvfile_write(const char *path, const coli_kvfile *f, coli_err *e);
 
-/* Reads path; refuses a file of another container (identity), another version, a torn or
- * corrupt one. Allocates tokens, k and v (release with coli_kvfile_release). */
+/* Reads path; refuses a file of another container (identity), another version or header size,
+ * non-zero reserved bytes, a torn or corrupt one, a token id outside [0, vocab), a non-finite
+ * key or value. The header holds no vocabulary size: the caller passes the model's (vocab 0
+ * checks only that ids are >= 0). Allocates tokens, k and v (release with coli_kvfile_release). */
+int coli_kvfile_load(const char *path, const uint8_t identity[32], int vocab, coli_kvfile *f, coli_err *e);
+
+/* coli_kvfile_load without the vocabulary bound (vocab 0), for callers that do not pass it yet. */
 int coli_kvfile_read(const char *path, const uint8_t identity[32], coli_kvfile *f, coli_err *e);
 
 void coli_kvfile_release(coli_kvfile *f);

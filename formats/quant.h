@@ -1,6 +1,6 @@
 /* quant.h: number formats: bf16/f16/fp8-e4m3 decoding, f16 rounding, gs64 int4/int8 quantization.
  *
- * gs64 (DESIGN.md "Quantization, exactly"): per row, groups of 64 consecutive columns;
+ * gs64 (formats/container.md, "Encodings"): per row, groups of 64 consecutive columns;
  *   amax = max|w|; scale = (fp16, RNE)(amax / QMAX); s = (float)scale;
  *   q = s == 0 ? 0 : clamp(roundf(w / s), QMIN, QMAX); w' = (float)q * s
  *   int4: QMIN -8, QMAX 7; int8: QMIN -128, QMAX 127.

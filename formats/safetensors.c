@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fileio.h"
+
 #define INDEX_NAME "model.safetensors.index.json"
 #define SINGLE_NAME "model.safetensors"
 #define DTYPE_LIST "BF16, F16, F32, F8_E4M3, I8, U8, I32"
@@ -135,15 +137,8 @@ static int st_map(coli_st_file *f, const char *path, coli_err *e)
 	const char *slash = strrchr(path, '/');
 	if (!(f->path = st_strdup(path, e)) || !(f->name = st_strdup(slash ? slash + 1 : path, e)))
 		return -1;
-	f->fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (f->fd < 0)
-		return coli_errf(e, COLI_EIO, "%s: open: %s", path, strerror(errno));
-	struct stat st;
-	if (fstat(f->fd, &st))
-		return coli_errf(e, COLI_EIO, "%s: fstat: %s", path, strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		return coli_errf(e, COLI_EIO, "%s: not a regular file", path);
-	f->size = (uint64_t)st.st_size;
+	if ((f->fd = coli_open_regular(path, O_RDONLY, &f->size, e)) < 0)
+		return -1;
 	if (f->size < 8)
 		return coli_errf(e, COLI_EDATA, "%s: file size %" PRIu64
 			       " is smaller than the 8-byte header length", path, f->size);
@@ -178,8 +173,9 @@ static int st_header_len(coli_st_file *f, coli_err *e)
 		return coli_errf(e, COLI_EDATA, "%s: header length %" PRIu64 " exceeds bound %u",
 				 f->path, n, COLI_ST_MAX_HEADER);
 	if (n > f->size - 8)
-		return coli_errf(e, COLI_EDATA, "%s: header length %" PRIu64
-			       " exceeds file size %" PRIu64, f->path, n, f->size);
+		return coli_errf(e, COLI_EDATA, "%s: header length %" PRIu64 " exceeds the %" PRIu64
+			       " bytes after the 8-byte length prefix (file size %" PRIu64 ")", f->path, n,
+			       f->size - 8, f->size);
 	f->data_start = 8 + n;
 	return 0;
 }

@@ -10,6 +10,7 @@
 
 #include "container.h"
 #include "fileio.h"
+#include "manifest.h"
 
 #define CHUNK (8u << 20)
 
@@ -121,20 +122,6 @@ static int verify_section(pass *p, coli_section s)
 	return rc;
 }
 
-static int verify_carried(pass *p, const coli_carried *f)
-{
-	char *path = coli_path_join(p->c->dir, f->file), *buf = NULL;
-	size_t len = 0;
-	int rc = path ? coli_read_file(path, &buf, &len, p->e) : coli_errf(p->e, COLI_ENOMEM, "out of memory");
-	uint32_t crc = rc == 0 ? (uint32_t)crc32(0, (uint8_t *)buf, (uInt)len) : 0;
-	if (rc == 0 && (len != f->size || crc != f->crc))
-		rc = coli_errf(p->e, COLI_EDATA, "%s: size %zu crc32 0x%08x, manifest says %llu and 0x%08x", path,
-			       len, crc, (unsigned long long)f->size, f->crc);
-	free(buf);
-	free(path);
-	return rc;
-}
-
 int coli_container_verify(const coli_container *c, coli_progress_fn fn, void *ctx, coli_err *e)
 {
 	pass p = {c, -1, NULL, NULL, 0, 0, fn, ctx, e};
@@ -151,7 +138,7 @@ int coli_container_verify(const coli_container *c, coli_progress_fn fn, void *ct
 		free(path);
 	}
 	for (int i = 0; rc == 0 && i < c->n_carried; i++)
-		rc = verify_carried(&p, &c->carried[i]);
+		rc = coli_carried_check(c->dir, &c->carried[i], e);
 	free(p.buf);
 	return rc;
 }

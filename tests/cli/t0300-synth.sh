@@ -192,7 +192,7 @@ test_expect_success 'I/O failures exit 1 and leave no partial files' '
 	err_has "File too large" && ! test -e ck &&
 	mkdir keep && touch keep/mine &&
 	(trap "" XFSZ && ulimit -f 50 &&
-	 expect_exit 1 coli-synth --family olmoe --out keep $SMALL --shard-size 64K) &&
+	 expect_exit 1 coli-synth --family olmoe --out keep $SMALL --shard-size 64K --force) &&
 	test "$(ls keep)" = mine &&
 	expect_exit 1 coli-synth --measure-only nowhere
 '

@@ -59,16 +59,14 @@ test_expect_success "sampling: the same seed gives the same tokens" '
 	coli-run -q -m "$M" --prompt-ids "5 6" --temp 0.9 --top-k 50 --top-p 0.95 --seed 7 -n 12 --ignore-eos --print-ids >b &&
 	test "$(cat a)" = "$(cat b)" && test "$(wc -w <a)" = 12
 '
-# The container'"'"'s generation_config.json is replaced by one of the same size (a container
-# checks carried files'"'"' sizes at open, their CRCs only in --verify) naming the third greedy
-# token as EOS: generation must stop right after it.
+# A container converted (with the options of $M) from a copy of the checkpoint whose
+# generation_config.json names the third greedy token as EOS: generation must stop right after
+# it. (Editing a container'"'"'s carried file instead is refused at open: its CRC is checked.)
 test_expect_success "generation stops at an EOS id of generation_config.json" '
 	coli-run -q -m "$M" --prompt-ids "5 6" -n 8 --print-ids --ignore-eos >all &&
-	eos=$(awk "{print \$3}" all) && cp -r "$M" m.coli &&
-	size=$(size_of m.coli/generation_config.json) &&
-	printf "{\"eos_token_id\": [%s]}" "$eos" >g.json &&
-	pad=$((size - $(size_of g.json))) && printf "%*s" "$pad" "" >>g.json &&
-	mv g.json m.coli/generation_config.json &&
+	eos=$(awk "{print \$3}" all) && cp -R "$F/checkpoint" src && chmod -R u+w src &&
+	printf "{\"eos_token_id\": [%s]}" "$eos" >src/generation_config.json &&
+	coli-convert -q --dense-bits 16 src m.coli &&
 	coli-run -q -m m.coli --prompt-ids "5 6" -n 8 --print-ids >out &&
 	test "$(cat out)" = "$(awk "{print \$1, \$2, \$3}" all)"
 '

@@ -28,6 +28,7 @@ typedef struct run {
 	synth_table table;
 	synth_files files;
 	int made_dir; /* the output folder is ours to remove on failure */
+	int had_marker; /* an earlier coli-synth run wrote the folder */
 } run;
 
 static int load_tokenizer(run *r, coli_err *e)
@@ -89,13 +90,57 @@ static int copy_file(run *r, const char *src, const char *name, coli_err *e)
 	return rc;
 }
 
-static int write_small_files(run *r, coli_err *e)
+/* 1 when dir holds anything but "." and ".."; -1 on error. */
+static int non_empty(const char *dir, coli_err *e)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return coli_errf(e, errno == ENOTDIR ? COLI_EUSAGE : COLI_EIO, "%s: %s", dir, strerror(errno));
+	int found = 0;
+	for (struct dirent *de; !found && (de = readdir(d));)
+		found = strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+	closedir(d);
+	return found;
+}
+
+/* An existing folder is written into only when it is empty or holds coli-synth's marker (so an
+ * earlier run's checkpoint is replaced, never someone's real one), or with --force. */
+static int refuse_foreign(run *r, const char *marker, coli_err *e)
 {
 	const char *dir = r->o->out;
 	if (mkdir(dir, 0777) == 0)
-		r->made_dir = 1;
-	else if (errno != EEXIST)
+		return r->made_dir = 1, 0;
+	if (errno != EEXIST)
 		return coli_errf(e, COLI_EIO, "%s: %s", dir, strerror(errno));
+	if (access(marker, F_OK) == 0)
+		return r->had_marker = 1, 0;
+	int full = non_empty(dir, e);
+	if (full > 0 && !r->o->force)
+		return coli_errf(e, COLI_EUSAGE, "%s: folder is not empty and coli-synth did not write it (no %s); "
+				 "refusing to replace what is there: choose an empty folder or use --force", dir,
+				 SYNTH_MARKER);
+	return full < 0 ? -1 : 0;
+}
+
+/* The marker is written before anything else; a failed run removes it again unless it was
+ * there before. */
+static int claim_dir(run *r, coli_err *e)
+{
+	static const char text[] = SYNTH_TOOL " wrote this folder\n";
+	char *marker = coli_path_join(r->o->out, SYNTH_MARKER);
+	int rc = marker ? refuse_foreign(r, marker, e) : coli_errf(e, COLI_ENOMEM, "out of memory");
+	if (rc == 0 && !r->had_marker &&
+	    (synth_files_add(&r->files, marker, e) || coli_write_atomic(marker, text, sizeof(text) - 1, e)))
+		rc = -1;
+	free(marker);
+	return rc;
+}
+
+static int write_small_files(run *r, coli_err *e)
+{
+	const char *dir = r->o->out;
+	if (claim_dir(r, e))
+		return -1;
 	if (r->have_tok && copy_file(r, r->tok.json_path, "tokenizer.json", e))
 		return -1;
 	if (r->have_tok && r->tok.config_path &&

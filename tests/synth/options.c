@@ -43,7 +43,10 @@ static const coli_option options[] = {
 		      "\nsafetensors shards + index, tokenizer.json) and measures how its routers route."),
 	COLI_OPT_TEXT(""),
 	COLI_OPT_STRING(0, "family", &parsed.family, "F", "deepseek_v3 | glm4_moe | qwen3_moe | olmoe | mixtral"),
-	COLI_OPT_STRING(0, "out", &parsed.out, "DIR", "output folder (created if missing)"),
+	COLI_OPT_STRING(0, "out", &parsed.out, "DIR", "output folder (created if missing; one coli-synth did "
+			"not write must be empty)"),
+	COLI_OPT_FLAG(0, "force", &parsed.force, "write into a non-empty DIR that coli-synth did not write, "
+		      "replacing its checkpoint"),
 	COLI_OPT_CHOICE(0, "preset", &parsed.preset, presets, "hidden 6144, expert-ffn 2048, ffn 12288, 48 "
 			"heads of 128, 8 kv heads, 64 experts top-8, 6 layers, no MTP, --measure 64"),
 	COLI_OPT_GROUP("shape:"),
@@ -251,7 +254,7 @@ int synth_opts_resolve(synth_opts *o, coli_err *e)
 int synth_opts_resolve_measure(synth_opts *o, coli_err *e)
 {
 	const char *bad = o->family ? "family" : o->out ? "out" : o->preset ? "preset" :
-			  o->fp8 ? "fp8" : NULL;
+			  o->fp8 ? "fp8" : o->force ? "force" : NULL;
 	if (bad)
 		return coli_errf(e, COLI_EUSAGE, "--%s does not apply to --measure-only", bad);
 	def(&o->measure_tokens, 256);

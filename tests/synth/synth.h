@@ -18,6 +18,7 @@
 #include "model.h"
 
 #define SYNTH_TOOL "coli-synth"
+#define SYNTH_MARKER ".coli-synth" /* written first into DIR: the folder is coli-synth's */
 
 /* ---- options (options.c) ----------------------------------------------------------------- */
 
@@ -28,6 +29,7 @@ typedef struct synth_opts {
 	const char *family, *out, *tokenizer, *measure_only;
 	int preset;                /* SYNTH_PRESET_* */
 	int no_tokenizer, fp8, quiet, dry_run, help;
+	int force;            /* --force: replace files in a DIR coli-synth did not write */
 	int layers, experts, top_k, hidden, expert_ffn, ffn, heads, kv_heads, head_dim;
 	int dense_layers, shared_experts, mtp;
 	int vocab;

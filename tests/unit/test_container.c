@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -787,8 +788,20 @@ static void verify_carried(void)
 		rc = spit(path_of(d, "generation_config.json"), b, len);
 	}
 	free(b);
-	expect_verify_fail("container: verify: carried file changed, same size -> crc32", rc == 0 ? d : NULL,
-			   "generation_config.json", "crc32", NULL);
+	expect_open_fail("container: carried file changed, same size -> refused at open by its crc32", rc == 0 ? d : NULL,
+			 COLI_EDATA, "generation_config.json: crc32 0x", "manifest says 0x");
+}
+
+/* A FIFO in place of a section or carried file is refused at open instead of blocking on it. */
+static void open_fifo(const char *file)
+{
+	char tag[64];
+	snprintf(tag, sizeof(tag), "fifo-%s", file);
+	const char *d = copy_good(tag);
+	int rc = d && unlink(path_of(d, file)) == 0 && mkfifo(path_of(d, file), 0644) == 0 ? 0 : -1;
+	char name[128];
+	snprintf(name, sizeof(name), "container: a FIFO as %s is refused at open", file);
+	expect_open_fail(name, rc == 0 ? d : NULL, COLI_EDATA, file, "is a FIFO, not a regular file");
 }
 
 static void test_verify(void)
@@ -800,6 +813,9 @@ static void test_verify(void)
 	verify_tail_padding("vpadmtp", COLI_SEC_MTP);
 	verify_gap_padding();
 	verify_carried();
+	open_fifo("experts.bin");
+	open_fifo("manifest.coli");
+	open_fifo("config.json");
 }
 
 /* ---- the good container ---- */

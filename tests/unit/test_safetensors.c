@@ -200,7 +200,9 @@ static void test_empty_spans(void)
 static void test_corrupt_header(void)
 {
 	expect_fail_raw("safetensors: rejects header length past end of file", 999999, "{}",
-			"header length 999999 exceeds file size 10");
+			"header length 999999 exceeds the 2 bytes after the 8-byte length prefix (file size 10)");
+	expect_fail_raw("safetensors: header length equal to the file size names the bytes after the prefix", 10,
+			"{}", "header length 10 exceeds the 2 bytes after the 8-byte length prefix (file size 10)");
 	expect_fail_raw("safetensors: rejects header length 0", 0, "{}", "header length 0");
 	expect_fail_raw("safetensors: rejects header length over bound", 200u << 20, "{}",
 			"header length 209715200 exceeds bound 104857600");
@@ -221,7 +223,7 @@ static void test_corrupt_header(void)
 		e.msg);
 	rc = coli_ckpt_open_file(&c, sp("absent.safetensors"), &e);
 	T_CHECK("safetensors: missing file is an I/O error", rc == -1 && e.code == COLI_EIO &&
-		strstr(e.msg, "absent.safetensors: open:"), "%s", e.msg);
+		strstr(e.msg, "absent.safetensors: No such file or directory"), "%s", e.msg);
 }
 
 /* ---- directories ---------------------------------------------------------------------------- */
@@ -299,7 +301,7 @@ static void test_sharded_bad(void)
 			"tensor 'a' is in both shard 's1.safetensors' and shard 's2.safetensors'");
 	expect_dir_fail("safetensors: rejects index naming a missing shard file",
 			make_sharded("missing", WM_OK ", \"z\": \"s9.safetensors\"", ""),
-			"missing/s9.safetensors: open:");
+			"missing/s9.safetensors: No such file or directory");
 	expect_dir_fail("safetensors: rejects shard path outside dir",
 			make_sharded("escape", WM_OK ", \"z\": \"../s1.safetensors\"", ""),
 			"weight_map['z']: shard '../s1.safetensors' is not a plain file name");

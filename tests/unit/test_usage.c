@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
+#include "le.h"
 #include "t.h"
 #include "usage.h"
 
@@ -35,6 +37,24 @@ static int reread(const coli_usage *u, void (*how)(void), const uint8_t *id, col
 	coli_usage_release(&v);
 	return rc;
 }
+
+/* Sets header byte at to v and recomputes the header CRC, so only the rule under test fails. */
+static void patch_header(int at, uint8_t v)
+{
+	uint8_t h[128];
+	FILE *f = fopen(path, "r+b");
+	if (!f || fread(h, 1, 128, f) != 128)
+		return;
+	h[at] = v;
+	le_put32(h + 124, (uint32_t)crc32(0, h, 124));
+	fseek(f, 0, SEEK_SET);
+	fwrite(h, 1, 128, f);
+	fclose(f);
+}
+
+static void header_size_64(void) { patch_header(12, 64); }
+static void reserved_61(void) { patch_header(61, 1); }
+static void reserved_100(void) { patch_header(100, 7); }
 
 static void bad_payload(void) { flip(128 + 8 * 5 + 3); }
 static void bad_header(void) { flip(56); }
@@ -94,6 +114,9 @@ int main(void)
 	refused(&u, NULL, other, "identity", "read: refuses another model's file (identity)");
 	refused(&u, bad_payload, id, "payload crc32", "read: refuses a flipped payload byte (payload crc32)");
 	refused(&u, bad_header, id, "header crc32", "read: refuses a flipped header byte (header crc32)");
+	refused(&u, header_size_64, id, "header_size 64, expected 128", "read: refuses a header_size other than 128");
+	refused(&u, reserved_61, id, "reserved byte 61 is 1, must be 0", "read: refuses a non-zero reserved byte 60..63");
+	refused(&u, reserved_100, id, "reserved byte 100 is 7, must be 0", "read: refuses a non-zero reserved byte 84..123");
 	refused(&u, truncated, id, "payload_size", "read: refuses a truncated file (payload_size)");
 	refused(&u, short_header, id, "bad magic", "read: refuses a file shorter than the header (bad magic)");
 	refused(&u, bad_magic, id, "bad magic", "read: refuses a bad magic");
