@@ -1,5 +1,6 @@
 /* sampler.h: next-token choice: greedy, or temperature, top-k and top-p (nucleus) sampling
- * from a seeded generator (the same seed gives the same tokens). */
+ * from a seeded generator (the same seed gives the same tokens), optionally among a subset of
+ * the ids (a padded vocabulary's ids without a token are never chosen). */
 #ifndef COLI_SAMPLER_H
 #define COLI_SAMPLER_H
 
@@ -13,10 +14,17 @@ typedef struct sampler {
 	int vocab;
 	float *probs;       /* [vocab] scratch */
 	int *order;         /* [vocab] scratch */
+	int *allowed;       /* [n_allowed] the ids that may be chosen, ascending; NULL: all */
+	int n_allowed;      /* vocab without a mask */
 } sampler;
 
 int sampler_init(sampler *s, int vocab, float temperature, int top_k, float top_p, uint64_t seed);
 void sampler_release(sampler *s);
+
+/* Restricts every later pick to the ids with ok[id] != 0 (ok has vocab entries; read, not
+ * kept): their logits are masked, greedy and sampling alike. Returns 0, or -1 when no id is
+ * allowed or the list cannot be allocated (the sampler then keeps its previous choice). */
+int sampler_mask(sampler *s, const uint8_t *ok);
 
 /* The next token from logits[vocab]. */
 int sampler_pick(sampler *s, const float *logits);

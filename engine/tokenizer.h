@@ -11,8 +11,8 @@
  * Regexes mean what they mean in Oniguruma, HF's regex engine (\s is Unicode White_Space,
  * class intersection [A&&B] works), though they run on PCRE2 (see tok/regex.c).
  *
- * Input text must be valid UTF-8: anything else is rejected with the byte offset of the first
- * bad byte. Decoding maps ids back to bytes through the ByteLevel decoder; invalid UTF-8 in
+ * Input text must be valid UTF-8: anything else is rejected (COLI_EDATA, as is text a regex
+ * cannot match within PCRE2's match limit) with the byte offset of the first bad byte. Decoding maps ids back to bytes through the ByteLevel decoder; invalid UTF-8 in
  * the result (a token sequence cut inside a character) becomes U+FFFD, one per maximal
  * invalid subsequence, as Rust's String::from_utf8_lossy does. Added tokens decode to their
  * content verbatim.
@@ -42,6 +42,9 @@ void coli_tok_free(coli_tok *t); /* accepts NULL */
 int coli_tok_encode(coli_tok *t, const char *utf8, size_t len, int parse_special, int32_t **ids,
 		    int *n, coli_err *e);
 
+/* The offset of the first byte of s[0..n) that is not valid UTF-8, n when all of it is. */
+size_t coli_tok_utf8_invalid(const char *s, size_t n);
+
 /* Number of ids: one more than the largest id of the vocabulary and the added tokens. */
 int coli_tok_vocab_size(const coli_tok *t);
 
@@ -56,7 +59,8 @@ const char *coli_tok_token(const coli_tok *t, int32_t id);
 int coli_tok_is_special(const coli_tok *t, int32_t id);
 
 /* Decodes n ids to UTF-8 text. skip_special: 1 to drop special tokens. *out is malloc'ed and
- * NUL-terminated, caller frees. An id without a token is an error (COLI_EUSAGE). */
+ * NUL-terminated, caller frees. An id without a token (a model's vocabulary padded beyond the
+ * tokenizer's, or a hole in it) decodes to nothing; a negative id is an error (COLI_EUSAGE). */
 int coli_tok_decode(const coli_tok *t, const int32_t *ids, int n, int skip_special, char **out,
 		    size_t *len, coli_err *e);
 

@@ -128,6 +128,9 @@ static int check(int n, char **argv, coli_err *e)
 	if (o.encode || o.decode)
 		return o.tokenizer ? 0 : coli_errf(e, COLI_EUSAGE,
 						   "--encode and --decode need --tokenizer FILE");
+	if (o.tokenizer)
+		return coli_errf(e, COLI_EUSAGE, "--tokenizer FILE is for --encode or --decode (with -m, coli-run uses "
+				 "the container's own tokenizer.json)");
 	if (!o.model)
 		return coli_errf(e, COLI_EUSAGE, "-m MODEL.coli is required");
 	if (!o.prompt && !o.prompt_ids && !o.chat && !o.session)
@@ -138,9 +141,14 @@ static int check(int n, char **argv, coli_err *e)
 		return coli_errf(e, COLI_EUSAGE, "--dump-routing needs --teacher-force");
 	if (o.teacher_force && o.chat)
 		return coli_errf(e, COLI_EUSAGE, "--teacher-force and --chat exclude each other");
+	if (o.chat && (o.prompt || o.prompt_ids))
+		return coli_errf(e, COLI_EUSAGE, "--chat and %s exclude each other (chat turns are the lines of stdin)",
+				 o.prompt ? "--prompt" : "--prompt-ids");
 	if (o.io == STORE_IO_MMAP && (o.stream || o.prefetch == 1 || o.no_crc))
 		return coli_errf(e, COLI_EUSAGE, "--io mmap has no streaming store: it excludes --stream, "
 				 "--cache-slots, --pins, --ram, --mirror, --prefetch on and --crc off");
+	if (o.pins >= 0 && !o.usage)
+		return coli_errf(e, COLI_EUSAGE, "--pins needs --usage FILE (the experts pinned are the most used in it)");
 	return 0;
 }
 
@@ -157,6 +165,7 @@ int main(int argc, char **argv)
 	if (n < 0 || check(n, argv, &e) < 0)
 		return usage(e.msg);
 	int rc = run_main(&o, &e) < 0 ? coli_err_exit_status(&e) : 0;
+	fflush(stdout); /* what was printed before the error */
 	if (rc)
 		fprintf(stderr, "coli-run: %s\n", e.msg);
 	free(line);

@@ -61,13 +61,23 @@ static void text_stream(const run_report *p)
 	}
 }
 
+static const char *tokens(int n)
+{
+	return n == 1 ? "token" : "tokens";
+}
+
+/* The closing line; its decode part only when tokens were decoded (not after --teacher-force
+ * or -n 1, whose one token comes from the prompt's logits). */
 void report_text(const run_report *p)
 {
 	double tps = ratio(p->decoded, p->decode_s), mib = p->weights_per_token / MIB;
-	fprintf(stderr, "coli-run: prompt %d tokens in %.2f s (%.1f tok/s), decode %d tokens in %.2f s (%.2f tok/s, "
-		"%.1f MiB of weights per token, %.1f GB/s), %s kernels x%d, peak RSS %.0f MiB\n",
-		p->prefilled, p->prefill_s, ratio(p->prefilled, p->prefill_s), p->decoded, p->decode_s, tps, mib,
-		p->weights_per_token * tps / 1e9, p->isa, p->threads, p->peak_rss / MIB);
+	char decode[160] = "";
+	if (p->decoded)
+		snprintf(decode, sizeof(decode), ", decode %d %s in %.2f s (%.2f tok/s, %.1f MiB of weights per token, "
+			 "%.1f GB/s)", p->decoded, tokens(p->decoded), p->decode_s, tps, mib, p->weights_per_token * tps / 1e9);
+	fprintf(stderr, "coli-run: prompt %d %s in %.2f s (%.1f tok/s)%s, %s kernels x%d, peak RSS %.0f MiB\n",
+		p->prefilled, tokens(p->prefilled), p->prefill_s, ratio(p->prefilled, p->prefill_s), decode, p->isa,
+		p->threads, p->peak_rss / MIB);
 	if (p->streaming)
 		text_stream(p);
 	if (p->ram) {

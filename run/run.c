@@ -34,6 +34,10 @@ typedef struct runner {
 	coli_budget plan;           /* the expert cache chosen (--ram: the budget's split) */
 	run_trace tr;               /* --trace */
 	int gen0;                   /* index in the session of the last generation's first id */
+	int print_ids;              /* ids on stdout: --print-ids, or no tokenizer to decode them */
+	int resumed;                /* tokens of the resumed session */
+	int warned_positions;       /* the max_position_embeddings warning was given */
+	int lines, bad_lines;       /* --chat: lines read, lines skipped for invalid UTF-8 */
 } runner;
 
 
@@ -94,6 +98,10 @@ static int input_ids(runner *r, const char *text, int first, int32_t **ids, int 
 	const char *t = turn ? turn : text;
 	int rc = coli_tok_encode(r->tok, t, strlen(t), 1, ids, n, e);
 	free(turn);
+	for (int i = 0; rc == 0 && i < *n; i++)
+		if ((*ids)[i] >= r->m.cfg->vocab_size)
+			rc = coli_errf(e, COLI_EDATA, "%s/tokenizer.json: token %d ('%s') is outside the model's vocab_size %d",
+				       r->m.ct->dir, (*ids)[i], coli_tok_token(r->tok, (*ids)[i]), r->m.cfg->vocab_size);
 	return rc;
 }
 
@@ -124,7 +132,7 @@ static int emit(runner *r, coli_detok *d, int32_t id, coli_err *e)
 {
 	const char *text;
 	size_t len;
-	if (r->o->print_ids || !d)
+	if (r->print_ids || !d)
 		return 0;
 	if (coli_detok_feed(d, id, &text, &len, e) < 0)
 		return -1;
@@ -138,7 +146,7 @@ static int emit(runner *r, coli_detok *d, int32_t id, coli_err *e)
 static int generate(runner *r, float *logits, coli_err *e)
 {
 	coli_detok *d = NULL;
-	int rc = r->tok && !r->o->print_ids ? coli_detok_new(&d, r->tok, 1, e) : 0;
+	int rc = r->tok && !r->print_ids ? coli_detok_new(&d, r->tok, 1, e) : 0;
 	int32_t *out = coli_malloc((size_t)(r->o->n_gen + 1) * sizeof(*out), e);
 	int k = 0, V = r->m.cfg->vocab_size;
 	float *steps = r->o->dump_logits ? coli_malloc((size_t)(r->o->n_gen + 1) * V * sizeof(float), e) : NULL;
@@ -162,7 +170,7 @@ static int generate(runner *r, float *logits, coli_err *e)
 		r->s.pending = 0;
 		r->decoded++;
 	}
-	for (int i = 0; rc == 0 && out && r->o->print_ids && i < k; i++)
+	for (int i = 0; rc == 0 && out && r->print_ids && i < k; i++)
 		printf("%d%c", out[i], i + 1 < k ? ' ' : '\n');
 	if (d) {
 		const char *text;
@@ -202,6 +210,36 @@ static int teacher_force(runner *r, coli_err *e)
 	return rc;
 }
 
+/* The KV cache cannot hold this turn: the numbers the user gave (prompt, -n, --ctx). The
+ * last generated token is never run, so n tokens of input and -n N need n + N - 1. */
+static int context_full(const runner *r, coli_err *e)
+{
+	const run_opts *o = r->o;
+	int mine = r->s.n_tokens - r->resumed, need = mine + o->n_gen - 1;
+	char sess[64] = "";
+	if (r->resumed)
+		snprintf(sess, sizeof(sess), " beyond the resumed session's %d", r->resumed);
+	if (o->ctx)
+		return coli_errf(e, COLI_EUSAGE, "--ctx %d: too small for %s%d tokens and -n %d (needs --ctx %d%s)", o->ctx,
+				 o->chat ? "this chat's " : "the prompt's ", mine, o->n_gen, need, sess);
+	return coli_errf(e, COLI_EUSAGE, "%s%d tokens and -n %d exceed the default context of %d tokens%s: give --ctx %d "
+			 "or more", o->chat ? "this chat's " : "the prompt's ", mine, o->n_gen, r->kv.cap - 1 - r->resumed,
+			 sess, need);
+}
+
+/* Once: the context this turn reaches is longer than the model was trained for. */
+static void warn_positions(runner *r)
+{
+	int end = r->s.n_tokens + (r->o->teacher_force ? 0 : r->o->n_gen), max = r->m.cfg->max_position_embeddings;
+	if (r->warned_positions || max <= 0 || end <= max)
+		return;
+	r->warned_positions = 1;
+	fflush(stdout);
+	fprintf(stderr, "coli-run: warning: %d tokens (%d in the context, -n %d) exceed the model's "
+		"max_position_embeddings %d: what comes after may be poor\n", end, r->s.n_tokens, r->o->teacher_force ? 0 :
+		r->o->n_gen, max);
+}
+
 /* One prompt: feed it (with a pending token of a resumed session), then generate. */
 static int turn(runner *r, const char *text, int first, float *logits, coli_err *e)
 {
@@ -212,13 +250,28 @@ static int turn(runner *r, const char *text, int first, float *logits, coli_err 
 		rc = session_push(&r->s, ids, n, e);
 	free(ids);
 	if (rc == 0 && r->s.n_tokens + r->o->n_gen > r->kv.cap)
-		rc = coli_errf(e, COLI_EUSAGE, "context full: %d tokens + %d to generate exceed %d (--ctx)", r->s.n_tokens,
-			       r->o->n_gen, r->kv.cap);
+		rc = context_full(r, e);
+	if (rc == 0)
+		warn_positions(r);
 	if (rc == 0)
 		rc = r->o->teacher_force ? teacher_force(r, e) : feed(r, logits, e);
 	if (rc == 0 && !r->o->teacher_force)
 		rc = generate(r, logits, e);
 	return rc;
+}
+
+/* A chat line must be UTF-8: one that is not is reported (line n, the byte offset in it) and
+ * skipped, and the chat goes on (the run ends with exit 1 after the session is saved). */
+static int valid_line(runner *r, const char *line, int n)
+{
+	size_t len = strlen(line), bad = coli_tok_utf8_invalid(line, len);
+	if (bad == len)
+		return 1;
+	r->bad_lines++;
+	fflush(stdout);
+	fprintf(stderr, "coli-run: stdin line %d: invalid UTF-8 at byte offset %zu (0x%02x): line skipped\n", n, bad,
+		(unsigned char)line[bad]);
+	return 0;
 }
 
 /* --chat: one user line after another on stdin, each answered in the family's chat format. */
@@ -235,7 +288,8 @@ static int chat(runner *r, float *logits, coli_err *e)
 			break;
 		if (len > 0 && line[len - 1] == '\n')
 			line[len - 1] = 0;
-		if (!*line)
+		r->lines++;
+		if (!*line || !valid_line(r, line, r->lines))
 			continue;
 		rc = turn(r, line, first, logits, e);
 		first = 0;
@@ -255,6 +309,7 @@ static const char *store_kind_name(coli_store_kind k)
 static int report(const runner *r, coli_err *e)
 {
 	struct rusage ru;
+	fflush(stdout); /* the text or ids, then the figures on stderr */
 	getrusage(RUSAGE_SELF, &ru);
 	run_report p = {
 		.prefilled = r->prefilled, .decoded = r->decoded, .prefill_s = r->prefill_s, .decode_s = r->decode_s,
@@ -354,6 +409,8 @@ static int cache_plan(runner *r, coli_engine_opts *mo, coli_err *e)
 	if (o->session && stat(o->session, &sb) == 0) /* the resumed tokens' KV: at most the file */
 		in.kv += (double)sb.st_size;
 	container_sizes(ct, &in);
+	if (in.cache_slots > in.max_experts) /* a layer never caches more than its experts */
+		in.cache_slots = in.max_experts;
 	if (rc == 0 && (rc = coli_budget_split(&in, &b, e)) == 0) {
 		mo->so.pins = b.pins, mo->so.cache_slots = b.slots;
 		r->plan = b;
@@ -389,6 +446,52 @@ static int test_hooks(coli_engine_opts *mo, coli_err *e)
 	return 0;
 }
 
+/* What generation prints: text through the container's tokenizer, else ids (said once in a
+ * note, unless -q or --print-ids asked for them). Chat needs the tokenizer. */
+static int ids_or_text(runner *r, coli_err *e)
+{
+	const run_opts *o = r->o;
+	r->print_ids = o->print_ids || !r->tok;
+	if (r->tok)
+		return 0;
+	if (o->chat)
+		return coli_errf(e, COLI_EUSAGE, "--chat: %s has no tokenizer.json: chat needs the container's tokenizer.json "
+				 "(its turns are text)", r->m.ct->dir);
+	if (!o->print_ids && !o->quiet && !o->teacher_force && o->n_gen > 0)
+		fprintf(stderr, "coli-run: note: %s has no tokenizer.json: printing the generated ids (as --print-ids)\n",
+			r->m.ct->dir);
+	return 0;
+}
+
+/* With a tokenizer, ids it has no token for (a vocabulary padded beyond it: Qwen3's 151936
+ * ids for 151669 tokens) are never chosen. */
+static int mask_untokened(runner *r, coli_err *e)
+{
+	int V = r->m.cfg->vocab_size, rc = 0;
+	if (!r->tok)
+		return 0;
+	uint8_t *ok = coli_malloc((size_t)V, e);
+	if (!ok)
+		return -1;
+	for (int id = 0; id < V; id++)
+		ok[id] = coli_tok_token(r->tok, id) != NULL;
+	if (sampler_mask(&r->smp, ok) < 0)
+		rc = coli_errf(e, COLI_EDATA, "%s/tokenizer.json: no token below the model's vocab_size %d (or out of memory "
+			       "for the mask)", r->m.ct->dir, V);
+	free(ok);
+	return rc;
+}
+
+/* The KV cache could not be allocated: its size and where it comes from, when memory ran out. */
+static int kv_failed(const runner *r, int extra, coli_err *e)
+{
+	if (e->code != COLI_ENOMEM)
+		return -1;
+	double gib = (double)coli_kv_token_bytes(r->m.cfg) * ((double)extra + 1) / 1073741824.0;
+	return coli_errf(e, COLI_ENOMEM, "out of memory for the KV cache of %d tokens (%.2f GiB%s): give a smaller %s",
+			 extra + 1, gib, r->o->session ? ", beyond the session" : "", r->o->ctx ? "--ctx" : "-n");
+}
+
 static int setup(runner *r, coli_err *e)
 {
 	const run_opts *o = r->o;
@@ -413,11 +516,16 @@ static int setup(runner *r, coli_err *e)
 	store_set_predict(r->m.store, o->prefetch != 0); /* -1 (nothing to do) in RAM */
 	if (context_extra(o, r->m.cfg->vocab_size, &extra, e) < 0)
 		return -1;
-	if (open_tokenizer(r, e) < 0 || eos_ids(r->m.ct, r->eos, 16, &r->n_eos, e) < 0)
+	if (open_tokenizer(r, e) < 0 || eos_ids(r->m.ct, r->eos, 16, &r->n_eos, e) < 0 || ids_or_text(r, e) < 0)
 		return -1;
 	if (sampler_init(&r->smp, r->m.cfg->vocab_size, o->temperature, o->top_k, o->top_p, o->seed) < 0)
 		return coli_errf(e, COLI_ENOMEM, "out of memory for the sampler");
-	return session_load(&r->s, &r->kv, &r->m, o->session, extra, e);
+	if (mask_untokened(r, e) < 0)
+		return -1;
+	if (session_load(&r->s, &r->kv, &r->m, o->session, extra, e) < 0)
+		return kv_failed(r, extra, e);
+	r->resumed = r->s.n_tokens;
+	return 0;
 }
 
 int run_main(const run_opts *o, coli_err *e)
@@ -441,6 +549,8 @@ int run_main(const run_opts *o, coli_err *e)
 	}
 	if (rc == 0 && (!o->quiet || o->json))
 		rc = report(&r, e);
+	if (rc == 0 && r.bad_lines)
+		rc = coli_errf(e, COLI_EDATA, "stdin: %d of %d chat lines skipped (invalid UTF-8)", r.bad_lines, r.lines);
 	free(logits);
 	free(r.counts);
 	coli_usage_release(&r.usage);

@@ -2,6 +2,7 @@
  * (no special tokens added) on one line; --decode "ids" prints the text. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "fileio.h"
 #include "run.h"
@@ -63,8 +64,12 @@ static int decode(coli_tok *t, const char *s, coli_err *e)
 int run_tokenizer_mode(const run_opts *o, coli_err *e)
 {
 	coli_tok *t = NULL;
+	struct stat st;
 	if (!o->tokenizer)
 		return coli_errf(e, COLI_EUSAGE, "--encode and --decode need --tokenizer tokenizer.json");
+	if (stat(o->tokenizer, &st) == 0 && S_ISDIR(st.st_mode))
+		return coli_errf(e, COLI_EUSAGE, "--tokenizer %s: a folder, not a tokenizer.json (the file inside it, "
+				 "%s/tokenizer.json?)", o->tokenizer, o->tokenizer);
 	if (coli_tok_load(&t, o->tokenizer, e) < 0)
 		return -1;
 	int rc = o->encode ? encode(t, e) : decode(t, o->decode, e);

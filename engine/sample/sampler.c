@@ -8,16 +8,35 @@
 int sampler_init(sampler *s, int vocab, float temperature, int top_k, float top_p, uint64_t seed)
 {
 	*s = (sampler){temperature, top_k, top_p, seed, vocab, malloc((size_t)vocab * sizeof(float)),
-		       malloc((size_t)vocab * sizeof(int))};
+		       malloc((size_t)vocab * sizeof(int)), NULL, vocab};
 	return s->probs && s->order ? 0 : -1;
+}
+
+int sampler_mask(sampler *s, const uint8_t *ok)
+{
+	int n = 0;
+	for (int i = 0; i < s->vocab; i++)
+		n += ok[i] != 0;
+	int *ids = n ? malloc((size_t)n * sizeof(*ids)) : NULL;
+	if (!ids)
+		return -1;
+	for (int i = 0, k = 0; i < s->vocab; i++)
+		if (ok[i])
+			ids[k++] = i;
+	free(s->allowed);
+	s->allowed = ids;
+	s->n_allowed = n;
+	return 0;
 }
 
 void sampler_release(sampler *s)
 {
 	free(s->probs);
 	free(s->order);
+	free(s->allowed);
 	s->probs = NULL;
 	s->order = NULL;
+	s->allowed = NULL;
 }
 
 static double uniform(sampler *s)
@@ -29,11 +48,18 @@ static double uniform(sampler *s)
 	return (double)(z >> 11) / (double)(1ull << 53);
 }
 
-static int argmax(const float *x, int n)
+/* The i-th id that may be chosen. */
+static int id_at(const sampler *s, int i)
 {
-	int b = 0;
-	for (int i = 1; i < n; i++)
-		b = x[i] > x[b] ? i : b;
+	return s->allowed ? s->allowed[i] : i;
+}
+
+/* The allowed id of the largest logit (the lowest such id on ties). */
+static int argmax(const sampler *s, const float *x)
+{
+	int b = id_at(s, 0);
+	for (int i = 1; i < s->n_allowed; i++)
+		b = x[id_at(s, i)] > x[b] ? id_at(s, i) : b;
 	return b;
 }
 
@@ -47,20 +73,27 @@ static int by_prob(const void *a, const void *b, void *probs)
 	return i - j;
 }
 
-int sampler_pick(sampler *s, const float *logits)
+/* Softmax at the temperature over the allowed ids, listed in s->order. */
+static void softmax(sampler *s, const float *logits)
 {
-	int n = s->vocab;
-	if (s->temperature <= 0)
-		return argmax(logits, n);
-	float mx = logits[argmax(logits, n)];
+	int n = s->n_allowed;
+	float mx = logits[argmax(s, logits)];
 	double sum = 0;
 	for (int i = 0; i < n; i++) {
-		s->probs[i] = expf((logits[i] - mx) / s->temperature);
-		sum += s->probs[i];
-		s->order[i] = i;
+		int id = s->order[i] = id_at(s, i);
+		s->probs[id] = expf((logits[id] - mx) / s->temperature);
+		sum += s->probs[id];
 	}
 	for (int i = 0; i < n; i++)
-		s->probs[i] = (float)(s->probs[i] / sum);
+		s->probs[s->order[i]] = (float)(s->probs[s->order[i]] / sum);
+}
+
+int sampler_pick(sampler *s, const float *logits)
+{
+	int n = s->n_allowed;
+	if (s->temperature <= 0)
+		return argmax(s, logits);
+	softmax(s, logits);
 	qsort_r(s->order, (size_t)n, sizeof(int), by_prob, s->probs);
 	int keep = s->top_k > 0 && s->top_k < n ? s->top_k : n;
 	double mass = 0, cut = 0;

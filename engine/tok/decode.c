@@ -172,9 +172,10 @@ int coli_detok_feed(coli_detok *d, int32_t id, const char **text, size_t *len, c
 	d->out.p[0] = '\0';
 	*text = d->out.p;
 	*len = 0;
-	if (id < 0 || id >= t->n_ids || (t->vocab_entry[id] < 0 && t->added_of_id[id] < 0))
-		return coli_errf(e, COLI_EUSAGE, "id %d: no such token (vocabulary size %d)",
-				 (int)id, (int)t->n_ids);
+	if (id < 0)
+		return coli_errf(e, COLI_EUSAGE, "id %d: not a token id", (int)id);
+	if (id >= t->n_ids || (t->vocab_entry[id] < 0 && t->added_of_id[id] < 0))
+		return 0; /* a padded vocabulary's id: no text */
 	int32_t k = t->added_of_id[id];
 	if (k >= 0 && t->added[k].special && d->skip_special)
 		return 0;

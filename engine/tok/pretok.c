@@ -28,7 +28,7 @@ int tok_normalize(coli_tok *t, const char *s, size_t n, const char **out, size_t
 						  (utf8proc_ssize_t)*out_n, &dst,
 						  (utf8proc_option_t)t->norm[i]);
 		if (r < 0)
-			return coli_errf(e, r == UTF8PROC_ERROR_NOMEM ? COLI_ENOMEM : COLI_EUSAGE,
+			return coli_errf(e, r == UTF8PROC_ERROR_NOMEM ? COLI_ENOMEM : COLI_EDATA,
 					 "tokenizer: normalizer: %s", utf8proc_errmsg(r));
 		t->norm_buf.n = 0;
 		int rc = tok_buf_put(&t->norm_buf, dst, (size_t)r, e);

@@ -301,7 +301,7 @@ int tok_regex_next(tok_regex *r, const char *s, size_t n, size_t *pos, size_t *m
 	if (rc < 0) {
 		PCRE2_UCHAR msg[160];
 		pcre2_get_error_message(rc, msg, sizeof(msg));
-		return coli_errf(e, COLI_EUSAGE, "tokenizer: regex match failed at byte %zu: %s",
+		return coli_errf(e, COLI_EDATA, "tokenizer: regex match failed at byte %zu: %s",
 				 *pos, (char *)msg);
 	}
 	PCRE2_SIZE *ov = pcre2_get_ovector_pointer(r->md);

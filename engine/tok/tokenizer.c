@@ -84,7 +84,7 @@ int coli_tok_encode(coli_tok *t, const char *s, size_t n, int parse_special, int
 	*n_ids = 0;
 	size_t bad = tok_utf8_invalid((const uint8_t *)s, n);
 	if (bad < n)
-		return coli_errf(e, COLI_EUSAGE, "input: invalid UTF-8 at byte offset %zu (0x%02x)",
+		return coli_errf(e, COLI_EDATA, "input: invalid UTF-8 at byte offset %zu (0x%02x)",
 				 bad, (uint8_t)s[bad]);
 	tok_sections sec = {0};
 	tok_ids out = {0};
@@ -96,7 +96,7 @@ int coli_tok_encode(coli_tok *t, const char *s, size_t n, int parse_special, int
 	}
 	free(sec.p);
 	if (!rc && out.n > (size_t)INT32_MAX)
-		rc = coli_errf(e, COLI_EUSAGE, "input: more than %d tokens", INT32_MAX);
+		rc = coli_errf(e, COLI_EDATA, "input: more than %d tokens", INT32_MAX);
 	if (rc) {
 		free(out.p);
 		return -1;
@@ -104,6 +104,11 @@ int coli_tok_encode(coli_tok *t, const char *s, size_t n, int parse_special, int
 	*ids = out.p;
 	*n_ids = (int)out.n;
 	return 0;
+}
+
+size_t coli_tok_utf8_invalid(const char *s, size_t n)
+{
+	return tok_utf8_invalid((const uint8_t *)s, n);
 }
 
 int coli_tok_vocab_size(const coli_tok *t)

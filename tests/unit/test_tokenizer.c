@@ -273,6 +273,24 @@ static void check_matches(const char *name, const char *pat, const char *s, cons
 	"[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}&&[^\\p{Han}]]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}&&[^\\p{Han}]]*"   \
 	"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
+/* A pattern that backtracks exponentially hits PCRE2's match limit: bad data (COLI_EDATA,
+ * exit 1 in coli-run), not a usage error. */
+static void test_regex_limit(void)
+{
+	tok_regex r;
+	coli_err e = {0};
+	char s[64];
+	size_t pos = 0, a, b;
+	memset(s, 'a', 60);
+	strcpy(s + 60, "b");
+	int rc = tok_regex_compile(&r, "(a|aa)+$", 8, 0, "test", "pattern", &e);
+	if (!rc)
+		rc = tok_regex_next(&r, s, strlen(s), &pos, &a, &b, &e);
+	T_CHECK("regex match limit is bad data", rc < 0 && e.code == COLI_EDATA && strstr(e.msg, "limit"),
+		"rc %d code %d \"%s\"", rc, e.code, e.msg);
+	tok_regex_release(&r);
+}
+
 static void test_regex(void)
 {
 	T_CHECK("regex \\s is White_Space (U+0085 yes)", regex_matches("\\s", "\xc2\x85") == 1,
@@ -292,6 +310,7 @@ static void test_regex(void)
 	check_matches("regex intersection of items", "[a-z&&[^aeiou]]+", "hello world",
 		      "h|ll|w|rld");
 	check_matches("regex three-way intersection", "[\\w&&\\S&&[^a]]+", "abc de", "bc|de");
+	test_regex_limit();
 	char why[160];
 	char *out;
 	size_t n;
@@ -343,7 +362,7 @@ static void test_tiny(void)
 	int n = 0;
 	rc = coli_tok_encode(t, "ab\xff", 3, 1, &ids, &n, &e);
 	T_CHECK("tiny invalid UTF-8 rejected",
-		rc < 0 && e.code == COLI_EUSAGE && strstr(e.msg, "byte offset 2"), "rc %d \"%s\"", rc,
+		rc < 0 && e.code == COLI_EDATA && strstr(e.msg, "byte offset 2"), "rc %d \"%s\"", rc,
 		e.msg);
 
 	check_split("split Removed", t, "-", TOK_REMOVED, 0, "the-final--countdown",
@@ -369,10 +388,14 @@ static void test_tiny(void)
 	T_CHECK("tiny decode skip_special", rc == 0 && !strcmp(text, "hello e\xcc\x81"), "\"%s\"",
 		text ? text : "");
 	free(text);
-	const int32_t baddec[] = {1, 280};
+	const int32_t nodec[] = {'h', 280, 100000, 'i'}, baddec[] = {1, -1};
+	rc = coli_tok_decode(t, nodec, 4, 0, &text, &len, &e);
+	T_CHECK("tiny decode: ids without a token decode to nothing",
+		rc == 0 && !strcmp(text, "hi"), "rc %d \"%s\" %s", rc, text ? text : "", e.msg);
+	free(text);
 	rc = coli_tok_decode(t, baddec, 2, 0, &text, &len, &e);
-	T_CHECK("tiny decode id without token", rc < 0 && e.code == COLI_EUSAGE &&
-		strstr(e.msg, "ids[1]") && strstr(e.msg, "id 280"), "rc %d \"%s\"", rc, e.msg);
+	T_CHECK("tiny decode negative id", rc < 0 && e.code == COLI_EUSAGE &&
+		strstr(e.msg, "ids[1]") && strstr(e.msg, "id -1"), "rc %d \"%s\"", rc, e.msg);
 	coli_tok_free(t);
 }
 
