@@ -153,11 +153,6 @@ static int read_payload(int fd, const char *path, coli_kvfile *f, uint32_t want,
 	return 0;
 }
 
-int coli_kvfile_read(const char *path, const uint8_t identity[32], coli_kvfile *f, coli_err *e)
-{
-	return coli_kvfile_load(path, identity, 0, f, e);
-}
-
 int coli_kvfile_load(const char *path, const uint8_t identity[32], int vocab, coli_kvfile *f, coli_err *e)
 {
 	uint8_t h[COLI_KV_HEADER];

@@ -34,9 +34,6 @@ int coli_kvfile_write(const char *path, const coli_kvfile *f, coli_err *e);
  * checks only that ids are >= 0). Allocates tokens, k and v (release with coli_kvfile_release). */
 int coli_kvfile_load(const char *path, const uint8_t identity[32], int vocab, coli_kvfile *f, coli_err *e);
 
-/* coli_kvfile_load without the vocabulary bound (vocab 0), for callers that do not pass it yet. */
-int coli_kvfile_read(const char *path, const uint8_t identity[32], coli_kvfile *f, coli_err *e);
-
 void coli_kvfile_release(coli_kvfile *f);
 
 #endif

@@ -86,7 +86,7 @@ static const coli_option options[] = {
 	COLI_OPT_CHOICE(0, "crc", &o.no_crc, crc_on_off,
 			"check each streamed record's CRC32 (default on)"),
 	COLI_OPT_STRING(0, "usage", &o.usage, "FILE", "count each expert's routings in this run "
-			"and fold them into FILE (.coli_usage, read by coli-plan; decay 0.9 per run)"),
+			"and fold them into FILE (.coli_usage: it chooses --pins; decay 0.9 per run)"),
 	COLI_OPT_INT(0, "pins", &o.pins, "N", 0, 1 << 20, "of each MoE layer's expert cache "
 		     "(--cache-slots), the N most used experts (by the --usage FILE read at start) "
 		     "stay in RAM for the whole run, the rest is an LRU cache (implies --stream; 0: "

@@ -44,7 +44,7 @@ int session_load(session *s, coli_kv *kv, const coli_engine *m, const char *path
 	memset(s, 0, sizeof(*s));
 	memset(&f, 0, sizeof(f));
 	int exists = path && access(path, F_OK) == 0;
-	if (exists && coli_kvfile_read(path, m->ct->identity, &f, e) < 0)
+	if (exists && coli_kvfile_load(path, m->ct->identity, m->cfg->vocab_size, &f, e) < 0)
 		return -1;
 	int rc = coli_kv_init(kv, m, f.n_tokens + extra + 1, e);
 	if (rc < 0 || !exists) {
@@ -52,10 +52,6 @@ int session_load(session *s, coli_kv *kv, const coli_engine *m, const char *path
 		return rc;
 	}
 	rc = check_shape(&f, kv, path, e);
-	for (int i = 0; rc == 0 && i < f.n_tokens; i++)
-		if (f.tokens[i] < 0 || f.tokens[i] >= m->cfg->vocab_size)
-			rc = coli_errf(e, COLI_EDATA, "%s: tokens[%d]: id %d is outside the model's vocabulary [0, %d)", path, i,
-				       f.tokens[i], m->cfg->vocab_size);
 	if (rc == 0)
 		rc = session_push(s, f.tokens, f.n_tokens, e);
 	for (int l = 0; rc == 0 && l < kv->n_layers; l++) {

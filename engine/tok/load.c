@@ -36,6 +36,18 @@ static int bad(const coli_tok *t, coli_err *e, const char *field, const char *fm
 }
 
 /* Short printable form of a JSON value for messages. */
+static const char *show(json_t *v, char *buf, size_t n);
+
+/* "<field>: missing (expected <what>)" or "<field>: <value> is not <what>". */
+static int not_a(const coli_tok *t, coli_err *e, const char *field, json_t *v, const char *what)
+{
+	char b[96];
+	if (!v)
+		return bad(t, e, field, "missing (expected %s)", what);
+	return bad(t, e, field, "%s is not %s", show(v, b, sizeof(b)), what);
+}
+
+/* Short printable form of a JSON value for messages. */
 static const char *show(json_t *v, char *buf, size_t n)
 {
 	if (!v)
@@ -59,9 +71,9 @@ static int get_bool(const coli_tok *t, json_t *o, const char *key, int def, cons
 	if (!v || json_is_null(v))
 		return 0;
 	if (!json_is_boolean(v)) {
-		char f[160], b[80];
+		char f[160];
 		snprintf(f, sizeof(f), "%s.%s", at, key);
-		return bad(t, e, f, "%s is not a boolean", show(v, b, sizeof(b)));
+		return not_a(t, e, f, v, "a boolean");
 	}
 	*out = json_is_true(v);
 	return 0;
@@ -70,13 +82,13 @@ static int get_bool(const coli_tok *t, json_t *o, const char *key, int def, cons
 /* The "type" string of a component, NULL with an error if absent. */
 static const char *type_of(const coli_tok *t, json_t *o, const char *at, coli_err *e)
 {
-	char f[160], b[80];
+	char f[160];
 	json_t *v = json_is_object(o) ? json_object_get(o, "type") : NULL;
 	snprintf(f, sizeof(f), "%s.type", at);
 	if (!json_is_object(o))
-		return bad(t, e, at, "%s is not an object", show(o, b, sizeof(b))), NULL;
+		return not_a(t, e, at, o, "an object"), NULL;
 	if (!json_is_string(v))
-		return bad(t, e, f, "%s is not a string", show(v, b, sizeof(b))), NULL;
+		return not_a(t, e, f, v, "a string"), NULL;
 	return json_string_value(v);
 }
 
@@ -108,7 +120,7 @@ static int load_vocab(coli_tok *t, json_t *vocab, coli_err *e)
 {
 	char f[160], b[80];
 	if (!json_is_object(vocab))
-		return bad(t, e, "model.vocab", "%s is not an object", show(vocab, b, sizeof(b)));
+		return not_a(t, e, "model.vocab", vocab, "an object");
 	if (tok_strmap_init(&t->vocab, json_object_size(vocab), e))
 		return -1;
 	const char *key;
@@ -159,9 +171,9 @@ static int merge_parts(const coli_tok *t, json_t *m, size_t i, const char **a, s
 
 static int load_merges(coli_tok *t, json_t *merges, coli_err *e)
 {
-	char f[64], s[80];
+	char f[64];
 	if (!json_is_array(merges))
-		return bad(t, e, "model.merges", "%s is not an array", show(merges, s, sizeof(s)));
+		return not_a(t, e, "model.merges", merges, "an array");
 	size_t n = json_array_size(merges);
 	if (tok_merges_init(&t->merges, n, e))
 		return -1;
@@ -198,7 +210,7 @@ static int load_model(coli_tok *t, json_t *root, coli_err *e)
 	char b[80];
 	json_t *m = json_object_get(root, "model");
 	if (!json_is_object(m))
-		return bad(t, e, "model", "%s is not an object", show(m, b, sizeof(b)));
+		return not_a(t, e, "model", m, "an object");
 	json_t *type = json_object_get(m, "type");
 	if (type && !(json_is_string(type) && !strcmp(json_string_value(type), "BPE")))
 		return bad(t, e, "model.type", "%s unsupported (supported: BPE)",
@@ -234,7 +246,7 @@ static int load_added_one(coli_tok *t, json_t *o, int i, coli_err *e)
 	tok_added *a = &t->added[i];
 	snprintf(at, sizeof(at), "added_tokens[%d]", i);
 	if (!json_is_object(o))
-		return bad(t, e, at, "%s is not an object", show(o, b, sizeof(b)));
+		return not_a(t, e, at, o, "an object");
 	json_t *id = json_object_get(o, "id"), *c = json_object_get(o, "content");
 	json_int_t v = json_is_integer(id) ? json_integer_value(id) : -1;
 	snprintf(f, sizeof(f), "%s.id", at);
@@ -268,12 +280,11 @@ static int load_added_one(coli_tok *t, json_t *o, int i, coli_err *e)
 
 static int load_added(coli_tok *t, json_t *root, coli_err *e)
 {
-	char b[80];
 	json_t *arr = json_object_get(root, "added_tokens");
 	if (!arr || json_is_null(arr))
 		return 0;
 	if (!json_is_array(arr))
-		return bad(t, e, "added_tokens", "%s is not an array", show(arr, b, sizeof(b)));
+		return not_a(t, e, "added_tokens", arr, "an array");
 	if (json_array_size(arr) > TOK_MAX_ID)
 		return bad(t, e, "added_tokens", "%zu entries exceed %d", json_array_size(arr),
 			   TOK_MAX_ID);
@@ -300,7 +311,7 @@ static int load_normalizer(coli_tok *t, json_t *n, const char *at, int depth, co
 		{"NFKC", UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT},
 		{"NFKD", UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT},
 	};
-	char f[160], b[80];
+	char f[160];
 	if (!n || json_is_null(n))
 		return 0;
 	const char *type = type_of(t, n, at, e);
@@ -319,7 +330,7 @@ static int load_normalizer(coli_tok *t, json_t *n, const char *at, int depth, co
 	json_t *list = json_object_get(n, "normalizers");
 	snprintf(f, sizeof(f), "%s.normalizers", at);
 	if (!json_is_array(list))
-		return bad(t, e, f, "%s is not an array", show(list, b, sizeof(b)));
+		return not_a(t, e, f, list, "an array");
 	for (size_t i = 0; i < json_array_size(list); i++) {
 		snprintf(f, sizeof(f), "%s.normalizers[%zu]", at, i);
 		if (load_normalizer(t, json_array_get(list, i), f, depth + 1, e))
@@ -389,7 +400,7 @@ static int load_byte_level(coli_tok *t, json_t *o, const char *at, coli_err *e)
 static int load_pretok(coli_tok *t, json_t *o, const char *at, int depth, int *seen_bl,
 		       coli_err *e)
 {
-	char f[160], b[80];
+	char f[160];
 	const char *type = type_of(t, o, at, e);
 	if (!type)
 		return -1;
@@ -414,7 +425,7 @@ static int load_pretok(coli_tok *t, json_t *o, const char *at, int depth, int *s
 	json_t *list = json_object_get(o, "pretokenizers");
 	snprintf(f, sizeof(f), "%s.pretokenizers", at);
 	if (!json_is_array(list))
-		return bad(t, e, f, "%s is not an array", show(list, b, sizeof(b)));
+		return not_a(t, e, f, list, "an array");
 	for (size_t i = 0; i < json_array_size(list); i++) {
 		snprintf(f, sizeof(f), "%s.pretokenizers[%zu]", at, i);
 		if (load_pretok(t, json_array_get(list, i), f, depth + 1, seen_bl, e))

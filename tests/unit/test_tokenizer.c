@@ -121,6 +121,10 @@ static void test_load_errors(void)
 	T_CHECK("load malformed JSON", rc < 0 && e.code == COLI_EDATA && strstr(e.msg, "bad JSON") &&
 		strstr(e.msg, "line 1"), "rc %d \"%s\"", rc, e.msg);
 
+	json_t *no_model = tiny_json();
+	json_object_del(no_model, "model");
+	expect_load_error("load model missing: says missing, not 'missing is not an object'", no_model,
+			  "model: missing (expected an object)", NULL);
 	expect_load_error("load model.type WordPiece",
 			  with_model(tiny_json(), "type", json_string("WordPiece")), "model.type",
 			  "\"WordPiece\" unsupported");
