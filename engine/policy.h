@@ -35,9 +35,11 @@ int coli_usage_known(const double *counts, int n_layers, int n_experts);
 
 /* ---- the RAM budget --------------------------------------------------------------------------- */
 
-/* Buffers of the run beside the weights, the KV cache and the expert cache: per vocabulary
- * entry COLI_LOGIT_ROWS float32 rows of logits (the logits, the sampler's copies, a step
- * dumped), and COLI_RAM_HEADROOM bytes for the kernels' and the forward pass's work buffers. */
+/* Buffers of the run beside the weights, the KV cache and the expert cache: the engine's working
+ * memory (coli_budget_in.work: the forward pass's buffers and the kernels', sized at open), per
+ * vocabulary entry COLI_LOGIT_ROWS float32 rows of logits (the logits, the sampler's copies, a
+ * step dumped), and COLI_RAM_HEADROOM bytes for the rest of the process (the tokenizer's tables,
+ * thread stacks, the allocator's own). */
 #define COLI_LOGIT_ROWS 4
 #define COLI_RAM_HEADROOM (64.0 * 1048576)
 /* The expert cache per MoE layer when neither --cache-slots nor --ram sizes it: top_k x this
@@ -50,6 +52,7 @@ typedef struct coli_budget_in {
 	double dense;          /* dense.bin + mtp.bin, read whole */
 	double kv;             /* the KV cache */
 	int vocab;             /* vocabulary entries */
+	double work;           /* the engine's working memory (coli_engine_work_bytes) */
 	double record;         /* one expert record of every MoE layer (MTP included), summed */
 	int max_experts;       /* the most routed experts of one MoE layer */
 	int top_k;             /* experts per token (< 1 counts as 1) */

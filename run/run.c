@@ -362,17 +362,39 @@ static int usage_open(runner *r, coli_err *e)
 
 /* Tokens the KV cache gets room for beyond a resumed session: --ctx, else this prompt and the
  * tokens to generate, or a chat's default. */
+/* The most tokens this run's prompt takes: --prompt-ids counted, a --prompt text at most a token
+ * per byte and its special tokens. */
+static int prompt_tokens(const run_opts *o, int vocab, int *n, coli_err *e)
+{
+	int32_t *ids = NULL;
+	*n = 0;
+	if (o->prompt_ids && parse_ids(o->prompt_ids, vocab, "--prompt-ids", &ids, n, e) < 0)
+		return -1;
+	free(ids);
+	*n += o->prompt ? (int)strlen(o->prompt) + 16 : 0;
+	return 0;
+}
+
 static int context_extra(const run_opts *o, int vocab, int *extra, coli_err *e)
 {
+	int n = 0;
 	*extra = o->ctx > 0 ? o->ctx : 0;
 	if (*extra)
 		return 0;
-	int32_t *ids = NULL;
-	int n = 0;
-	if (o->prompt_ids && parse_ids(o->prompt_ids, vocab, "--prompt-ids", &ids, &n, e) < 0)
+	if (prompt_tokens(o, vocab, &n, e) < 0)
 		return -1;
-	free(ids);
-	*extra = o->chat ? 4096 : n + (o->prompt ? (int)strlen(o->prompt) + 16 : 0) + o->n_gen;
+	*extra = o->chat ? 4096 : n + o->n_gen;
+	return 0;
+}
+
+/* Tokens per forward call the engine's working memory is sized for: the prompt's (and a resumed
+ * session's pending token) up to COLI_MAX_BATCH; a chat's turns are not known: COLI_MAX_BATCH. */
+static int batch_tokens(const run_opts *o, int vocab, int *batch, coli_err *e)
+{
+	int n = 0;
+	if (prompt_tokens(o, vocab, &n, e) < 0)
+		return -1;
+	*batch = o->chat || n + 1 > COLI_MAX_BATCH ? COLI_MAX_BATCH : n + 1;
 	return 0;
 }
 
@@ -404,6 +426,8 @@ static int cache_plan(runner *r, coli_engine_opts *mo, coli_err *e)
 			     .usage_known = coli_usage_known(r->usage.counts, r->usage.n_layers, r->usage.n_experts)};
 	coli_budget b;
 	int rc = context_extra(o, c->vocab_size, &extra, e);
+	if (rc == 0 && (rc = batch_tokens(o, c->vocab_size, &mo->max_batch, e)) == 0)
+		in.work = (double)coli_engine_work_bytes(c, mo->max_batch);
 	struct stat sb;
 	in.kv = (double)coli_kv_token_bytes(c) * ((double)extra + 1);
 	if (o->session && stat(o->session, &sb) == 0) /* the resumed tokens' KV: at most the file */

@@ -39,6 +39,11 @@ static void test_budget_fits(void)
 	T_CHECK("budget: what the budget leaves is capped at the experts per layer; no usage, no pins",
 		b.cache == 64 && b.pins == 0 && b.slots == 64 && b.slot_bytes == 64 * MiB && b.pin_bytes == 0,
 		"cache %d, pins %d, slots %d", b.cache, b.pins, b.slots);
+	in.work = 40 * MiB;
+	rc = coli_budget_split(&in, &b, &e);
+	T_CHECK("budget: the engine's working memory counts in the buffers", rc == 0 && b.buffers == buf + 40 * MiB &&
+		b.fixed == fixed + 40 * MiB, "rc %d, buffers %.0f", rc, b.buffers);
+	in.work = 0;
 	in.budget = fixed + 10.5 * MiB;
 	rc = coli_budget_split(&in, &b, &e);
 	T_CHECK("budget: in whole records of what is left", rc == 0 && b.cache == 10 && b.slots == 10, "rc %d, cache %d",
