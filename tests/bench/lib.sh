@@ -24,7 +24,7 @@ model_of() {
 }
 
 # The 4 GiB model of bench-run and learn.sh: a qwen3_moe of 12 layers x 128 experts, top-8,
-# hidden 2048, expert FFN 768 (2.4 MiB int4 records): the width of DESIGN.md's in-RAM figure.
+# hidden 2048, expert FFN 768 (2.4 MiB int4 records): the width of the in-RAM llama.cpp figure (docs/benchmarks.md).
 run_q4_shape="--family qwen3_moe --layers 12 --experts 128 --top-k 8 --hidden 2048 --expert-ffn 768 --heads 32 --kv-heads 4 --head-dim 128 --measure 64 --seed 11"
 
 # Figures of coli-run --json ($1: its JSON line), formatted; "-" when absent.

@@ -175,7 +175,7 @@ static int cmp_desc(const void *a, const void *b)
 	return (x < y) - (x > y);
 }
 
-/* The collapse check (DESIGN.md, "Measuring"), one row per run: distinct experts per layer (mean
+/* The collapse check (docs/benchmarks.md, "Measuring"), one row per run: distinct experts per layer (mean
  * and least), overlap with the previous token's experts, share of the top 10% experts. */
 static void print_routing(const study *s)
 {

@@ -3,7 +3,7 @@
 # read bandwidth measured in the same run, and prefill speed on a 512-token prompt.
 #   ratio = (weight bytes read per decode token x decode tokens/s) / memory read bandwidth
 # The model: a synthetic qwen3_moe of 12 layers x 128 experts, top-8, hidden 2048, expert FFN
-# 768, int4 (about 4.3 GiB): the width of the in-RAM llama.cpp figure in DESIGN.md.
+# 768, int4 (about 4.3 GiB): the width of the in-RAM llama.cpp figure in docs/benchmarks.md.
 # Environment: COLI_BENCH_DIR (default build/bench), COLI_BENCH_REPS (default 3).
 # Results (a markdown table) on stdout, progress on stderr.
 set -eu

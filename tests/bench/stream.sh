@@ -134,7 +134,7 @@ cold_rep() {
 }
 
 # Distinct experts per MoE layer and the mean overlap of consecutive tokens' experts, from the
-# routing of the prompt + generated ids (synthetic weights can collapse routing: DESIGN.md).
+# routing of the prompt + generated ids (synthetic weights can collapse routing: docs/benchmarks.md, Measuring).
 routing_check() {
 	local ids k layers n
 	ids="$prompt $(cat "$dir/stream-ids-coli.txt")"
