@@ -213,7 +213,7 @@ static void test_fp8_all(void)
 
 /* ---- gs64 ---- */
 
-/* Reference quantizer written straight from DESIGN.md, codes unpacked (one int per column). */
+/* Reference quantizer written straight from the recipe of formats/container.md ("Encodings"), codes unpacked (one int per column). */
 static void ref_quant(const float *w, size_t cols, int qmin, int qmax, int *q, uint16_t *scales)
 {
 	for (size_t g = 0; g < cols / 64; g++) {
@@ -398,7 +398,7 @@ static void test_q4_random(void)
 			bad_deq += !same(back[i], (float)q[i] * coli_f16_to_f32(sc[g]));
 		}
 	}
-	T_CHECK("quant: q4 random rows match the DESIGN.md formula", !bad_code && !bad_scale,
+	T_CHECK("quant: q4 random rows match the container.md recipe", !bad_code && !bad_scale,
 		"%d codes, %d rows of scales wrong", bad_code, bad_scale);
 	T_CHECK("quant: q4 packing: low nibble col 64g+b, high nibble col 64g+32+b, q+8",
 		bad_pack == 0, "%d nibbles wrong", bad_pack);
@@ -424,7 +424,7 @@ static void test_q8_random(void)
 			bad_deq += !same(back[i], (float)q[i] * coli_f16_to_f32(sc[i / 64]));
 		}
 	}
-	T_CHECK("quant: q8 random rows match the DESIGN.md formula", !bad_code && !bad_scale,
+	T_CHECK("quant: q8 random rows match the container.md recipe", !bad_code && !bad_scale,
 		"%d codes, %d rows of scales wrong", bad_code, bad_scale);
 	T_CHECK("quant: q8 dequantize equals (float)q * (float)scale", bad_deq == 0, "%d wrong",
 		bad_deq);
