@@ -36,8 +36,14 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=bin/tests/%)
 # Unit tests also link each tool's own modules (every .c of its folder but main.c).
 TOOL_LIBS := $(foreach t,$(TOOLS),$(if $(filter-out $(call tool_dir,$t)/main.c,$(wildcard $(call tool_dir,$t)/*.c)),$(B)/lib$(word 2,$(subst :, ,$t)).a))
 
-.PHONY: all test demo deps asan ubsan bench bench-convert bench-run bench-stream bench-trace clean check-deps
-all: $(BINS) $(BENCH_BIN) $(UNIT_BIN)
+# Fuzz targets (docs/robustness.md): tests/fuzz/fuzz_NAME.c + driver.c is the regression driver
+# bin/fuzz/fuzz_NAME, run over tests/fuzz/corpus/NAME by tests/cli/t0900-fuzz-corpus.sh.
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=bin/fuzz/%)
+
+.PHONY: all test demo deps asan ubsan bench bench-convert bench-run bench-stream bench-trace clean check-deps \
+	fuzz fuzz-build
+all: $(BINS) $(BENCH_BIN) $(UNIT_BIN) $(FUZZ_BIN)
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -76,13 +82,55 @@ bin/tests/%: $(B)/tests/unit/%.o $(TOOL_LIBS) $(LIBENG) $(LIBCOLI)
 	@mkdir -p bin/tests
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
+$(FUZZ_BIN): bin/fuzz/%: $(B)/tests/fuzz/%.o $(B)/tests/fuzz/driver.o $(LIBENG) $(LIBCOLI)
+	@mkdir -p bin/fuzz
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+# make fuzz: each target built with clang and libFuzzer, ASan and UBSan (so are libcoli and the
+# engine's tokenizer, the only engine part a target calls: build/fuzz/obj), then fuzzed for
+# FUZZ_SECONDS, one after the other; new inputs go to build/fuzz/corpus/NAME (the committed
+# corpus is only read), crashes to build/fuzz/crashes/, each run's log to build/fuzz/NAME.log.
+# FUZZ_TARGETS picks some: make fuzz FUZZ_TARGETS=kv.
+FUZZ_SECONDS ?= 600
+FUZZ_CC      ?= clang
+FUZZ_TARGETS ?= $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
+FUZZ_B       := $(B)/fuzz
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_LIBS    := $(patsubst %.c,$(FUZZ_B)/obj/%.o,$(wildcard engine/tok/*.c)) $(FUZZ_B)/obj/libcoli.a
+# -max_len per target (NAME:bytes): room to grow beyond the largest seed
+FUZZ_LEN     := safetensors:8192 index:4096 config:4096 tokenizer:16384 container:32768 usage:4096 \
+                kv:16384 trace:8192
+fuzz-build:
+	@$(MAKE) --no-print-directory B=$(FUZZ_B)/obj CC=$(FUZZ_CC) \
+	  OPT="-O1 -g -fsanitize=fuzzer-no-link $(FUZZ_SAN)" $(FUZZ_LIBS)
+	@mkdir -p $(FUZZ_B)/bin
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "$(FUZZ_CC) fuzz_$$t"; \
+	  $(FUZZ_CC) -O1 -g -fsanitize=fuzzer $(FUZZ_SAN) -DCOLI_LIBFUZZER -D_GNU_SOURCE -Iformats -Iengine \
+	    -o $(FUZZ_B)/bin/fuzz_$$t tests/fuzz/fuzz_$$t.c tests/fuzz/driver.c $(FUZZ_LIBS) $(LIBS) -pthread \
+	    || { echo "make fuzz: cannot build fuzz_$$t with $(FUZZ_CC) and libFuzzer (make deps installs clang;" \
+	         "Debian ships the runtime in libclang-rt-NN-dev)"; exit 1; }; done
+fuzz: fuzz-build
+	@mkdir -p $(FUZZ_B)/crashes; crashed=; \
+	for t in $(FUZZ_TARGETS); do \
+	  len=$$(echo " $(FUZZ_LEN) " | sed -n "s/.* $$t:\([0-9]*\) .*/\1/p"); \
+	  mkdir -p $(FUZZ_B)/corpus/$$t; echo "fuzzing $$t for $(FUZZ_SECONDS) s (log: $(FUZZ_B)/$$t.log)"; \
+	  $(FUZZ_B)/bin/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=$${len:-4096} \
+	    -timeout=10 -print_final_stats=1 -artifact_prefix=$(FUZZ_B)/crashes/$$t- \
+	    $(FUZZ_B)/corpus/$$t tests/fuzz/corpus/$$t >$(FUZZ_B)/$$t.log 2>&1 || crashed="$$crashed $$t"; \
+	  grep -E '^#[0-9]+.*(INITED|DONE)|^(stat::number_of_executed_units|stat::peak_rss_mb)|^SUMMARY' \
+	    $(FUZZ_B)/$$t.log | sed 's/^/  /'; done; \
+	if [ -n "$$crashed" ]; then echo "crashes in:$$crashed (inputs in $(FUZZ_B)/crashes/)"; exit 1; fi
+
 # Missing Debian packages and npm packages, installed only when absent.
 DEB_PKGS := build-essential zlib1g-dev libjansson-dev libarchive-dev gnuplot-nox liburing-dev \
             libpcre2-dev libutf8proc-dev
+# clang (libFuzzer) only for make fuzz: make deps installs it, make test does not need it.
+FUZZ_DEB_PKGS := clang
 # node and npm may come from another packaging of Node.js; Debian's is installed only if absent.
 NODE_PKGS := $(if $(shell command -v node),,nodejs) $(if $(shell command -v npm),,npm)
 deps:
-	@missing="$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
+	@missing="$$(for p in $(DEB_PKGS) $(FUZZ_DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
 	  | grep -q 'install ok installed' || echo $$p; done) $(NODE_PKGS)"; missing=$$(echo $$missing); \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
