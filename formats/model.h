@@ -128,7 +128,12 @@ typedef struct coli_tensor_spec {
  * *out is malloc'd; caller frees. Does not include fp8 *_scale_inv companions. */
 int coli_model_tensors(const coli_model *m, coli_tensor_spec **out, int *n, coli_err *e);
 
-/* Checks the checkpoint against the expected set: every expected tensor present with the
+/* How many tensors coli_model_tensors would list (counted without making them: cheap even for
+ * a config that describes millions). */
+int64_t coli_model_tensor_count(const coli_model *m);
+
+/* Checks the checkpoint against the expected set: a checkpoint with fewer tensors than the main
+ * layers need is refused before the set is made; every expected tensor present with the
  * expected shape and an allowed dtype (BF16, F16, F32, F8_E4M3 for matrices when fp8), every
  * F8_E4M3 weight with its F32 "<name>_scale_inv" of shape [ceil(out/b0), ceil(in/b1)], and no
  * tensor left over. MTP tensors: if none is present, m->n_mtp_layers becomes 0; if some are,

@@ -155,7 +155,9 @@ static void moe(tb *b)
 		snprintf(name, sizeof(name), "%s.shared_experts", base);
 		swiglu(b, name, (int64_t)m->moe_intermediate_size * m->n_shared_experts);
 	}
-	for (int e = 0; e < m->n_experts; e++)
+	if (!b->v) /* counting: 3 tensors per expert, no names made */
+		b->n += 3 * m->n_experts;
+	for (int e = 0; b->v && e < m->n_experts; e++)
 		expert(b, base, e);
 }
 
@@ -197,6 +199,13 @@ static void build(tb *b)
 	globals(b);
 	for (int l = 0; l < b->m->n_layers + b->m->n_mtp_layers; l++)
 		layer(b, l);
+}
+
+int64_t coli_model_tensor_count(const coli_model *m)
+{
+	tb b = {.m = m};
+	build(&b);
+	return b.n;
 }
 
 int coli_model_tensors(const coli_model *m, coli_tensor_spec **out, int *n, coli_err *e)
@@ -350,6 +359,13 @@ int coli_model_check_ckpt(coli_model *m, const coli_ckpt *c, coli_err *e)
 	coli_tensor_spec *v;
 	int n;
 	chk k = {.m = m, .c = c};
+	coli_model core = *m; /* the MTP layers may be absent from a checkpoint */
+	core.n_mtp_layers = 0;
+	int64_t want = coli_model_tensor_count(&core);
+	if (want > (int64_t)c->n_tensors) /* refused before a table of that many is made */
+		return coli_errf(e, COLI_EDATA, "%s: config.json describes %lld tensors (%d layers, %d experts per MoE "
+				 "layer), the checkpoint holds %d", c->dir ? c->dir : "checkpoint", (long long)want,
+				 m->n_layers, m->n_experts, c->n_tensors);
 	if (coli_model_tensors(m, &v, &n, e))
 		return -1;
 	k.used = coli_calloc((size_t)c->n_tensors + 1, 1, e);

@@ -140,4 +140,15 @@ test_expect_success 'the summary, --verify and --info lines are the documented o
 	grep -F "disk full reserving S GiB (the container needs G GiB)" "$D"
 '
 
+# Found by the config fuzz target: a small config.json within every bound that describes 200
+# million tensors made coli-convert list them all (48 GB) before comparing with the checkpoint.
+test_expect_success 'a config.json describing far more tensors than the checkpoint holds is refused at once' '
+	src mixtral-tiny &&
+	sed -i "s/\"num_hidden_layers\": 4/\"num_hidden_layers\": 1024/; s/\"num_local_experts\": 8/\"num_local_experts\": 65536/" src/config.json &&
+	grep -q "\"num_local_experts\": 65536" src/config.json &&
+	(ulimit -v 2000000; timeout 20 coli-convert -q src out.coli >out 2>err; echo $? >rc) &&
+	cat err >&2 && test "$(cat rc)" = 1 &&
+	err_has "config.json describes" "the checkpoint holds" && no_manifest out.coli
+'
+
 test_done
