@@ -11,6 +11,7 @@
 
 #include "convert.h"
 #include "fileio.h"
+#include "tokjson.h"
 
 static const char *const carried_files[] = {
 	"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
@@ -90,6 +91,21 @@ int outdir_prepare(const convert_opts *o, coli_err *e)
 	return o->force ? clear(o->out, e) : 0;
 }
 
+/* A tokenizer whose ids reach past the model's vocabulary: said once, not refused (the ids
+ * below it still work; coli-run refuses a prompt that uses one beyond). */
+static int check_tokenizer(const conv *cv, const char *path, const char *buf, size_t len, coli_err *e)
+{
+	int64_t max = -1;
+	char where[64];
+	if (coli_tokjson_max_id(buf, len, path, &max, where, sizeof(where), e) < 0)
+		return -1;
+	if (max >= cv->ct.model.vocab_size)
+		fprintf(stderr, "coli-convert: warning: %s: token %s has id %lld, beyond the model's vocab_size %d "
+			"(config.json): coli-run refuses prompts that contain it\n", path, where, (long long)max,
+			cv->ct.model.vocab_size);
+	return 0;
+}
+
 static int carry_one(conv *cv, const char *name, coli_err *e)
 {
 	char *src = coli_path_join(cv->o->src, name), *dst = coli_path_join(cv->o->out, name), *buf = NULL;
@@ -98,6 +114,8 @@ static int carry_one(conv *cv, const char *name, coli_err *e)
 	if (!src || !dst)
 		rc = coli_errf(e, COLI_ENOMEM, "out of memory");
 	else if (access(src, F_OK) == 0 && (rc = coli_read_file(src, &buf, &len, e)) == 0)
+		rc = strcmp(name, "tokenizer.json") == 0 ? check_tokenizer(cv, src, buf, len, e) : 0;
+	if (rc == 0 && buf)
 		rc = coli_write_atomic(dst, buf, len, e);
 	if (rc == 0 && buf) {
 		coli_carried *c = &cv->ct.carried[cv->ct.n_carried++];

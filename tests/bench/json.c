@@ -39,10 +39,21 @@ static json_t *walk(json_t *j, const char *path)
 	return j;
 }
 
+static const char usage[] =
+	"usage: coli-json PATH... < output\n"
+	"\n"
+	"The last line of stdin that is a JSON object (coli-run --json prints one), then the value at\n"
+	"each PATH (keys and array indexes joined by dots: decode.tokens_per_s, stream.disks.0.busy), one\n"
+	"per line: strings raw, the rest as JSON. Exit 1 when a path is missing or no line is an object.\n"
+	"\n"
+	"  -h, --help  this text\n";
+
 int main(int argc, char **argv)
 {
+	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")))
+		return fputs(usage, stdout), 0;
 	if (argc < 2) {
-		fputs("usage: coli-json PATH... < output\n", stderr);
+		fprintf(stderr, "coli-json: give a PATH\n%s", usage);
 		return 2;
 	}
 	json_t *root = last_object();

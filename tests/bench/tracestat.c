@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "trace.h"
 
@@ -76,8 +77,18 @@ int main(int argc, char **argv)
 	coli_trace_rec rec;
 	sums s = {0};
 	int rc;
+	static const char usage[] =
+		"usage: coli-tracestat TRACE\n"
+		"\n"
+		"A .coli_trace (coli-run --trace) read and checked, summarised as one JSON line: calls by\n"
+		"phase, each span kind's seconds, each outcome's count, reads and bytes, and how the spans\n"
+		"tile each call (span_gaps, worst_sum_error). Exit 1 when the trace does not read.\n"
+		"\n"
+		"  -h, --help  this text\n";
+	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")))
+		return fputs(usage, stdout), 0;
 	if (argc != 2) {
-		fputs("usage: coli-tracestat TRACE\n", stderr);
+		fprintf(stderr, "coli-tracestat: give one TRACE\n%s", usage);
 		return 2;
 	}
 	if (coli_trace_reader_open(&r, argv[1], &e) < 0) {

@@ -13,6 +13,15 @@ for tool in coli-convert coli-run coli-synth; do
 	'
 done
 
+for tool in coli-diskbench coli-membench coli-replay coli-json coli-tracestat; do
+	test_expect_success "$tool: --help exits 0 and docs/tools.md carries it verbatim" '
+		$tool --help >help &&
+		while IFS= read -r line; do
+			grep -qxF -- "$line" "$TOP/docs/tools.md" || { echo "not in docs: $line" >&2; exit 1; }
+		done <help
+	'
+done
+
 for tool in coli-convert coli-run; do
 	test_expect_success "$tool: docs/$tool.md carries the --help options block verbatim" '
 		$tool --help | grep "^  -" >block &&
@@ -22,7 +31,7 @@ for tool in coli-convert coli-run; do
 	'
 done
 
-for tool in coli-convert coli-run coli-synth coli-diskbench coli-replay; do
+for tool in coli-convert coli-run coli-synth coli-diskbench coli-membench coli-replay coli-json coli-tracestat; do
 	test_expect_success "$tool: no line of --help is wider than 100 columns" '
 		$tool --help >help &&
 		test -s help &&

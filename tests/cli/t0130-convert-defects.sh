@@ -151,4 +151,15 @@ test_expect_success 'a config.json describing far more tensors than the checkpoi
 	err_has "config.json describes" "the checkpoint holds" && no_manifest out.coli
 '
 
+test_expect_success 'a tokenizer.json with an id beyond vocab_size: converted, with a warning naming the token' '
+	coli-synth -q --family qwen3_moe --out tk --layers 2 --experts 8 --top-k 2 --hidden 64 --expert-ffn 64 \
+		--measure 0 &&
+	sed -i "s/\"added_tokens\": *\[/\"added_tokens\": [{\"id\": 200000, \"content\": \"<|far|>\", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, \"special\": true},/" tk/tokenizer.json &&
+	grep -q "<|far|>" tk/tokenizer.json &&
+	coli-convert -q tk tk.coli 2>err &&
+	err_has "warning" "tk/tokenizer.json" "\"<|far|>\" has id 200000" "vocab_size 151680" &&
+	test -e tk.coli/manifest.coli &&
+	coli-convert -q "$FIX/qwen3_moe-tiny/checkpoint" plain.coli 2>err2 && ! grep -q warning err2
+'
+
 test_done
