@@ -146,7 +146,7 @@ test_expect_success 'a config.json describing far more tensors than the checkpoi
 	src mixtral-tiny &&
 	sed -i "s/\"num_hidden_layers\": 4/\"num_hidden_layers\": 1024/; s/\"num_local_experts\": 8/\"num_local_experts\": 65536/" src/config.json &&
 	grep -q "\"num_local_experts\": 65536" src/config.json &&
-	(ulimit -v 2000000; timeout 20 coli-convert -q src out.coli >out 2>err; echo $? >rc) &&
+	(limit_vm 2000000; timeout 20 coli-convert -q src out.coli >out 2>err; echo $? >rc) &&
 	cat err >&2 && test "$(cat rc)" = 1 &&
 	err_has "config.json describes" "the checkpoint holds" && no_manifest out.coli
 '

@@ -114,7 +114,7 @@ test_expect_success "--ctx too small names the prompt length, -n and --ctx given
 	coli-run -q -m "$M" --prompt-ids "1 2 3 4 5 6 7 8 9 10" -n 8 --ctx 17 --print-ids >/dev/null
 '
 test_expect_success "a KV cache that does not fit in memory is named with its size" '
-	(ulimit -v 400000 && expect_exit 1 coli-run -q -m "$M" --prompt-ids "1 2 3" -n 16777216) &&
+	(limit_vm 400000 && expect_exit 1 coli-run -q -m "$M" --prompt-ids "1 2 3" -n 16777216) &&
 	err_has "KV cache of" "GiB" "-n"
 '
 test_expect_success "prompt + -n beyond max_position_embeddings warns once" '
