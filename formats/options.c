@@ -2,6 +2,7 @@
 #include "options.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -293,43 +294,75 @@ static int help_column(const coli_option *opts)
 	return 2 + (int)w + 2;
 }
 
-/* Writes text from column col (already reached), breaking at spaces so that no line exceeds
- * COLI_HELP_WIDTH; continuation lines, and those after a '\n' in text, start at column indent. */
-static void wrap(FILE *f, const char *text, int col, int indent)
+/* The --help text being built: a growing string (never printed here). */
+typedef struct text {
+	char *s;
+	size_t len, cap;
+	int failed; /* out of memory: the text is dropped */
+} text;
+
+/* Appends printf output to t; the characters appended. */
+static int put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int put(text *t, const char *fmt, ...)
 {
-	int fresh = 1; /* nothing written on this line yet */
-	while (*text) {
-		size_t n = strcspn(text, " \n");
-		if (!fresh && col + 1 + (int)n > COLI_HELP_WIDTH)
-			col = fprintf(f, "\n%*s", indent, "") - 1, fresh = 1;
-		if (n)
-			col += fprintf(f, "%s%.*s", fresh ? "" : " ", (int)n, text), fresh = 0;
-		text += n;
-		if (*text == '\n')
-			col = fprintf(f, "\n%*s", indent, "") - 1, fresh = 1;
-		if (*text)
-			text++;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (t->failed || n < 0)
+		return n < 0 ? 0 : n;
+	if (t->len + (size_t)n + 1 > t->cap) {
+		size_t cap = (t->len + (size_t)n + 1) * 2;
+		char *s = realloc(t->s, cap);
+		if (!s)
+			return t->failed = 1, n;
+		t->s = s, t->cap = cap;
 	}
-	fputc('\n', f);
+	va_start(ap, fmt);
+	vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
+	va_end(ap);
+	t->len += (size_t)n;
+	return n;
 }
 
-static void option_row(FILE *f, const coli_option *o, int column)
+/* Writes text from column col (already reached), breaking at spaces so that no line exceeds
+ * COLI_HELP_WIDTH; continuation lines, and those after a '\n' in text, start at column indent. */
+static void wrap(text *f, const char *s, int col, int indent)
+{
+	int fresh = 1; /* nothing written on this line yet */
+	while (*s) {
+		size_t n = strcspn(s, " \n");
+		if (!fresh && col + 1 + (int)n > COLI_HELP_WIDTH)
+			col = put(f, "\n%*s", indent, "") - 1, fresh = 1;
+		if (n)
+			col += put(f, "%s%.*s", fresh ? "" : " ", (int)n, s), fresh = 0;
+		s += n;
+		if (*s == '\n')
+			col = put(f, "\n%*s", indent, "") - 1, fresh = 1;
+		if (*s)
+			s++;
+	}
+	put(f, "\n");
+}
+
+static void option_row(text *f, const coli_option *o, int column)
 {
 	char buf[256];
 	names(o, buf, sizeof(buf));
-	int col = fprintf(f, "  %s", buf);
+	int col = put(f, "  %s", buf);
 	if (col + 2 > column)
-		col = fprintf(f, "\n") - 1;
-	col += fprintf(f, "%*s", column - col, "");
+		col = put(f, "\n") - 1;
+	col += put(f, "%*s", column - col, "");
 	wrap(f, o->help, col, column);
 }
 
-/* The --help text on f. */
-static void help(FILE *f, const char *const *synopsis, const coli_option *opts)
+/* The --help text into f. */
+static void help(text *f, const char *const *synopsis, const coli_option *opts)
 {
 	for (int i = 0; synopsis[i]; i++)
-		wrap(f, synopsis[i], fprintf(f, "%s", i ? "       " : "usage: "), 7);
-	fputc('\n', f);
+		wrap(f, synopsis[i], put(f, "%s", i ? "       " : "usage: "), 7);
+	put(f, "\n");
 	int column = help_column(opts);
 	for (const coli_option *o = opts; o->kind; o++) {
 		if (o->kind == COLI_OPTION_GROUP || o->kind == COLI_OPTION_TEXT)
@@ -342,19 +375,15 @@ static void help(FILE *f, const char *const *synopsis, const coli_option *opts)
 char *coli_opts_usage(const char *tool, const char *msg, const char *const *synopsis,
 		      const coli_option *opts)
 {
-	char *text = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
-	if (!f)
-		return NULL;
+	text t = {0};
 	if (msg)
-		fprintf(f, "%s: %s\n", tool, msg);
-	help(f, synopsis, opts);
-	if (ferror(f) | fclose(f)) {
-		free(text);
+		put(&t, "%s: %s\n", tool, msg);
+	help(&t, synopsis, opts);
+	if (t.failed || !t.s) {
+		free(t.s);
 		return NULL;
 	}
-	return text;
+	return t.s;
 }
 
 char *coli_opts_help(const char *const *synopsis, const coli_option *opts)

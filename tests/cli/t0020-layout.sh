@@ -39,9 +39,9 @@ test_expect_success 'coli-convert and coli-synth include nothing of the engine (
 	! grep -xFf public inc
 '
 
-test_expect_success 'the engine never prints, never reads the environment, never exits or raises' '
-	grep -nE "\\b(getenv|secure_getenv|printf|fprintf|puts|fputs|perror|exit|abort|raise)[[:space:]]*\\(|\\b(stderr|stdout)\\b" \
-		"$TOP"/engine/*.h "$TOP"/engine/*/*.[ch] >hits || true &&
+test_expect_success 'the libraries never print, never read the environment, never exit or raise' '
+	grep -nE "\\b(getenv|secure_getenv|printf|fprintf|fputc|putchar|puts|fputs|fwrite|perror|exit|abort|raise)[[:space:]]*\\(|\\b(stderr|stdout)\\b" \
+		"$TOP"/formats/*.[ch] "$TOP"/engine/*.h "$TOP"/engine/*/*.[ch] >hits || true &&
 	! grep -v "^[^:]*:[0-9]*:[[:space:]]*\\(/\\*\\| \\*\\)" hits
 '
 
