@@ -360,8 +360,6 @@ static int usage_open(runner *r, coli_err *e)
 	return rc;
 }
 
-/* Tokens the KV cache gets room for beyond a resumed session: --ctx, else this prompt and the
- * tokens to generate, or a chat's default. */
 /* The most tokens this run's prompt takes: --prompt-ids counted, a --prompt text at most a token
  * per byte and its special tokens. */
 static int prompt_tokens(const run_opts *o, int vocab, int *n, coli_err *e)
@@ -375,27 +373,19 @@ static int prompt_tokens(const run_opts *o, int vocab, int *n, coli_err *e)
 	return 0;
 }
 
-static int context_extra(const run_opts *o, int vocab, int *extra, coli_err *e)
+/* Tokens the KV cache gets room for beyond a resumed session: --ctx, else the prompt's n and
+ * the tokens to generate, or a chat's default. */
+static int context_extra(const run_opts *o, int n)
 {
-	int n = 0;
-	*extra = o->ctx > 0 ? o->ctx : 0;
-	if (*extra)
-		return 0;
-	if (prompt_tokens(o, vocab, &n, e) < 0)
-		return -1;
-	*extra = o->chat ? 4096 : n + o->n_gen;
-	return 0;
+	return o->ctx > 0 ? o->ctx : o->chat ? 4096 : n + o->n_gen;
 }
 
-/* Tokens per forward call the engine's working memory is sized for: the prompt's (and a resumed
- * session's pending token) up to COLI_MAX_BATCH; a chat's turns are not known: COLI_MAX_BATCH. */
-static int batch_tokens(const run_opts *o, int vocab, int *batch, coli_err *e)
+/* Tokens per forward call the engine's working memory is sized for: the prompt's n (and a
+ * resumed session's pending token) up to COLI_MAX_BATCH; a chat's turns are not known:
+ * COLI_MAX_BATCH. */
+static int batch_tokens(const run_opts *o, int n)
 {
-	int n = 0;
-	if (prompt_tokens(o, vocab, &n, e) < 0)
-		return -1;
-	*batch = o->chat || n + 1 > COLI_MAX_BATCH ? COLI_MAX_BATCH : n + 1;
-	return 0;
+	return o->chat || n + 1 > COLI_MAX_BATCH ? COLI_MAX_BATCH : n + 1;
 }
 
 /* The container's part of the budget split: the dense part, one record of every MoE layer
@@ -420,16 +410,16 @@ static int cache_plan(runner *r, coli_engine_opts *mo, coli_err *e)
 	if (coli_container_open(&ct, o->model, e) < 0)
 		return -1;
 	const coli_model *c = &ct->model;
-	int extra = 0;
+	int n = 0;
 	coli_budget_in in = {.budget = o->ram * 1073741824.0, .vocab = c->vocab_size, .top_k = c->top_k,
 			     .cache_slots = o->cache_slots, .pins = o->pins, .has_usage = o->usage != NULL,
 			     .usage_known = coli_usage_known(r->usage.counts, r->usage.n_layers, r->usage.n_experts)};
 	coli_budget b;
-	int rc = context_extra(o, c->vocab_size, &extra, e);
-	if (rc == 0 && (rc = batch_tokens(o, c->vocab_size, &mo->max_batch, e)) == 0)
-		in.work = (double)coli_engine_work_bytes(c, mo->max_batch);
+	int rc = prompt_tokens(o, c->vocab_size, &n, e);
+	mo->max_batch = batch_tokens(o, n);
+	in.work = (double)coli_engine_work_bytes(c, mo->max_batch);
 	struct stat sb;
-	in.kv = (double)coli_kv_token_bytes(c) * ((double)extra + 1);
+	in.kv = (double)coli_kv_token_bytes(c) * ((double)context_extra(o, n) + 1);
 	if (o->session && stat(o->session, &sb) == 0) /* the resumed tokens' KV: at most the file */
 		in.kv += (double)sb.st_size;
 	container_sizes(ct, &in);
@@ -519,7 +509,7 @@ static int kv_failed(const runner *r, int extra, coli_err *e)
 static int setup(runner *r, coli_err *e)
 {
 	const run_opts *o = r->o;
-	int extra = 0;
+	int n = 0;
 	if (usage_open(r, e) < 0)
 		return -1;
 	coli_engine_opts mo = {.stream = o->stream, .mmap = o->io == STORE_IO_MMAP, .threads = o->threads};
@@ -538,7 +528,7 @@ static int setup(runner *r, coli_err *e)
 		return -1;
 	r->m.usage = r->counts;
 	store_set_predict(r->m.store, o->prefetch != 0); /* -1 (nothing to do) in RAM */
-	if (context_extra(o, r->m.cfg->vocab_size, &extra, e) < 0)
+	if (prompt_tokens(o, r->m.cfg->vocab_size, &n, e) < 0)
 		return -1;
 	if (open_tokenizer(r, e) < 0 || eos_ids(r->m.ct, r->eos, 16, &r->n_eos, e) < 0 || ids_or_text(r, e) < 0)
 		return -1;
@@ -546,8 +536,8 @@ static int setup(runner *r, coli_err *e)
 		return coli_errf(e, COLI_ENOMEM, "out of memory for the sampler");
 	if (mask_untokened(r, e) < 0)
 		return -1;
-	if (session_load(&r->s, &r->kv, &r->m, o->session, extra, e) < 0)
-		return kv_failed(r, extra, e);
+	if (session_load(&r->s, &r->kv, &r->m, o->session, context_extra(o, n), e) < 0)
+		return kv_failed(r, context_extra(o, n), e);
 	r->resumed = r->s.n_tokens;
 	return 0;
 }
