@@ -162,6 +162,9 @@ typedef struct store_stream_opts {
 	int pins;                 /* experts pinned in RAM per MoE layer (with usage); 0: none */
 	const double *usage;      /* NULL, or routing counts [container layer * n_experts + expert]
 				   * (n_experts: the model's) choosing the pinned experts */
+	const int *layer_slots;   /* NULL, or [container layer]: that layer's LRU slots (0: cache_slots) */
+	const int *layer_pins;    /* NULL, or [container layer]: that layer's pins (with usage), in
+				   * place of pins */
 	int io;                   /* STORE_IO_THREADS_POOL (pread threads) or STORE_IO_URING (one
 				   * thread owning an io_uring; the threads, with an event,
 				   * when the kernel refuses it) */

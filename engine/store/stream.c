@@ -94,10 +94,10 @@ static int evictable(const slot *p, const int *list, int n, int prefetching)
 }
 
 /* The least recently used evictable slot; -1 when none. */
-static int lru_slot(const stream_store *s, const stream_layer *L, const int *list, int n, int prefetching)
+static int lru_slot(const stream_layer *L, const int *list, int n, int prefetching)
 {
 	int lru = -1;
-	for (int i = 0; i < s->work; i++)
+	for (int i = 0; i < L->work; i++)
 		if (evictable(&L->slots[i], list, n, prefetching) && (lru < 0 || L->slots[i].last < L->slots[lru].last))
 			lru = i;
 	return lru;
@@ -105,15 +105,15 @@ static int lru_slot(const stream_store *s, const stream_layer *L, const int *lis
 
 /* A slot for a new expert: an empty one (one with a buffer first), else the least recently
  * used evictable one, evicted; -1 when none. */
-static int pick_slot(const stream_store *s, stream_layer *L, const int *list, int n, int prefetching)
+static int pick_slot(stream_layer *L, const int *list, int n, int prefetching)
 {
 	int empty = -1;
-	for (int i = 0; i < s->work; i++)
+	for (int i = 0; i < L->work; i++)
 		if (L->slots[i].expert < 0 && (empty < 0 || (L->slots[i].buf && !L->slots[empty].buf)))
 			empty = i;
 	if (empty >= 0)
 		return empty;
-	int lru = lru_slot(s, L, list, n, prefetching);
+	int lru = lru_slot(L, list, n, prefetching);
 	if (lru >= 0)
 		evict(L, lru);
 	return lru;
@@ -121,9 +121,9 @@ static int pick_slot(const stream_store *s, stream_layer *L, const int *list, in
 
 /* Whether a read nobody has got yet is in flight (it will become evictable), or a dropped
  * prediction's (it will become empty). */
-static int unclaimed_in_flight(const stream_store *s, const stream_layer *L)
+static int unclaimed_in_flight(const stream_layer *L)
 {
-	for (int i = 0; i < s->work; i++)
+	for (int i = 0; i < L->work; i++)
 		if ((L->slots[i].state == S_FLIGHT && L->slots[i].refs == 0) || L->slots[i].state == S_DRAIN)
 			return 1;
 	return 0;
@@ -282,10 +282,10 @@ static int find_or_queue(stream_store *s, stream_layer *L, int x, coli_err *e)
 		promote(s, &L->slots[i], Q_GET);
 		return i;
 	}
-	while ((i = pick_slot(s, L, NULL, 0, 0)) < 0 && unclaimed_in_flight(s, L))
+	while ((i = pick_slot(L, NULL, 0, 0)) < 0 && unclaimed_in_flight(L))
 		pthread_cond_wait(&s->done, &s->mu);
 	if (i < 0)
-		return coli_errf(e, COLI_EUSAGE, "expert store: layer %d: all %d cache slots in use", L->x->layer, s->work);
+		return coli_errf(e, COLI_EUSAGE, "expert store: layer %d: all %d cache slots in use", L->x->layer, L->work);
 	return queue_read(s, L, i, x, Q_GET, e) < 0 ? -1 : i;
 }
 
@@ -373,7 +373,7 @@ static void prefetch_locked(stream_store *s, stream_layer *L, const int *experts
 			promote(s, &L->slots[i], prio);
 			continue;
 		}
-		if ((i = pick_slot(s, L, experts, n, 1)) < 0 || queue_read(s, L, i, experts[j], prio, NULL) < 0)
+		if ((i = pick_slot(L, experts, n, 1)) < 0 || queue_read(s, L, i, experts[j], prio, NULL) < 0)
 			break;
 		if (queued)
 			queued[j] = 1;
@@ -412,7 +412,7 @@ static void stream_release(coli_store *base, int layer, int expert)
 	int i = L->where[expert];
 	if (i >= 0 && L->slots[i].refs > 0) {
 		L->slots[i].refs--;
-		for (int lru; L->resident > s->keep && (lru = lru_slot(s, L, NULL, 0, 1)) >= 0;)
+		for (int lru; L->resident > L->keep && (lru = lru_slot(L, NULL, 0, 1)) >= 0;)
 			evict(L, lru);
 	}
 	pthread_mutex_unlock(&s->mu);
@@ -434,7 +434,7 @@ static void stream_close(coli_store *base)
 	stream_store *s = (stream_store *)base;
 	stop_threads(s);
 	for (int l = 0; s->layers && l < s->n_layers; l++) {
-		for (int i = 0; s->layers[l].slots && i < s->work; i++)
+		for (int i = 0; s->layers[l].slots && i < s->layers[l].work; i++)
 			free(s->layers[l].slots[i].buf), free(s->layers[l].slots[i].chunk_crc),
 				free(s->layers[l].slots[i].chunk_t0);
 		free(s->layers[l].slots);
@@ -457,17 +457,20 @@ static void stream_close(coli_store *base)
 
 static const coli_store_ops stream_ops;
 
-static int init_layer(stream_store *s, const coli_lexperts *x, uint64_t rec0, coli_err *e)
+/* Layer x's slots: keep resident after release (its opts' slots, else the store's), at least
+ * top_k usable while in use. */
+static int init_layer(stream_store *s, const coli_lexperts *x, uint64_t rec0, int keep, coli_err *e)
 {
 	stream_layer *L = &s->layers[x->layer];
 	L->x = x, L->rec0 = rec0;
-	L->slots = coli_calloc((size_t)s->work, sizeof(*L->slots), e);
+	L->keep = keep, L->work = keep > s->top_k ? keep : s->top_k;
+	L->slots = coli_calloc((size_t)L->work, sizeof(*L->slots), e);
 	L->where = coli_malloc((size_t)x->n_experts * sizeof(*L->where), e);
 	L->pred = coli_calloc((size_t)s->top_k, sizeof(*L->pred), e);
 	L->pred_read = coli_calloc((size_t)s->top_k, sizeof(*L->pred_read), e);
 	if (!L->slots || !L->where || !L->pred || !L->pred_read)
 		return -1;
-	for (int i = 0; i < s->work; i++)
+	for (int i = 0; i < L->work; i++)
 		L->slots[i].expert = -1, L->slots[i].x = x, L->slots[i].rec0 = rec0, L->slots[i].chunk = s->chunk;
 	for (int k = 0; k < x->n_experts; k++)
 		L->where[k] = -1;
@@ -506,6 +509,45 @@ static int pin_layer(stream_store *s, stream_layer *L, const double *row, int ne
 	return 0;
 }
 
+/* Layer's LRU slots and pins as the options give them: its entry of the per-layer lists, else
+ * the uniform figure (pins only with usage). */
+static int layer_slots(const store_stream_opts *o, int layer, int dflt)
+{
+	return o && o->layer_slots && o->layer_slots[layer] > 0 ? o->layer_slots[layer] : dflt;
+}
+
+static int layer_pins(const store_stream_opts *o, int layer)
+{
+	if (!o || !o->usage)
+		return 0;
+	return o->layer_pins ? o->layer_pins[layer] : o->pins;
+}
+
+/* Every MoE layer's slots, the replicas, then each layer's pins read and checked. */
+static int open_layers(stream_store *s, const store_stream_opts *o, int keep, coli_err *e)
+{
+	const coli_container *c = s->c;
+	uint64_t n_records = 0;
+	int rc = (s->layers = coli_calloc((size_t)s->n_layers, sizeof(*s->layers), e)) ? 0 : -1;
+	for (int i = 0; rc == 0 && i < c->layout.n_elayers; i++) {
+		const coli_lexperts *x = &c->layout.elayers[i];
+		rc = init_layer(s, x, n_records, layer_slots(o, x->layer, keep), e);
+		n_records += (uint64_t)x->n_experts;
+	}
+	if (rc == 0)
+		rc = replicas_open(&s->rs, c, o ? o->mirrors : NULL, o ? o->n_mirrors : 0, n_records, e);
+	int ne = c->model.n_experts;
+	for (int i = 0; rc == 0 && i < c->layout.n_elayers; i++) {
+		const coli_lexperts *x = &c->layout.elayers[i];
+		int pins = layer_pins(o, x->layer);
+		if (pins > 0)
+			rc = pin_layer(s, &s->layers[x->layer], o->usage + (size_t)x->layer * (size_t)ne, ne, pins, e);
+		if (rc == 0 && s->layers[x->layer].n_pins > s->st.pins)
+			s->st.pins = s->layers[x->layer].n_pins;
+	}
+	return rc;
+}
+
 int store_stream_open(coli_store **out, const coli_container *c, const store_stream_opts *o, coli_err *e)
 {
 	int top_k = c->model.top_k > 0 ? c->model.top_k : 1, n = o ? o->cache_slots : 0;
@@ -522,30 +564,13 @@ int store_stream_open(coli_store **out, const coli_container *c, const store_str
 	pthread_cond_init(&s->queued, NULL);
 	pthread_cond_init(&s->done, NULL);
 	s->top_k = top_k;
-	s->keep = n ? n : top_k * 4;
-	s->work = s->keep > top_k ? s->keep : top_k;
 	s->n_layers = c->model.n_layers + c->model.n_mtp_layers;
 	s->no_crc = o && o->no_crc;
 	s->chunk = o && o->chunk ? o->chunk : STORE_CHUNK;
 	s->no_uring = o && o->no_uring;
 	s->tr = o ? o->tracer : NULL;
 	s->events = o ? o->events : (coli_events){NULL, NULL};
-	uint64_t n_records = 0;
-	int rc = (s->layers = coli_calloc((size_t)s->n_layers, sizeof(*s->layers), e)) ? 0 : -1;
-	for (int i = 0; rc == 0 && i < c->layout.n_elayers; i++) {
-		rc = init_layer(s, &c->layout.elayers[i], n_records, e);
-		n_records += (uint64_t)c->layout.elayers[i].n_experts;
-	}
-	if (rc == 0)
-		rc = replicas_open(&s->rs, c, o ? o->mirrors : NULL, o ? o->n_mirrors : 0, n_records, e);
-	int pins = o && o->usage && o->pins > 0 ? o->pins : 0, ne = c->model.n_experts;
-	for (int i = 0; rc == 0 && pins && i < c->layout.n_elayers; i++) {
-		const coli_lexperts *x = &c->layout.elayers[i];
-		if (x->layer >= 0 && x->layer < s->n_layers)
-			rc = pin_layer(s, &s->layers[x->layer], o->usage + (size_t)x->layer * (size_t)ne, ne, pins, e);
-		if (rc == 0 && s->layers[x->layer].n_pins > s->st.pins)
-			s->st.pins = s->layers[x->layer].n_pins;
-	}
+	int rc = open_layers(s, o, n ? n : top_k * COLI_CACHE_PER_TOP_K, e);
 	if (rc == 0 && o && o->io == STORE_IO_URING) {
 		coli_err ue = {0, ""};
 		s->io = &stream_uring_backend;

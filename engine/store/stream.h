@@ -42,7 +42,8 @@ typedef struct slot {
 typedef struct stream_layer {
 	const coli_lexperts *x;
 	uint64_t rec0;            /* index in experts.bin of its first record */
-	slot *slots;              /* [n_work] */
+	slot *slots;              /* [work] */
+	int keep, work;           /* slots resident after release; slots usable while in use (>= top_k) */
 	int *where;               /* [n_experts] -> slot index, -1 when not resident */
 	int resident;             /* slots holding an expert (also in flight) */
 	int *pinned;              /* [n_experts] -> index in pins, -1 when not pinned; NULL: none */
@@ -70,7 +71,6 @@ typedef struct stream_store {
 	coli_events events;
 	coli_tracer *tr;          /* NULL: no trace */
 	uint64_t chunk;           /* STORE_CHUNK, or the opts' (tests: multi-chunk tiny records) */
-	int keep, work;           /* slots resident after release; slots usable while in use */
 	int top_k;                /* the model's: the most experts a prediction names */
 	stream_layer *layers;     /* [container layer]; x NULL when not MoE */
 	int n_layers;
