@@ -60,6 +60,12 @@ typedef struct coli_budget_in {
 	int pins;              /* --pins per layer; -1: not given */
 	int has_usage;         /* --usage given: pins possible */
 	int usage_known;       /* coli_usage_known of the usage table */
+	int n_lists;           /* MoE layers of the per-layer figures below; 0: none given */
+	const int *list_cache; /* NULL, or [n_lists]: each layer's records, pins included */
+	const int *list_pins;  /* NULL, or [n_lists]: each layer's pins */
+	const double *list_record; /* [n_lists] each layer's record bytes (with either list) */
+	int *out_pins, *out_slots; /* NULL, or [n_lists] where the split puts each layer's pins and
+				    * LRU slots (with lists) */
 } coli_budget_in;
 
 /* The split; byte figures as the --ram report prints them. */
@@ -70,7 +76,8 @@ typedef struct coli_budget {
 	double left;           /* budget - fixed (meaningless without a budget) */
 	double pin_bytes, slot_bytes; /* record x pins, record x slots */
 	int cache;             /* records per MoE layer before the split (pins included) */
-	int pins, slots;       /* pins and LRU slots per MoE layer: the streaming store's options */
+	int pins, slots;       /* pins and LRU slots per MoE layer: the streaming store's options
+				* (with lists: the most of one layer) */
 } coli_budget;
 
 /* The expert cache per MoE layer: --cache-slots records (pins included; default top_k x
@@ -81,7 +88,10 @@ typedef struct coli_budget {
  * fit it, and so must the cache chosen. Fills *out and returns 0, or returns -1 with e
  * (COLI_EUSAGE) saying what does not fit:
  *   "--ram 1.5: needs at least 2.10 GiB (dense ... GiB, KV ..., buffers ..., minimum expert cache ...)"
- *   "--pins: 8 pins and 8 cache slots per layer (0.50 GiB) do not fit --ram 1.5 (...)" */
+ *   "--pins: 8 pins and 8 cache slots per layer (0.50 GiB) do not fit --ram 1.5 (...)"
+ * With per-layer lists (n_lists > 0) each layer's cache and pins come from its entries (the
+ * uniform figures where a list is NULL), every layer must keep top_k LRU slots beside its pins,
+ * and the sum over layers of record x records must fit. */
 int coli_budget_split(const coli_budget_in *in, coli_budget *out, coli_err *e);
 
 /* ---- the cache simulator ---------------------------------------------------------------------- */

@@ -28,6 +28,46 @@ static int greedy(const coli_option *opt, const char *arg, coli_err *e)
 }
 
 static run_opts o = {.n_gen = 128, .top_p = 1.0f, .pins = -1, .prefetch = -1};
+
+/* A count for every MoE layer, or a list of one count per MoE layer. */
+typedef struct count_list {
+	int *one, **list, *n;
+	long long lo, hi;
+} count_list;
+static const count_list cache_arg = {&o.cache_slots, &o.cache_list, &o.n_cache_list, 1, 1 << 20};
+static const count_list pins_arg = {&o.pins, &o.pins_list, &o.n_pins_list, 0, 1 << 20};
+
+/* "N" into *one, "N0,N1,..." into a malloc'd list (the last given counts). */
+static int counts(const coli_option *opt, const char *arg, coli_err *e)
+{
+	const count_list *c = opt->value;
+	if (!strchr(arg, ','))
+		return coli_opts_int(arg, c->lo, c->hi, c->one, e);
+	int n = 1;
+	for (const char *s = arg; *s; s++)
+		n += *s == ',';
+	int *v = calloc((size_t)n, sizeof(*v));
+	char *copy = strdup(arg), *save = NULL, *item = copy;
+	if (!v || !copy) {
+		free(v), free(copy);
+		return coli_errf(e, COLI_ENOMEM, "out of memory");
+	}
+	int k = 0, rc = 0;
+	for (char *s = copy;; s = NULL) {
+		if (!(item = strtok_r(s, ",", &save)))
+			break;
+		if ((rc = coli_opts_int(item, c->lo, c->hi, &v[k++], e)) < 0)
+			break;
+	}
+	free(copy);
+	if (rc == 0 && k != n)
+		rc = coli_errf(e, COLI_EUSAGE, "'%s' has an empty item", arg);
+	if (rc < 0)
+		return free(v), -1;
+	free(*c->list);
+	*c->list = v, *c->n = n;
+	return 0;
+}
 static int help;
 
 static const coli_option options[] = {
@@ -69,9 +109,10 @@ static const coli_option options[] = {
 		     "compute threads (default: physical cores)"),
 	COLI_OPT_FLAG(0, "stream", &o.stream,
 		      "read routed experts from disk on demand (default: all in RAM)"),
-	COLI_OPT_INT(0, "cache-slots", &o.cache_slots, "N", 1, 1 << 20, "experts kept in RAM per "
-		     "MoE layer when streaming, pins included (implies --stream; default top_k x 4, "
-		     "or what --ram leaves)", .implies = &o.stream),
+	COLI_OPT_CALLBACK(0, "cache-slots", (void *)&cache_arg, "N|LIST", counts, "experts kept in RAM "
+			  "per MoE layer when streaming, pins included, or a list of one count per MoE "
+			  "layer (MTP included; as coli-plan writes it) (implies --stream; default top_k x "
+			  "4, or what --ram leaves)", .implies = &o.stream),
 	COLI_OPT_CHOICE(0, "prefetch", &o.prefetch, on_off, "when streaming, predict the next "
 			"layer's experts while decoding and read them ahead (default on)"),
 	COLI_OPT_CHOICE(0, "io", &o.io, io_modes, "when streaming, read experts through one "
@@ -87,11 +128,11 @@ static const coli_option options[] = {
 			"check each streamed record's CRC32 (default on)"),
 	COLI_OPT_STRING(0, "usage", &o.usage, "FILE", "count each expert's routings in this run "
 			"and fold them into FILE (.coli_usage: it chooses --pins; decay 0.9 per run)"),
-	COLI_OPT_INT(0, "pins", &o.pins, "N", 0, 1 << 20, "of each MoE layer's expert cache "
-		     "(--cache-slots), the N most used experts (by the --usage FILE read at start) "
-		     "stay in RAM for the whole run, the rest is an LRU cache (implies --stream; 0: "
-		     "none; default with --usage: half, at most the experts FILE has seen)",
-		     .implies = &o.stream),
+	COLI_OPT_CALLBACK(0, "pins", (void *)&pins_arg, "N|LIST", counts, "of each MoE layer's expert "
+			  "cache (--cache-slots), the N most used experts (by the --usage FILE read at "
+			  "start) stay in RAM for the whole run, the rest is an LRU cache; or a list of one "
+			  "count per MoE layer (implies --stream; 0: none; default with --usage: half, at "
+			  "most the experts FILE has seen)", .implies = &o.stream),
 	COLI_OPT_DOUBLE(0, "ram", &o.ram, "GiB", 0, 1 << 20, "RAM budget of the whole run, e.g. "
 			"1.5 (implies --stream): refused when the dense weights, KV cache and minimum "
 			"expert cache do not fit; the rest is the expert cache (unless --cache-slots "
@@ -147,7 +188,7 @@ static int check(int n, char **argv, coli_err *e)
 	if (o.io == STORE_IO_MMAP && (o.stream || o.prefetch == 1 || o.no_crc))
 		return coli_errf(e, COLI_EUSAGE, "--io mmap has no streaming store: it excludes --stream, "
 				 "--cache-slots, --pins, --ram, --mirror, --prefetch on and --crc off");
-	if (o.pins >= 0 && !o.usage)
+	if ((o.pins >= 0 || o.pins_list) && !o.usage)
 		return coli_errf(e, COLI_EUSAGE, "--pins needs --usage FILE (the experts pinned are the most used in it)");
 	return 0;
 }
@@ -168,6 +209,6 @@ int main(int argc, char **argv)
 	fflush(stdout); /* what was printed before the error */
 	if (rc)
 		fprintf(stderr, "coli-run: %s\n", e.msg);
-	free(line);
+	free(line), free(o.cache_list), free(o.pins_list);
 	return rc;
 }

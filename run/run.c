@@ -32,6 +32,10 @@ typedef struct runner {
 	coli_usage usage;           /* --usage: the statistics of earlier runs */
 	double *counts;             /* --usage: this run's routing counts (r->m.usage points here) */
 	coli_budget plan;           /* the expert cache chosen (--ram: the budget's split) */
+	int *lists;                 /* --cache-slots / --pins LIST: [3][MoE layers] caches given,
+				     * pins and LRU slots split */
+	double *list_record;        /* [MoE layers] record bytes */
+	int *layer_cache;           /* [2][container layers] LRU slots, pins: the store's lists */
 	run_trace tr;               /* --trace */
 	int gen0;                   /* index in the session of the last generation's first id */
 	int print_ids;              /* ids on stdout: --print-ids, or no tokenizer to decode them */
@@ -400,6 +404,50 @@ static void container_sizes(const coli_container *ct, coli_budget_in *in)
 	}
 }
 
+/* --cache-slots LIST / --pins LIST: one count per MoE layer of the container (each cache at most
+ * the layer's experts), into the split's lists; r->lists holds them and the per-layer figures the
+ * split returns. */
+static int cache_lists(runner *r, const coli_container *ct, coli_budget_in *in, coli_err *e)
+{
+	const run_opts *o = r->o;
+	int n = ct->layout.n_elayers;
+	if (!o->cache_list && !o->pins_list)
+		return 0;
+	if ((o->cache_list && o->n_cache_list != n) || (o->pins_list && o->n_pins_list != n))
+		return coli_errf(e, COLI_EUSAGE, "%s: %d counts, the container has %d MoE layers (MTP included)",
+				 o->cache_list && o->n_cache_list != n ? "--cache-slots" : "--pins",
+				 o->cache_list && o->n_cache_list != n ? o->n_cache_list : o->n_pins_list, n);
+	int *v = coli_calloc((size_t)n * 3, sizeof(*v), e);
+	double *rec = coli_calloc((size_t)n, sizeof(*rec), e);
+	if (!v || !rec)
+		return free(v), free(rec), -1;
+	for (int i = 0; i < n; i++) {
+		const coli_lexperts *x = &ct->layout.elayers[i];
+		int c = o->cache_list ? o->cache_list[i] : 0;
+		v[i] = c > x->n_experts ? x->n_experts : c, rec[i] = (double)x->record_size;
+	}
+	r->lists = v, r->list_record = rec;
+	in->n_lists = n, in->list_cache = o->cache_list ? v : NULL, in->list_pins = o->pins_list;
+	in->list_record = rec, in->out_pins = v + n, in->out_slots = v + 2 * n;
+	return 0;
+}
+
+/* The split's per-layer figures as the store takes them: indexed by container layer. */
+static int store_lists(runner *r, const coli_container *ct, coli_engine_opts *mo, coli_err *e)
+{
+	int n = ct->layout.n_elayers, layers = ct->model.n_layers + ct->model.n_mtp_layers;
+	if (!r->lists)
+		return 0;
+	if (!(r->layer_cache = coli_calloc((size_t)layers * 2, sizeof(int), e)))
+		return -1;
+	for (int i = 0; i < n; i++) {
+		int l = ct->layout.elayers[i].layer;
+		r->layer_cache[l] = r->lists[2 * n + i], r->layer_cache[layers + l] = r->lists[n + i];
+	}
+	mo->so.layer_slots = r->layer_cache, mo->so.layer_pins = r->layer_cache + layers;
+	return 0;
+}
+
 /* The expert cache per MoE layer (streaming): policy.h's split (coli_budget_split) of --ram,
  * --cache-slots and --pins over this container and this run's KV cache. Sets mo's slots and
  * pins, and the figures of the --ram report. */
@@ -425,9 +473,12 @@ static int cache_plan(runner *r, coli_engine_opts *mo, coli_err *e)
 	container_sizes(ct, &in);
 	if (in.cache_slots > in.max_experts) /* a layer never caches more than its experts */
 		in.cache_slots = in.max_experts;
+	if (rc == 0)
+		rc = cache_lists(r, ct, &in, e);
 	if (rc == 0 && (rc = coli_budget_split(&in, &b, e)) == 0) {
 		mo->so.pins = b.pins, mo->so.cache_slots = b.slots;
 		r->plan = b;
+		rc = store_lists(r, ct, mo, e);
 	}
 	coli_container_close(ct);
 	return rc;
@@ -566,7 +617,7 @@ int run_main(const run_opts *o, coli_err *e)
 	if (rc == 0 && r.bad_lines)
 		rc = coli_errf(e, COLI_EDATA, "stdin: %d of %d chat lines skipped (invalid UTF-8)", r.bad_lines, r.lines);
 	free(logits);
-	free(r.counts);
+	free(r.counts), free(r.lists), free(r.list_record), free(r.layer_cache);
 	coli_usage_release(&r.usage);
 	free(r.s.tokens);
 	sampler_release(&r.smp);

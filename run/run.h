@@ -43,6 +43,8 @@ typedef struct run_opts {
 				   * (1, 0; -1: not given, on) */
 	int pins;                 /* --pins N per MoE layer (implies stream); -1: default (top_k
 				   * with --usage, else 0) */
+	int *cache_list, n_cache_list; /* --cache-slots N0,N1,...: per MoE layer (MTP included) */
+	int *pins_list, n_pins_list;   /* --pins P0,P1,...: the same */
 	int io;                   /* --io: STORE_IO_THREADS_POOL, STORE_IO_URING or STORE_IO_MMAP */
 	const char *mirrors[8];   /* --mirror DIR (repeatable): copies of the container */
 	int n_mirrors;

@@ -3,15 +3,22 @@
 
 #define GIB 1073741824.0
 
-/* The per-layer cache of n records into pins and slots (policy.h, coli_budget_split). */
-static void split_cache(const coli_budget_in *in, int n, int top_k, coli_budget *out)
+/* The pins of a layer caching n records: --pins as given, else half the cache, at most the
+ * experts the usage has seen and leaving top_k slots; none without usage. */
+static int pins_for(const coli_budget_in *in, int n, int top_k)
 {
 	int p = in->pins >= 0 ? in->pins : n / 2;
 	if (in->pins < 0 && p > n - top_k)
 		p = n - top_k;
 	if (in->pins < 0 && p > in->usage_known)
 		p = in->usage_known;
-	out->pins = in->has_usage && p > 0 ? p : 0;
+	return in->has_usage && p > 0 ? p : 0;
+}
+
+/* The per-layer cache of n records into pins and slots (policy.h, coli_budget_split). */
+static void split_cache(const coli_budget_in *in, int n, int top_k, coli_budget *out)
+{
+	out->pins = pins_for(in, n, top_k);
 	out->slots = n - out->pins > top_k ? n - out->pins : top_k;
 }
 
@@ -23,6 +30,27 @@ static int cache_records(const coli_budget_in *in, const coli_budget *b, int top
 	if (in->budget > 0 && in->record > 0)
 		return b->left / in->record > in->max_experts ? in->max_experts : (int)(b->left / in->record);
 	return top_k * COLI_CACHE_PER_TOP_K;
+}
+
+/* The per-layer lists: each layer's pins and slots, summed into b's bytes (b->pins and b->slots
+ * the most of one layer). */
+static int split_lists(const coli_budget_in *in, int top_k, coli_budget *b, coli_err *e)
+{
+	int pins = 0, slots = 0;
+	b->pin_bytes = b->slot_bytes = 0;
+	for (int i = 0; i < in->n_lists; i++) {
+		int c = in->list_cache ? in->list_cache[i] : b->cache;
+		int p = in->list_pins ? (in->has_usage ? in->list_pins[i] : 0) : pins_for(in, c, top_k);
+		if (c - p < top_k)
+			return coli_errf(e, COLI_EUSAGE, "MoE layer %d: %d pins leave fewer than top_k (%d) of its %d "
+					 "cache slots to the LRU", i, p, top_k, c);
+		b->pin_bytes += in->list_record[i] * p, b->slot_bytes += in->list_record[i] * (c - p);
+		if (in->out_pins)
+			in->out_pins[i] = p, in->out_slots[i] = c - p;
+		pins = p > pins ? p : pins, slots = c - p > slots ? c - p : slots;
+	}
+	b->pins = pins, b->slots = slots;
+	return 0;
 }
 
 /* budget / GIB is the --ram value exactly (GIB is a power of two). */
@@ -39,10 +67,12 @@ int coli_budget_split(const coli_budget_in *in, coli_budget *out, coli_err *e)
 	b.cache = cache_records(in, &b, top_k);
 	split_cache(in, b.cache, top_k, &b);
 	b.pin_bytes = in->record * b.pins, b.slot_bytes = in->record * b.slots;
-	if (in->budget > 0 && in->record * (b.pins + b.slots) > b.left)
+	if (in->n_lists > 0 && split_lists(in, top_k, &b, e) < 0)
+		return -1;
+	if (in->budget > 0 && b.pin_bytes + b.slot_bytes > b.left)
 		return coli_errf(e, COLI_EUSAGE, "%s: %d pins and %d cache slots per layer (%.2f GiB) do not fit --ram %g "
 				 "(%.2f GiB left beyond %.2f GiB fixed)", in->cache_slots > 0 ? "--cache-slots" : "--pins",
-				 b.pins, b.slots, in->record * (b.pins + b.slots) / GIB, in->budget / GIB, b.left / GIB,
+				 b.pins, b.slots, (b.pin_bytes + b.slot_bytes) / GIB, in->budget / GIB, b.left / GIB,
 				 b.fixed / GIB);
 	*out = b;
 	return 0;

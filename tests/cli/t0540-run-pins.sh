@@ -38,6 +38,23 @@ for fam in qwen3_moe deepseek_v3; do
 		test "$(pins --usage u.coli_usage --cache-slots 24)" = $half &&
 		test "$(pins --usage fresh.coli_usage --stream)" = 0
 	'
+	test_expect_success "$fam: --cache-slots and --pins lists (one count per MoE layer, as plans give them) give the RAM tokens and step logits" '
+		p="$(ids_of "$F/prompt_ids.i32.bin")" &&
+		expect_exit 2 coli-run -q -m "$M" --prompt-ids "$p" -n 2 --cache-slots 4,4 &&
+		n=$(sed -n "s/.*--cache-slots: 2 counts, the container has \([0-9]*\) MoE layers (MTP included)/\1/p" err) &&
+		test "$n" -gt 2 &&
+		slots=$(seq 1 $n | awk "{print (NR % 2 ? 4 : 12)}" | paste -sd,) &&
+		pins=$(seq 1 $n | awk "{print (NR % 2 ? 0 : 6)}" | paste -sd,) &&
+		coli-run -q -m "$M" --prompt-ids "$p" -n 16 --ignore-eos --print-ids --dump-logits ram.bin >ram &&
+		cp "$SCRATCH/$fam.coli_usage" u.coli_usage &&
+		coli-run -q -m "$M" --prompt-ids "$p" -n 16 --ignore-eos --print-ids --dump-logits l.bin \
+			--usage u.coli_usage --cache-slots "$slots" --pins "$pins" --json >l &&
+		head -1 l >ids && cmp ram ids && cmp ram.bin l.bin &&
+		test "$(tail -1 l | coli-json stream.pins_per_layer)" = 6 &&
+		expect_exit 2 coli-run -q -m "$M" --prompt-ids "$p" -n 2 --usage u.coli_usage --cache-slots "$slots" --pins "$slots" &&
+		err_has "MoE layer 0: 4 pins leave fewer than top_k" &&
+		expect_exit 2 coli-run -q -m "$M" --prompt-ids "$p" -n 2 --cache-slots 4,,4 && err_has "empty item"
+	'
 done
 
 test_expect_success "usage: --pins x exits 2 naming the option" '
