@@ -109,7 +109,7 @@ static int uint_field(const rparser *s, const char *field, span v, uint64_t max,
 	return 0;
 }
 
-/* A routing weight: a finite decimal number >= 0. */
+/* A routing weight: a finite decimal number >= 0 (finite as a float too). */
 static int weight_field(const rparser *s, span v, float *out)
 {
 	char buf[64], *end;
@@ -118,6 +118,9 @@ static int weight_field(const rparser *s, span v, float *out)
 	if (ok) {
 		memcpy(buf, v.s, v.n);
 		buf[v.n] = 0;
+		ok = strspn(buf, "0123456789.eE+-") == v.n; /* decimal: no hex float */
+	}
+	if (ok) {
 		x = strtod(buf, &end);
 		ok = *end == 0 && isfinite(x) && isfinite((float)x);
 	}
@@ -148,10 +151,10 @@ static int take_count(const rparser *s, span *at, const char *key, const char *n
 {
 	span v;
 	uint64_t x;
-	if (take(s, at, key, next, &v) < 0 || uint_field(s, key, v, max, "", &x) < 0)
+	if (take(s, at, key, next, &v) < 0 || uint_field(s, key, v, UINT64_MAX, "", &x) < 0)
 		return -1;
-	if (x == 0)
-		return bad(s, s->line, key, "0, must be at least 1");
+	if (x == 0 || x > max)
+		return bad(s, s->line, key, "%llu out of range 1..%llu", (unsigned long long)x, (unsigned long long)max);
 	*out = (int)x;
 	return 0;
 }
