@@ -143,8 +143,9 @@ static json_t *json_report(const run_report *p)
 		json_object_set_new(o, "ram_budget", json_ram(p));
 	if (p->trace)
 		json_object_set_new(o, "trace", json_string(p->trace));
-	if (p->route_from)
-		json_object_set_new(o, "route_from", json_string(p->route_from));
+	json_t *rf = p->route_from ? json_string(p->route_from) : NULL;
+	if (p->route_from) /* a path that is not UTF-8 still says the routing was replayed */
+		json_object_set_new(o, "route_from", rf ? rf : json_string("(path not UTF-8)"));
 	return o;
 }
 
