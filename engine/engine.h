@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "container.h"
+#include "route.h"
 #include "store.h"
 #include "tracer.h"
 
@@ -36,6 +37,7 @@ typedef struct coli_engine {
 	double attn_scale;         /* softmax scale */
 	double *usage;             /* NULL, or routing counts [n_layers + n_mtp_layers][n_experts]
 				    * the MoE blocks add 1 to for each expert each token chooses */
+	const coli_route *route;   /* NULL, or the routing replayed in place of the routers' (opts') */
 } coli_engine;
 
 /* Routing of the last forward call, when asked for: [moe layer][token][top_k], experts
@@ -56,6 +58,17 @@ typedef struct coli_engine_opts {
 	coli_tracer *tracer;      /* NULL: no trace; else the caller's, for the model's lifetime */
 	int max_batch;            /* tokens per batch of the forward pass (its working memory is sized
 				   * for it at open; longer calls run in batches); 0: COLI_MAX_BATCH */
+	const coli_route *route_from; /* NULL: the routers choose. Else (benchmarks: a real model's
+				   * routing on a synthetic model) at token position p of the KV cache
+				   * and the model's j-th MoE layer, the route's entry (p, j) replaces
+				   * the router's experts and weights, and the union, the store, the
+				   * usage counts, the trace and the routing log see them as the
+				   * router's; an absent entry leaves the router's choice; MTP layers
+				   * and the next-layer prediction keep the model's routers. Open
+				   * refuses (EUSAGE) a route whose n_experts or top_k differ from the
+				   * model's, or with fewer layers than its MoE layers; coli_forward
+				   * refuses positions beyond the route's. The caller's, for the model's
+				   * lifetime. */
 } coli_engine_opts;
 
 #define COLI_MAX_BATCH 512

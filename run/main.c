@@ -140,6 +140,11 @@ static const coli_option options[] = {
 	COLI_OPT_STRING(0, "trace", &o.trace, "FILE", "record each forward call's spans (attention, "
 			"router, expert products, I/O wait, other), every expert read and each routed expert's "
 			"outcome into FILE (.coli_trace, formats/trace.md)"),
+	COLI_OPT_STRING(0, "route-from", &o.route_from, "TRACE", "benchmarks only: at each token position and "
+			"MoE layer, the experts and weights of the route trace TRACE (route_trace v1 CSV, "
+			"formats/route.md) replace the router's choice; refused when its experts per layer or "
+			"top_k differ from the model's, it has fewer layers than the model's MoE layers, or the "
+			"run goes beyond its positions"),
 	COLI_OPT_FLAG(0, "json", &o.json, "print the closing statistics as one line of JSON, the last "
 		      "line of stdout (after the generated text or ids), instead of text lines on stderr"),
 	COLI_OPT_STRING(0, "tokenizer", &o.tokenizer, "FILE",

@@ -75,9 +75,10 @@ void report_text(const run_report *p)
 	if (p->decoded)
 		snprintf(decode, sizeof(decode), ", decode %d %s in %.2f s (%.2f tok/s, %.1f MiB of weights per token, "
 			 "%.1f GB/s)", p->decoded, tokens(p->decoded), p->decode_s, tps, mib, p->weights_per_token * tps / 1e9);
-	fprintf(stderr, "coli-run: prompt %d %s in %.2f s (%.1f tok/s)%s, %s kernels x%d, peak RSS %.0f MiB\n",
+	fprintf(stderr, "coli-run: prompt %d %s in %.2f s (%.1f tok/s)%s, %s kernels x%d, peak RSS %.0f MiB%s%s%s\n",
 		p->prefilled, tokens(p->prefilled), p->prefill_s, ratio(p->prefilled, p->prefill_s), decode, p->isa,
-		p->threads, p->peak_rss / MIB);
+		p->threads, p->peak_rss / MIB, p->route_from ? ", routing from " : "", p->route_from ? p->route_from : "",
+		p->route_from ? " (not the model's)" : "");
 	if (p->streaming)
 		text_stream(p);
 	if (p->ram) {
@@ -142,6 +143,9 @@ static json_t *json_report(const run_report *p)
 		json_object_set_new(o, "ram_budget", json_ram(p));
 	if (p->trace)
 		json_object_set_new(o, "trace", json_string(p->trace));
+	json_t *rf = p->route_from ? json_string(p->route_from) : NULL;
+	if (p->route_from) /* a path that is not UTF-8 still says the routing was replayed */
+		json_object_set_new(o, "route_from", rf ? rf : json_string("(path not UTF-8)"));
 	return o;
 }
 

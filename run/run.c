@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "fileio.h"
 #include "policy.h"
+#include "route.h"
 #include "sampler.h"
 #include "usage.h"
 
@@ -37,6 +38,7 @@ typedef struct runner {
 	double *list_record;        /* [MoE layers] record bytes */
 	int *layer_cache;           /* [2][container layers] LRU slots, pins: the store's lists */
 	run_trace tr;               /* --trace */
+	coli_route *route;          /* --route-from */
 	int gen0;                   /* index in the session of the last generation's first id */
 	int print_ids;              /* ids on stdout: --print-ids, or no tokenizer to decode them */
 	int resumed;                /* tokens of the resumed session */
@@ -231,6 +233,22 @@ static int context_full(const runner *r, coli_err *e)
 			 sess, need);
 }
 
+/* --route-from: the positions this turn runs (the context, and -n N's first N - 1 tokens; the
+ * last one is never run) must all be in the trace. */
+static int route_covers(const runner *r, coli_err *e)
+{
+	const run_opts *o = r->o;
+	int gen = o->teacher_force || o->n_gen == 0 ? 0 : o->n_gen - 1, need = r->s.n_tokens + gen;
+	if (!r->route || need <= r->route->n_positions)
+		return 0;
+	char sess[64] = "";
+	if (r->resumed)
+		snprintf(sess, sizeof(sess), ", %d of them the resumed session's", r->resumed);
+	return coli_errf(e, COLI_EUSAGE, "--route-from %s: positions: this run reaches %d positions (%d in the context%s, "
+			 "then -n %d), the trace has %d", r->route->name, need, r->s.n_tokens, sess,
+			 o->teacher_force ? 0 : o->n_gen, r->route->n_positions);
+}
+
 /* Once: the context this turn reaches is longer than the model was trained for. */
 static void warn_positions(runner *r)
 {
@@ -255,6 +273,8 @@ static int turn(runner *r, const char *text, int first, float *logits, coli_err 
 	free(ids);
 	if (rc == 0 && r->s.n_tokens + r->o->n_gen > r->kv.cap)
 		rc = context_full(r, e);
+	if (rc == 0)
+		rc = route_covers(r, e);
 	if (rc == 0)
 		warn_positions(r);
 	if (rc == 0)
@@ -322,6 +342,7 @@ static int report(const runner *r, coli_err *e)
 		.store_kind = store_kind_name(store_kind(r->m.store)), .per_token = r->decoded ? r->decoded : r->prefilled,
 		.wall = r->decoded ? r->decode_s : r->prefill_s, .prefetch = r->o->prefetch != 0,
 		.ram = r->o->ram > 0 ? &r->plan : NULL, .ram_gib = r->o->ram, .trace = r->o->trace,
+		.route_from = r->o->route_from,
 		.ids = r->s.tokens + r->gen0, .n_ids = r->s.n_tokens - r->gen0,
 	};
 	p.streaming = store_get_stats(r->m.store, &p.all) == 0;
@@ -569,6 +590,9 @@ static int setup(runner *r, coli_err *e)
 				    .events = {print_event, NULL}};
 	if (test_hooks(&mo, e) < 0)
 		return -1;
+	if (o->route_from && coli_route_open(&r->route, o->route_from, e) < 0)
+		return -1;
+	mo.route_from = r->route;
 	if (o->stream && cache_plan(r, &mo, e) < 0)
 		return -1;
 	if (o->trace)
@@ -625,6 +649,7 @@ int run_main(const run_opts *o, coli_err *e)
 	coli_tok_free(r.tok);
 	if (r.m.ct)
 		coli_engine_close(&r.m);
+	coli_route_close(r.route);
 	if (o->trace && run_trace_close(&r.tr, rc == 0, e) < 0)
 		rc = -1;
 	return rc;

@@ -57,6 +57,8 @@ typedef struct run_opts {
 	const char *trace;        /* --trace FILE: spans, reads and routed experts' outcomes per token
 				   * (formats/trace.md) */
 	int json;                 /* --json: the closing statistics as one JSON object on stdout */
+	const char *route_from;   /* --route-from TRACE: a route_trace v1 CSV replayed in place of the
+				   * routers (benchmarks; formats/route.md) */
 } run_opts;
 
 int run_main(const run_opts *o, coli_err *e);
@@ -106,6 +108,7 @@ typedef struct run_report {
 	const int32_t *ids;        /* the generated ids (JSON) */
 	int n_ids;
 	const char *trace;         /* --trace FILE, or NULL */
+	const char *route_from;    /* --route-from TRACE, or NULL: said in both forms */
 } run_report;
 
 void report_text(const run_report *p);

@@ -34,6 +34,8 @@ static char *meta(const run_opts *o, const coli_engine *m)
 			      store_kind(m->store) == COLI_STORE_STREAM ? "stream" : "ram", "cache_slots", o->cache_slots,
 			      "pins", o->pins, "prefetch", o->prefetch != 0, "ram_gib", o->ram, "isa",
 			      coli_kernels_isa(m->kc), "threads", coli_kernels_threads(m->kc));
+	if (j && o->route_from)
+		json_object_set_new(j, "route_from", json_string(o->route_from));
 	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
 	return s;

@@ -26,6 +26,24 @@ static int open_store(coli_engine *m, const coli_engine_opts *o, coli_err *e)
 	return store_stream_open(&m->store, m->ct, &so, e);
 }
 
+/* A replayed routing must have the model's experts per layer and top_k, and a layer for each
+ * of its MoE layers. */
+static int route_fits(const coli_engine *m, const coli_route *r, coli_err *e)
+{
+	const coli_model *c = m->cfg;
+	int moe = coli_engine_moe_layers(m);
+	if (r->n_experts != c->n_experts)
+		return coli_errf(e, COLI_EUSAGE, "route trace %s: n_expert %d, but %s has %d routed experts per MoE layer",
+				 r->name, r->n_experts, m->ct->dir, c->n_experts);
+	if (r->top_k != c->top_k)
+		return coli_errf(e, COLI_EUSAGE, "route trace %s: n_expert_used %d, but %s routes each token to top_k %d experts",
+				 r->name, r->top_k, m->ct->dir, c->top_k);
+	if (moe > r->n_layers)
+		return coli_errf(e, COLI_EUSAGE, "route trace %s: n_layer %d, but %s has %d MoE layers (a model may have "
+				 "fewer layers than the trace, not more)", r->name, r->n_layers, m->ct->dir, moe);
+	return 0;
+}
+
 int coli_engine_open(coli_engine *m, const char *path, const coli_engine_opts *o, coli_err *e)
 {
 	memset(m, 0, sizeof(*m));
@@ -36,6 +54,11 @@ int coli_engine_open(coli_engine *m, const char *path, const coli_engine_opts *o
 		return -1;
 	}
 	m->cfg = &m->ct->model;
+	if (o && o->route_from && route_fits(m, o->route_from, e) < 0) {
+		coli_engine_close(m);
+		return -1;
+	}
+	m->route = o ? o->route_from : NULL;
 	m->w = coli_calloc(1, sizeof(*m->w), e);
 	m->rope = m->w ? coli_calloc(1, sizeof(*m->rope), e) : NULL;
 	int batch = o && o->max_batch > 0 ? o->max_batch : COLI_MAX_BATCH;
@@ -179,7 +202,7 @@ static int layer(coli_engine *m, coli_kv *kv, int l, int n, int32_t *ids, float 
 	for (int i = 0; i < n; i++)
 		rmsnorm(w->N + (int64_t)i * d, w->X + (int64_t)i * d, L->mlp_norm, d, eps);
 	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, l);
-	if (mlp_block(m, l, w->N, n, w->Y, ids, wts, e) < 0)
+	if (mlp_block(m, l, kv->n, w->N, n, w->Y, ids, wts, e) < 0)
 		return -1;
 	for (int64_t i = 0; i < (int64_t)n * d; i++)
 		w->X[i] += w->Y[i];
@@ -233,6 +256,10 @@ int coli_forward(coli_engine *m, coli_kv *kv, const int32_t *tokens, int n, floa
 	int B = m->ws->max_batch, rc = 0;
 	if (kv->n + n > kv->cap)
 		return coli_errf(e, COLI_EUSAGE, "context full: %d cached + %d new tokens exceed %d", kv->n, n, kv->cap);
+	if (m->route && kv->n + n > m->route->n_positions)
+		return coli_errf(e, COLI_EUSAGE, "route trace %s: positions: this call runs positions %d..%d, the trace has %d "
+				 "(0..%d)", m->route->name, kv->n, kv->n + n - 1, m->route->n_positions,
+				 m->route->n_positions - 1);
 	for (int i = 0; i < n; i++)
 		if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
 			return coli_errf(e, COLI_EUSAGE, "token id %d out of range [0, %d)", tokens[i], c->vocab_size);

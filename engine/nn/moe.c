@@ -266,9 +266,29 @@ static int experts_batch(const coli_engine *m, int l, const float *X, int n, fwd
 	return rc;
 }
 
-/* Routes each row of X: experts and weights into w->ids, w->W; usage counted; a decode's
- * prediction scored. */
-static void route_batch(const coli_engine *m, int l, const float *X, int n, fwd_ws *w)
+/* A replayed routing (coli_engine_opts.route_from): the entries of positions pos..pos+n-1 at
+ * layer l, the j-th MoE layer of the main stack, in place of the router's choice. */
+static void route_replayed(const coli_engine *m, int l, int pos, int n, fwd_ws *w)
+{
+	const coli_model *c = m->cfg;
+	int k = c->top_k, j = 0;
+	if (!m->route || l >= c->n_layers)
+		return;
+	for (int i = 0; i < l; i++)
+		j += c->is_moe[i];
+	for (int i = 0; i < n; i++) {
+		const float *wt;
+		const int32_t *ids = coli_route_at(m->route, pos + i, j, &wt);
+		if (ids) {
+			memcpy(w->ids + i * k, ids, (size_t)k * sizeof(int32_t));
+			memcpy(w->W + i * k, wt, (size_t)k * sizeof(float));
+		}
+	}
+}
+
+/* Routes each row of X (positions pos..pos+n-1): experts and weights into w->ids, w->W (a
+ * replayed routing's where given); usage counted; a decode's prediction scored. */
+static void route_batch(const coli_engine *m, int l, int pos, const float *X, int n, fwd_ws *w)
 {
 	const coli_model *c = m->cfg;
 	const layer_w *L = &m->w->layers[l];
@@ -276,6 +296,7 @@ static void route_batch(const coli_engine *m, int l, const float *X, int n, fwd_
 	mat_mul(m->kc, &L->router, X, n, w->R);
 	for (int i = 0; i < n; i++)
 		route(c, L->corr_bias, w->R + (int64_t)i * E, w->ids + i * k, w->W + i * k, w->scratch, w->gsel);
+	route_replayed(m, l, pos, n, w);
 	for (int i = 0; m->usage && i < n * k; i++) /* single-threaded here: no atomics */
 		if (w->ids[i] >= 0 && w->ids[i] < E)
 			m->usage[(int64_t)l * E + w->ids[i]] += 1.0;
@@ -283,13 +304,14 @@ static void route_batch(const coli_engine *m, int l, const float *X, int n, fwd_
 		store_predict_check(m->store, l, w->ids, k);
 }
 
-static int moe_block(const coli_engine *m, int l, const float *X, int n, float *out, int32_t *ids, float *wts, coli_err *e)
+static int moe_block(const coli_engine *m, int l, int pos, const float *X, int n, float *out, int32_t *ids, float *wts,
+		     coli_err *e)
 {
 	const coli_model *c = m->cfg;
 	const layer_w *L = &m->w->layers[l];
 	fwd_ws *w = m->ws;
 	int k = c->top_k, d = c->hidden_size, rc = 0;
-	route_batch(m, l, X, n, w);
+	route_batch(m, l, pos, X, n, w);
 	memset(out, 0, (size_t)n * d * sizeof(float));
 	coli_tracer_mark(m->tr, COLI_SPAN_ROUTER, l);
 	rc = n == 1 ? experts_one_token(m, l, X, w, out, e) : experts_batch(m, l, X, n, w, out, e);
@@ -323,11 +345,12 @@ void moe_predict(const coli_engine *m, int l, const float *x)
 	coli_tracer_mark(m->tr, COLI_SPAN_ROUTER, l - 1);
 }
 
-int mlp_block(const coli_engine *m, int l, const float *X, int n, float *out, int32_t *ids, float *wts, coli_err *e)
+int mlp_block(const coli_engine *m, int l, int pos, const float *X, int n, float *out, int32_t *ids, float *wts,
+	      coli_err *e)
 {
 	const layer_w *L = &m->w->layers[l];
 	if (m->cfg->is_moe[l])
-		return moe_block(m, l, X, n, out, ids, wts, e);
+		return moe_block(m, l, pos, X, n, out, ids, wts, e);
 	swiglu_mlp(m->kc, &L->gate, &L->up, &L->down, X, n, m->ws->H, m->ws->U, out);
 	coli_tracer_mark(m->tr, COLI_SPAN_EXPERTS, l);
 	return 0;

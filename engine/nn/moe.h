@@ -14,9 +14,10 @@
 void route(const coli_model *c, const float *corr_bias, const float *logits, int32_t *ids, float *w,
 	   float *scratch, int32_t *gsel);
 
-/* out[n][hidden] = MLP of layer l on the normed rows X[n][hidden]; MoE layers log their routing
- * into ids/wts ([n][top_k], may be NULL). */
-int mlp_block(const coli_engine *m, int l, const float *X, int n, float *out, int32_t *ids, float *wts, coli_err *e);
+/* out[n][hidden] = MLP of layer l on the normed rows X[n][hidden] of positions pos..pos+n-1; MoE
+ * layers log their routing into ids/wts ([n][top_k], may be NULL). */
+int mlp_block(const coli_engine *m, int l, int pos, const float *X, int n, float *out, int32_t *ids, float *wts,
+	      coli_err *e);
 
 /* Decode: predicts the experts MoE layer l will choose from x, the residual before its MLP is
  * added (layer l-1's post-attention state), by layer l's own norm, router and route(), and

@@ -73,3 +73,15 @@ cp "$tmp/u" $C/usage/mixtral.coli_usage
 cp "$tmp/s" $C/kv/mixtral.coli_kv
 cp "$tmp/t1" $C/trace/mixtral-ram.coli_trace
 cp "$tmp/t2" $C/trace/mixtral-stream.coli_trace
+
+# Route traces: the real one (tests/data/traces) cut small. head: layers 0..2 of prompt
+# positions 0..2; hole: layers 46, 47 (as 0, 1) of positions 24..29 (as 0..5: four prompt
+# positions, three without the last layer, then two decode ones).
+R=tests/data/traces/qwen3-30b-a3b.route.csv
+mkdir -p $C/route
+awk -F, 'NR == 2 { sub(/n_layer=48/, "n_layer=3") } /^# layer=/ { split($0, a, /[= ]/); if (a[3] + 0 >= 3) next }
+	$1 == "0" && ($4 + 0 >= 3 || $3 + 0 >= 3) { next } { print }' $R >$C/route/head.route.csv
+awk -F, -v OFS=, 'NR == 2 { sub(/n_layer=48/, "n_layer=2") } /^# layer=/ { split($0, a, /[= ]/)
+	if (a[3] + 0 < 46) next; sub(/layer=4[67]/, "layer=" a[3] - 46) }
+	$1 == "0" { if ($4 + 0 < 46 || $3 + 0 < 24 || $3 + 0 > 29) next; $3 -= 24; $4 -= 46 } { print }' $R \
+	>$C/route/hole.route.csv
