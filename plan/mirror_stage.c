@@ -368,8 +368,8 @@ static int copy_record(stage *s, uint64_t r, uint64_t left, coli_err *e)
 		return 0;
 	if (errno == ENOSPC)
 		coli_errf(e, COLI_EIO, "%s: disk full writing expert record [layer %d][expert %d] at offset %llu: the stage "
-			  "needs %.1f MiB more; the map claims the %u records written before: free space and rerun to resume",
-			  s->dst_path, R->layer, R->expert, (unsigned long long)R->off, (double)left / 1048576, s->map.held);
+			  "needs %.1f MiB more; the records written before it are claimed: free space and rerun to resume",
+			  s->dst_path, R->layer, R->expert, (unsigned long long)R->off, (double)left / 1048576);
 	return -1;
 }
 

@@ -118,7 +118,7 @@ test_expect_success "disk full mid-stage: a clean error, the map consistent, res
 	avail=$(df -B1 --output=avail "$D2" | tail -1) &&
 	fallocate -l $((avail - 2 * 1048576)) "$D2/filler" && mkdir "$D2/m" &&
 	expect_exit 1 stage "$M" "$D2/m" --reserve 0 --assume-free 1 &&
-	err_has "$D2/m/experts.bin: disk full writing expert record [layer " "MiB more; the map claims the" \
+	err_has "$D2/m/experts.bin: disk full writing expert record [layer " "MiB more; the records written before it are claimed" \
 		"free space and rerun to resume" &&
 	coli-plan mirror verify "$D2/m" -m "$M" >out && grep -q "of 128 expert records held (partial)" out &&
 	rm "$D2/filler" && stage "$M" "$D2/m" --reserve 0 --assume-free 1 2>err && grep -q "(resumed)" err &&
