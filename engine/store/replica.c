@@ -97,6 +97,36 @@ static int distinct(const replica_set *rs, coli_err *e)
 	return 0;
 }
 
+/* "--mirror " (or "-m " for the model's own folder) before e's message, which names the file. */
+static void name_option(coli_err *e, int i)
+{
+	char tmp[sizeof(e->msg)];
+	memcpy(tmp, e->msg, sizeof(tmp));
+	snprintf(e->msg, sizeof(e->msg), "%s %.*s", i ? "--mirror" : "-m", (int)sizeof(e->msg) - 16, tmp);
+}
+
+/* r's mirror.coli, when its folder has one: a partial copy's map (the model's own copy, i 0,
+ * must hold every record). */
+static int read_map(replica *r, int i, const coli_container *c, uint64_t n_records, coli_err *e)
+{
+	char *path = coli_path_join(r->d.dir, COLI_MIRROR_FILE);
+	struct stat st;
+	int rc = path ? 0 : coli_errf(e, COLI_ENOMEM, "out of memory");
+	int present = rc == 0 && stat(path, &st) == 0;
+	if (rc == 0 && !present && errno != ENOENT)
+		rc = coli_errf(e, COLI_EIO, "%s: %s", path, strerror(errno));
+	if (rc == 0 && present && (rc = coli_mirror_map_read(path, c->identity, n_records, &r->map, e)) < 0)
+		name_option(e, i);
+	if (rc == 0 && present && r->map.held < r->map.n_records) {
+		r->partial = 1;
+		if (i == 0)
+			rc = coli_errf(e, COLI_EUSAGE, "-m %s: a partial mirror (%u of %u expert records): give it as --mirror, "
+				       "with the model itself as -m", path, r->map.held, r->map.n_records);
+	}
+	free(path);
+	return rc;
+}
+
 int replicas_open(replica_set *rs, const coli_container *c, const char *const *mirrors, int n_mirrors,
 		  uint64_t n_records, coli_err *e)
 {
@@ -111,7 +141,8 @@ int replicas_open(replica_set *rs, const coli_container *c, const char *const *m
 		if (!(r->path = coli_path_join(r->d.dir, "experts.bin")))
 			return coli_errf(e, COLI_ENOMEM, "out of memory");
 		rs->n++;
-		if ((i && same_container(c, r->d.dir, r->path, e) < 0) || open_copy(r, e) < 0 || distinct(rs, e) < 0)
+		if ((i && same_container(c, r->d.dir, r->path, e) < 0) || read_map(r, i, c, n_records, e) < 0 ||
+		    open_copy(r, e) < 0 || distinct(rs, e) < 0)
 			return -1;
 		device_name(r->path, r->d.dev, sizeof(r->d.dev));
 	}
@@ -125,6 +156,7 @@ void replicas_close(replica_set *rs)
 			close(rs->r[i].fd);
 		free(rs->r[i].path);
 		free(rs->r[i].bad);
+		coli_mirror_map_release(&rs->r[i].map);
 	}
 	rs->n = 0;
 }
@@ -134,12 +166,17 @@ static double bandwidth(const replica *r)
 	return r->d.bytes_read >= PRIOR_BYTES && r->d.busy_s > 0 ? (double)r->d.bytes_read / r->d.busy_s : PRIOR_BPS;
 }
 
+int replica_holds(const replica_set *rs, int i, uint64_t rec)
+{
+	return !rs->r[i].partial || coli_mirror_has(&rs->r[i].map, rec);
+}
+
 int replica_pick(const replica_set *rs, uint64_t rec, uint64_t len, unsigned tried)
 {
 	int best = -1, best_bad = 1;
 	double best_t = 0;
 	for (int i = 0; i < rs->n; i++) {
-		if (tried & (1u << i))
+		if ((tried & (1u << i)) || !replica_holds(rs, i, rec))
 			continue;
 		const replica *r = &rs->r[i];
 		int bad = r->bad && rec < rs->n_records && r->bad[rec];

