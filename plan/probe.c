@@ -296,9 +296,9 @@ static void print_summary(const coli_probe *p)
 	       "(%d tokens) int4 %.1f, int8 %.1f GB/s\n", p->kernels, p->int4_bps_1 / G, p->int4_bps_all / G,
 	       p->int8_bps_1 / G, p->int8_bps_all / G, p->physical_cores, COLI_PROBE_PREFILL_TOKENS,
 	       p->int4_prefill_bps_all / G, p->int8_prefill_bps_all / G);
-	char a[32], b[32];
+	char a[32], b[32], c[32];
 	printf("ram      %s total, %s available; memory cgroup limit %s\n", human(p->ram_total, a, sizeof(a)),
-	       human(p->ram_available, b, sizeof(b)), p->cgroup_limit > 0 ? human(p->cgroup_limit, a, sizeof(a)) : "none");
+	       human(p->ram_available, b, sizeof(b)), p->cgroup_limit > 0 ? human(p->cgroup_limit, c, sizeof(c)) : "none");
 	printf("gpus     %s\n", p->gpus);
 	for (int i = 0; i < p->n_disks; i++) {
 		const coli_probe_disk *d = &p->disks[i];
