@@ -1,7 +1,7 @@
 /* probe_cpu.c: the engine's kernels timed on Qwen3-30B-A3B expert matrices (gate and up
  * 768 x 2048, down 2048 x 768, gs64 int4 and int8), decode (a token's 8 experts per dispatch,
  * as the MoE block does) and prefill (64 tokens per product); and the memory read bandwidth. */
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,60 +18,49 @@
 #define HIDDEN 2048
 #define FFN 768
 #define TOP_K 8       /* experts per decode token (Qwen3-30B-A3B) */
-#define MAX_THREADS 256
 
 /* ---- memory read bandwidth ---- */
 
-typedef struct part {
-	const uint64_t *p;
-	size_t n;
-	uint64_t sum;
-} part;
+typedef uint64_t line64 __attribute__((vector_size(64))); /* one cache line */
 
-/* Eight independent sums: the loop vectorises and keeps several loads in flight. */
-__attribute__((target_clones("avx512f", "avx2", "default"))) static void *sum_words(void *arg)
+typedef struct stream {
+	const line64 *lines;
+	atomic_uint_fast64_t sink; /* keeps the sums live */
+} stream;
+
+/* Sums lines [b, e) in four independent accumulators: several loads in flight, vector width
+ * as the CPU allows. */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void sum_lines(void *arg, int64_t b, int64_t e)
 {
-	part *p = arg;
-	uint64_t s[8] = {0};
-	for (size_t i = 0; i + 8 <= p->n; i += 8)
-		for (int j = 0; j < 8; j++)
-			s[j] += p->p[i + j];
-	for (int j = 0; j < 8; j++)
-		p->sum += s[j];
-	return NULL;
+	stream *s = arg;
+	line64 a[4] = {{0}, {0}, {0}, {0}};
+	int64_t i = b;
+	for (; i + 4 <= e; i += 4)
+		for (int k = 0; k < 4; k++)
+			a[k] += s->lines[i + k];
+	for (; i < e; i++)
+		a[0] += s->lines[i];
+	line64 t = a[0] + a[1] + a[2] + a[3];
+	uint64_t v = 0;
+	for (int k = 0; k < 8; k++)
+		v ^= t[k];
+	atomic_fetch_xor(&s->sink, v);
 }
 
-/* One read of the whole buffer split over threads: bytes/s, 0 when a thread cannot start. */
-static double read_pass(const uint64_t *buf, size_t words, int threads, uint64_t *sink)
+/* The best of passes over the buffer within seconds (at least two), on the kernels' threads:
+ * the read bandwidth the engine's pool can get. */
+static double mem_rate(coli_kernels *k, const uint8_t *buf, uint64_t bytes, double seconds)
 {
-	pthread_t tid[MAX_THREADS];
-	part parts[MAX_THREADS];
-	int started = 1;
-	size_t each = words / (size_t)threads / 8 * 8;
-	double t0 = coli_now();
-	for (int i = 0; i < threads; i++)
-		parts[i] = (part){buf + each * (size_t)i, each, 0};
-	while (started < threads && pthread_create(&tid[started], NULL, sum_words, &parts[started]) == 0)
-		started++;
-	sum_words(&parts[0]);
-	for (int i = 1; i < started; i++)
-		pthread_join(tid[i], NULL);
-	double dt = coli_now() - t0;
-	for (int i = 0; i < started; i++)
-		*sink += parts[i].sum;
-	return started == threads ? (double)(each * (size_t)threads * 8) / dt : 0;
-}
-
-/* The best pass within seconds (at least two): the bandwidth the memory can give. */
-static double mem_rate(const uint64_t *buf, size_t words, int threads, double seconds)
-{
+	stream s = {.lines = (const line64 *)buf};
+	int64_t n = (int64_t)(bytes / 64), grain = n / (4 * coli_kernels_threads(k)) + 1;
 	double best = 0, end = coli_now() + seconds;
-	uint64_t sink = 0;
-	for (int n = 0; n < 2 || coli_now() < end; n++) {
-		double r = read_pass(buf, words, threads, &sink);
+	for (int pass = 0; pass < 2 || coli_now() < end; pass++) {
+		double t0 = coli_now();
+		coli_kernels_for(k, n, grain, sum_lines, &s);
+		double r = (double)n * 64 / (coli_now() - t0);
 		best = r > best ? r : best;
 	}
-	return sink == 42 ? best * (1 + 1e-12) : best; /* the sums stay live */
+	return best;
 }
 
 /* ---- the kernels ---- */
@@ -191,8 +180,6 @@ static int setup(cpu_run *r, const probe_cpu_opts *o, coli_err *e)
 	size_t act = (size_t)HIDDEN * (2 * TOP_K + 2), big = (size_t)COLI_PROBE_PREFILL_TOKENS * HIDDEN;
 	r->bytes = o->weights_bytes & ~(uint64_t)4095;
 	r->threads = coli_machine_physical_cores();
-	if (r->threads > MAX_THREADS)
-		r->threads = MAX_THREADS;
 	if (!(r->buf = aligned_alloc(4096, r->bytes)))
 		return coli_errf(e, COLI_ENOMEM, "out of memory allocating %llu bytes of weights (--weights-mib)",
 				 (unsigned long long)r->bytes);
@@ -231,11 +218,10 @@ int probe_cpu_measure(coli_probe *p, const probe_cpu_opts *o, coli_err *e)
 	double q4[3], q8[3];
 	int rc = setup(&r, o, e);
 	if (rc == 0) {
-		size_t words = (size_t)(r.bytes / 8);
 		probe_progress("cpu: memory read, 1 thread");
-		p->mem_bps_1 = mem_rate((const uint64_t *)r.buf, words, 1, o->seconds);
+		p->mem_bps_1 = mem_rate(r.k1, r.buf, r.bytes, o->seconds);
 		probe_progress("cpu: memory read, %d threads", r.threads);
-		p->mem_bps_all = r.threads > 1 ? mem_rate((const uint64_t *)r.buf, words, r.threads, o->seconds) : p->mem_bps_1;
+		p->mem_bps_all = r.threads > 1 ? mem_rate(r.kall, r.buf, r.bytes, o->seconds) : p->mem_bps_1;
 		rc = kernels_of(&r, COLI_ENC_Q4, o->seconds, q4, e);
 	}
 	if (rc == 0)

@@ -146,13 +146,13 @@ static int write_file(int fd, const coli_probe_disk *d, uint64_t total, coli_err
 
 /* ---- reads ---- */
 
-/* Random whole-record reads by qd threads, each taking the next index of a shuffled order,
+/* Random whole-record reads by qd threads, each taking the next index of a pseudo-random order,
  * until the deadline; a pass over every record at the most when once is set (buffered reads:
  * a record read twice would come from the page cache). */
 typedef struct reads {
 	int fd, failed, once;
 	uint64_t size;
-	long count, *order;
+	long count, step, start; /* record k of a pass: (start + k x step) mod count, step coprime */
 	double deadline;
 	atomic_long next;
 	atomic_llong bytes;
@@ -169,7 +169,7 @@ static void *read_lane(void *arg)
 		long k = atomic_fetch_add(&r->next, 1);
 		if ((r->once && k >= r->count) || (k > 0 && coli_now() >= r->deadline))
 			break;
-		off_t off = (off_t)((uint64_t)r->order[k % r->count] * r->size);
+		off_t off = (off_t)((uint64_t)((r->start + k % r->count * r->step) % r->count) * r->size);
 		ssize_t n = pread(r->fd, buf, r->size, off);
 		if (n != (ssize_t)r->size) {
 			r->failed = n < 0 ? errno : EIO;
@@ -181,15 +181,13 @@ static void *read_lane(void *arg)
 	return NULL;
 }
 
-static void shuffle(long *v, long n, uint64_t seed)
+static long gcd(long a, long b)
 {
-	for (long i = 0; i < n; i++)
-		v[i] = i;
-	for (long i = n - 1; i > 0; i--) {
-		long j = (long)(xorshift(&seed) % (uint64_t)(i + 1)), t = v[i];
-		v[i] = v[j];
-		v[j] = t;
+	while (b) {
+		long t = a % b;
+		a = b, b = t;
 	}
+	return a;
 }
 
 /* Bytes per second of qd lanes over r (reset here); -1 with e on a failed read. */
@@ -197,7 +195,11 @@ static double read_rate(reads *r, int qd, double seconds, const char *dir, coli_
 {
 	pthread_t tid[1024];
 	int started = 0;
-	shuffle(r->order, r->count, coli_now_ns() | 1);
+	uint64_t seed = coli_now_ns() | 1;
+	r->start = (long)(xorshift(&seed) % (uint64_t)r->count);
+	do
+		r->step = (long)(xorshift(&seed) % (uint64_t)r->count) | 1;
+	while (gcd(r->step, r->count) != 1);
 	atomic_store(&r->next, 0);
 	atomic_store(&r->bytes, 0);
 	r->failed = 0;
@@ -248,8 +250,6 @@ static double latency(int fd, uint64_t file_bytes, double seconds, coli_err *e)
 static int measure_reads(int fd, coli_probe_disk *d, const probe_disk_opts *o, coli_err *e)
 {
 	reads r = {.fd = fd, .size = o->record_bytes, .count = (long)(o->file_bytes / o->record_bytes)};
-	if (!(r.order = coli_calloc((size_t)r.count, sizeof(*r.order), e)))
-		return -1;
 	int rc = 0;
 	for (int i = 0; rc == 0 && i < o->n_qd; i++) {
 		probe_progress("disk %s: O_DIRECT reads of %.2f MiB at queue depth %d", d->dir, (double)r.size / MIB, o->qd[i]);
@@ -268,7 +268,6 @@ static int measure_reads(int fd, coli_probe_disk *d, const probe_disk_opts *o, c
 		posix_fadvise(r.fd, 0, 0, POSIX_FADV_DONTNEED);
 		close(r.fd);
 	}
-	free(r.order);
 	return rc;
 }
 
