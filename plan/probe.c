@@ -66,13 +66,15 @@ static const coli_option options[] = {
 
 static int progress_on;
 
+/* A new phase shows at once; updates of one phase (the same fmt) at most 4 times a second. */
 void probe_progress(const char *fmt, ...)
 {
 	static double last;
+	static const char *last_fmt;
 	double t = coli_now();
-	if (!progress_on || t - last < 0.1)
+	if (!progress_on || (fmt == last_fmt && t - last < 0.25))
 		return;
-	last = t;
+	last = t, last_fmt = fmt;
 	va_list ap;
 	va_start(ap, fmt);
 	fputs("\r\033[Kcoli-plan probe: ", stderr);
@@ -214,6 +216,17 @@ static const coli_probe_disk *same_device(const coli_probe_disk *d, const coli_p
 	return NULL;
 }
 
+/* Says so when old measured d's folder on another device (another disk mounted there). */
+static void moved(const coli_probe_disk *d, const coli_probe *old, const char *path)
+{
+	for (int i = 0; old && i < old->n_disks; i++) {
+		const coli_probe_disk *was = &old->disks[i];
+		if (!strcmp(was->dir, d->dir) && (was->major != d->major || was->minor != d->minor || strcmp(was->identity, d->identity)))
+			note("%s is on %s (%u:%u, %s) now, %s measured %s (%u:%u, %s) there: measured again", d->dir, d->dev,
+			     d->major, d->minor, d->identity, path, was->dev, was->major, was->minor, was->identity);
+	}
+}
+
 /* Copies the measured fields of src into d (d keeps its folder, filesystem and free space). */
 static void take_measurement(coli_probe_disk *d, const coli_probe_disk *src)
 {
@@ -253,10 +266,12 @@ static int plan_disks(coli_probe *p, const coli_probe *old, const probe_disk_opt
 			take_measurement(k, src);
 			note("reused from %s: %s on %s (%u:%u), measured %s; --force measures anew", path, k->dir, k->dev,
 			     k->major, k->minor, when(src->taken, t, sizeof(t)));
-		} else if (probe_disk_check(k, d, e) < 0)
+		} else if (probe_disk_check(k, d, e) < 0) {
 			return -1;
-		else
+		} else {
+			moved(k, old, path);
 			todo[i] = 1;
+		}
 	}
 	return 0;
 }

@@ -99,6 +99,8 @@ else
 		LOOP=$(losetup -f --show "$SCRATCH/b.img") && mount "$LOOP" "$L" &&
 		probe --disk "$L" -o p.json --json >out 2>err &&
 		! grep -q "reused from p.json: $L" err &&
+		err_has "coli-plan probe: $L is on $(basename "$LOOP") " "backing_file=$SCRATCH/b.img) now, p.json measured " \
+			"backing_file=$SCRATCH/a.img) there: measured again" &&
 		j disks.0.identity | grep -qF "backing_file=$SCRATCH/b.img"
 	'
 	LOOP=$(losetup -j "$SCRATCH/b.img" | cut -d: -f1)
