@@ -27,7 +27,8 @@ static int greedy(const coli_option *opt, const char *arg, coli_err *e)
 	return 0;
 }
 
-static run_opts o = {.n_gen = 128, .top_p = 1.0f, .pins = -1, .prefetch = -1};
+static const run_opts defaults = {.n_gen = 128, .top_p = 1.0f, .pins = -1, .prefetch = -1};
+static run_opts o;
 
 /* A count for every MoE layer, or a list of one count per MoE layer. */
 typedef struct count_list {
@@ -147,6 +148,10 @@ static const coli_option options[] = {
 			"run goes beyond its positions"),
 	COLI_OPT_FLAG(0, "json", &o.json, "print the closing statistics as one line of JSON, the last "
 		      "line of stdout (after the generated text or ids), instead of text lines on stderr"),
+	COLI_OPT_STRING(0, "plan", &o.plan, "FILE", "run as plan.json (coli-plan) says: its knobs (--ram, "
+			"--ctx, --threads, --cache-slots, --pins, --usage, --prefetch, --io, --mirror) as if "
+			"given here (giving one here too is an error); refused for another container or "
+			"machine; the closing statistics compare its predictions with the run"),
 	COLI_OPT_STRING(0, "tokenizer", &o.tokenizer, "FILE",
 			"tokenizer.json for --encode / --decode"),
 	COLI_OPT_FLAG(0, "encode", &o.encode,
@@ -205,15 +210,27 @@ int main(int argc, char **argv)
 	if (line)
 		memcpy(line, argv, (size_t)(argc + 1) * sizeof(*line));
 	o.argv = (const char *const *)line, o.argc = line ? argc : 0;
+	o = defaults;
 	int n = coli_opts_parse(options, argc, argv, &e);
 	if (help)
 		return usage(NULL);
 	if (n < 0 || check(n, argv, &e) < 0)
+		return usage(e.msg);
+	coli_plan plan;
+	memset(&plan, 0, sizeof(plan));
+	if (o.plan && run_plan_apply(&o, &defaults, options, &plan, &e) < 0) {
+		fprintf(stderr, "coli-run: %s\n", e.msg);
+		coli_plan_release(&plan);
+		return coli_err_exit_status(&e);
+	}
+	o.planned = o.plan ? &plan : NULL;
+	if (o.plan && check(0, argv, &e) < 0)
 		return usage(e.msg);
 	int rc = run_main(&o, &e) < 0 ? coli_err_exit_status(&e) : 0;
 	fflush(stdout); /* what was printed before the error */
 	if (rc)
 		fprintf(stderr, "coli-run: %s\n", e.msg);
 	free(line), free(o.cache_list), free(o.pins_list);
+	coli_plan_release(&plan);
 	return rc;
 }

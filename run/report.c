@@ -81,6 +81,10 @@ void report_text(const run_report *p)
 		p->route_from ? " (not the model's)" : "");
 	if (p->streaming)
 		text_stream(p);
+	if (p->plan)
+		fprintf(stderr, "coli-run: plan %s: predicted %.2f tok/s warm (%.2f cold), hit rate %.1f%%; measured "
+			"%.2f tok/s, hit rate %.1f%%\n", p->plan_path, p->plan->warm.tok_s, p->plan->cold.tok_s,
+			100 * p->plan->hit_rate, tps, p->streaming ? stream_figures(p).hit : 100.0);
 	if (p->ram) {
 		const coli_budget *b = p->ram;
 		fprintf(stderr, "coli-run: ram budget %.2f GiB: dense %.2f, KV %.2f, buffers %.2f, pins %.2f, slots %.2f "
@@ -143,6 +147,12 @@ static json_t *json_report(const run_report *p)
 		json_object_set_new(o, "ram_budget", json_ram(p));
 	if (p->trace)
 		json_object_set_new(o, "trace", json_string(p->trace));
+	if (p->plan)
+		json_object_set_new(o, "plan", json_pack("{s:s?, s:{s:f, s:f, s:f}, s:{s:f, s:f}}", "path", p->plan_path,
+							 "predicted", "tokens_per_s", p->plan->warm.tok_s, "cold_tokens_per_s",
+							 p->plan->cold.tok_s, "hit_rate", p->plan->hit_rate, "measured",
+							 "tokens_per_s", tps, "hit_rate",
+							 p->streaming ? stream_figures(p).hit / 100 : 1.0));
 	json_t *rf = p->route_from ? json_string(p->route_from) : NULL;
 	if (p->route_from) /* a path that is not UTF-8 still says the routing was replayed */
 		json_object_set_new(o, "route_from", rf ? rf : json_string("(path not UTF-8)"));

@@ -342,7 +342,7 @@ static int report(const runner *r, coli_err *e)
 		.store_kind = store_kind_name(store_kind(r->m.store)), .per_token = r->decoded ? r->decoded : r->prefilled,
 		.wall = r->decoded ? r->decode_s : r->prefill_s, .prefetch = r->o->prefetch != 0,
 		.ram = r->o->ram > 0 ? &r->plan : NULL, .ram_gib = r->o->ram, .trace = r->o->trace,
-		.route_from = r->o->route_from,
+		.route_from = r->o->route_from, .plan = r->o->planned, .plan_path = r->o->plan,
 		.ids = r->s.tokens + r->gen0, .n_ids = r->s.n_tokens - r->gen0,
 	};
 	p.streaming = store_get_stats(r->m.store, &p.all) == 0;

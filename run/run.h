@@ -8,6 +8,8 @@
 
 #include "engine.h"
 #include "error.h"
+#include "options.h"
+#include "plan.h"
 #include "policy.h"
 #include "tokenizer.h"
 #include "trace.h"
@@ -57,11 +59,19 @@ typedef struct run_opts {
 	const char *trace;        /* --trace FILE: spans, reads and routed experts' outcomes per token
 				   * (formats/trace.md) */
 	int json;                 /* --json: the closing statistics as one JSON object on stdout */
+	const char *plan;         /* --plan FILE: plan.json, whose knobs set the options above */
+	const coli_plan *planned; /* the plan read (its predictions are reported), or NULL */
 	const char *route_from;   /* --route-from TRACE: a route_trace v1 CSV replayed in place of the
 				   * routers (benchmarks; formats/route.md) */
 } run_opts;
 
 int run_main(const run_opts *o, coli_err *e);
+
+/* plan.c: --plan FILE read into *p, checked against the container (-m) and this machine, and its
+ * knobs parsed by coli-run's options table into *o as if given on the command line (o holds the
+ * command line's options, defaults the table's initial values); a knob the command line also
+ * set is an error. */
+int run_plan_apply(run_opts *o, const run_opts *defaults, const coli_option *options, coli_plan *p, coli_err *e);
 
 /* tokmode.c: --tokenizer FILE --encode (stdin text -> ids) / --decode "ids" (-> text). */
 int run_tokenizer_mode(const run_opts *o, coli_err *e);
@@ -109,6 +119,8 @@ typedef struct run_report {
 	int n_ids;
 	const char *trace;         /* --trace FILE, or NULL */
 	const char *route_from;    /* --route-from TRACE, or NULL: said in both forms */
+	const coli_plan *plan;     /* --plan: its predictions beside the measured figures; NULL without */
+	const char *plan_path;
 } run_report;
 
 void report_text(const run_report *p);

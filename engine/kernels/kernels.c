@@ -6,6 +6,7 @@
 
 #include "kernels/impl.h"
 #include "fileio.h"
+#include "machine.h"
 #include "kernels/pool.h"
 
 #define SMALL_WORK 65536 /* multiply-adds below which a product runs on the caller only
@@ -90,7 +91,7 @@ int coli_kernels_open(coli_kernels **out, const char *isa, int threads, coli_err
 	if (!k)
 		return -1;
 	k->ops = ops;
-	k->threads = threads > 0 ? threads : kpool_default_threads();
+	k->threads = threads > 0 ? threads : coli_machine_physical_cores();
 	if (!(k->pool = kpool_new())) {
 		free(k);
 		return coli_errf(e, COLI_ENOMEM, "out of memory for the kernels' thread pool");

@@ -29,8 +29,4 @@ int kpool_self(void);
 /* Stops and joins the workers (a later kpool_for starts them again). */
 void kpool_stop(kpool *p);
 
-/* Physical cores this process may run on: distinct (package, core) pairs of the CPUs in its
- * affinity mask, from sysfs; the mask's CPU count when the topology cannot be read. */
-int kpool_default_threads(void);
-
 #endif

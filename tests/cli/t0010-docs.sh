@@ -22,6 +22,16 @@ for tool in coli-diskbench coli-membench coli-replay coli-json coli-tracestat; d
 	'
 done
 
+# Subcommands: "TOOL SUB" with its --help verbatim in docs/TOOL.md.
+for sub in "coli-plan" "coli-plan probe" "coli-plan mirror stage" "coli-plan mirror verify"; do
+	test_expect_success "$sub: --help exits 0 and docs/${sub%% *}.md carries it verbatim" '
+		$sub --help >help &&
+		while IFS= read -r line; do
+			grep -qxF -- "$line" "$TOP/docs/${sub%% *}.md" || { echo "not in docs: $line" >&2; exit 1; }
+		done <help
+	'
+done
+
 for tool in coli-convert coli-run; do
 	test_expect_success "$tool: docs/$tool.md carries the --help options block verbatim" '
 		$tool --help | grep "^  -" >block &&
@@ -31,7 +41,8 @@ for tool in coli-convert coli-run; do
 	'
 done
 
-for tool in coli-convert coli-run coli-synth coli-diskbench coli-membench coli-replay coli-json coli-tracestat; do
+for tool in coli-convert coli-run coli-synth coli-diskbench coli-membench coli-replay coli-json coli-tracestat \
+	"coli-plan" "coli-plan probe" "coli-plan mirror stage" "coli-plan mirror verify"; do
 	test_expect_success "$tool: no line of --help is wider than 100 columns" '
 		$tool --help >help &&
 		test -s help &&

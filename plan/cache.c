@@ -1,0 +1,184 @@
+/* cache.c: how many records each MoE layer keeps in RAM and how many of them are pinned.
+ *
+ * Each layer's options are caches of C records (top_k <= C <= its experts, in steps of half a
+ * top_k) of which P are pins: none, half, or all but top_k (pins only with usage, as the store
+ * pins). The simulator predicts each option's hit rate (hits.c); the best P for each C gives
+ * the layer's curve h(C). The budget left beyond the fixed part goes where it saves the most
+ * bytes read per byte of RAM: starting from top_k records everywhere, the layer whose next step
+ * up its curve has the steepest slope (hits x top_k x record per record added) takes it, until
+ * nothing more fits. Layers whose routing is skewed get more records than near-uniform ones. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "fileio.h"
+#include "planner.h"
+
+#define GIB 1073741824.0
+
+/* One layer's curve: for each cache size, its best pins and hit rate. */
+typedef struct curve {
+	int n;
+	int *cache, *pins;
+	double *hit;
+	int at;                   /* the point chosen so far */
+} curve;
+
+static int cache_step(int top_k)
+{
+	return top_k / 2 > 0 ? top_k / 2 : 1;
+}
+
+/* The best pins for a cache of c records in layer L: the option of highest predicted hits. */
+static void best_pins(const plan *p, const plan_layer *L, int c, int *pins, double *hit)
+{
+	int opts[3] = {0, c / 2, c - p->top_k}, n = p->usage.counts ? 3 : 1;
+	*pins = 0, *hit = -1;
+	for (int i = 0; i < n; i++) {
+		if (opts[i] < 0 || c - opts[i] < p->top_k || (i && opts[i] == opts[i - 1]))
+			continue;
+		double h = plan_layer_hit(p, L, opts[i], c, NULL);
+		if (h > *hit)
+			*pins = opts[i], *hit = h;
+	}
+}
+
+static int make_curve(const plan *p, const plan_layer *L, curve *cv, coli_err *e)
+{
+	int step = cache_step(p->top_k), most = (L->n_experts - p->top_k) / step + 2;
+	cv->cache = coli_malloc((size_t)most * sizeof(int), e);
+	cv->pins = coli_malloc((size_t)most * sizeof(int), e);
+	cv->hit = coli_malloc((size_t)most * sizeof(double), e);
+	if (!cv->cache || !cv->pins || !cv->hit)
+		return -1;
+	for (int c = p->top_k; c <= L->n_experts; c = c + step > L->n_experts && c < L->n_experts ? L->n_experts : c + step) {
+		cv->cache[cv->n] = c;
+		best_pins(p, L, c, &cv->pins[cv->n], &cv->hit[cv->n]);
+		cv->n++;
+	}
+	return 0;
+}
+
+/* The steepest step up layer i's curve that fits in left bytes: its point, and the bytes read
+ * saved per byte of RAM; -1 when none fits. */
+static int next_step(const plan *p, const curve *cv, int i, double left, double *slope)
+{
+	const plan_layer *L = &p->layers[i];
+	int best = -1, a = cv->at;
+	for (int j = a + 1; j < cv->n; j++) {
+		double cost = (cv->cache[j] - cv->cache[a]) * L->record;
+		double s = (cv->hit[j] - cv->hit[a]) * p->top_k * L->record / cost;
+		if (cost <= left && (best < 0 || s > *slope))
+			best = j, *slope = s;
+	}
+	return best;
+}
+
+/* Water-filling: the steepest step of all layers, while one fits. */
+static void allocate(plan *p, curve *cv, double left)
+{
+	for (;;) {
+		int layer = -1, point = -1;
+		double best = 0;
+		for (int i = 0; i < p->n_moe; i++) {
+			double s = 0;
+			int j = next_step(p, &cv[i], i, left, &s);
+			if (j >= 0 && s > best)
+				layer = i, point = j, best = s;
+		}
+		if (layer < 0)
+			return;
+		left -= (cv[layer].cache[point] - cv[layer].cache[cv[layer].at]) * p->layers[layer].record;
+		cv[layer].at = point;
+	}
+}
+
+/* Every expert fits beside the fixed part: the RAM store, no streaming. */
+static int all_fit(plan *p)
+{
+	double all = 0;
+	for (int i = 0; i < p->n_moe; i++)
+		all += p->layers[i].record * p->layers[i].n_experts;
+	if (p->fixed.left < all)
+		return 0;
+	for (int i = 0; i < p->n_moe; i++)
+		p->layers[i].cache = p->layers[i].n_experts, p->layers[i].hit = 1;
+	p->hit = 1;
+	plan_note_add(p, "stream", "off", "every expert (%.2f GiB) fits in the %.2f GiB the budget leaves beyond the "
+		      "dense part, KV cache and buffers (%.2f GiB): all in RAM, nothing streamed", all / GIB,
+		      p->fixed.left / GIB, p->fixed.fixed / GIB);
+	return 1;
+}
+
+static void take_choice(plan *p, const curve *cv)
+{
+	double hits = 0;
+	for (int i = 0; i < p->n_moe; i++) {
+		plan_layer *L = &p->layers[i];
+		L->cache = cv[i].cache[cv[i].at], L->pins = cv[i].pins[cv[i].at], L->hit = cv[i].hit[cv[i].at];
+		plan_layer_hit(p, L, L->pins, L->cache, &L->hit_pins);
+		hits += L->hit;
+	}
+	p->hit = p->n_moe ? hits / p->n_moe : 1;
+	double pinned = 0;
+	for (int i = 0; i < p->n_moe; i++)
+		pinned += p->layers[i].hit_pins;
+	p->hit_pins = p->n_moe ? pinned / p->n_moe : 0;
+}
+
+/* The decision in words: the range of cache sizes and pins, and what skew bought them. */
+static void describe(plan *p)
+{
+	int lo = p->layers[0].cache, hi = lo, most = 0, fewest = 0, pins = 0;
+	for (int i = 0; i < p->n_moe; i++) {
+		const plan_layer *L = &p->layers[i];
+		lo = L->cache < lo ? L->cache : lo, hi = L->cache > hi ? L->cache : hi, pins += L->pins;
+		most = L->cache > p->layers[most].cache ? i : most;
+		fewest = L->cache < p->layers[fewest].cache ? i : fewest;
+	}
+	char v[64];
+	snprintf(v, sizeof(v), lo == hi ? "%d" : "%d..%d", lo, hi);
+	plan_note_add(p, "cache-slots", v, "%.2f GiB of expert cache over %d MoE layers: predicted hit rate %.1f%% (the "
+		      "simulator on routing %s); layer %d keeps %d records (top-10%% share %.2f, hit %.1f%%), layer %d "
+		      "keeps %d (top-10%% share %.2f, hit %.1f%%)", p->fixed.left / GIB, p->n_moe, p->hit * 100,
+		      p->usage.counts ? "drawn from the usage counts" : "drawn uniformly: no usage given",
+		      p->layers[most].layer, p->layers[most].cache, p->layers[most].top10, p->layers[most].hit * 100,
+		      p->layers[fewest].layer, p->layers[fewest].cache, p->layers[fewest].top10,
+		      p->layers[fewest].hit * 100);
+	snprintf(v, sizeof(v), "%d", pins);
+	if (p->usage.counts)
+		plan_note_add(p, "pins", v, "%d pins in all, the most used experts of each layer where pinning them beat "
+			      "LRU slots in the simulation; they alone give %.1f%% hits (the cold hit rate)", pins,
+			      p->hit_pins * 100);
+	else
+		plan_note_add(p, "pins", "0", "no --usage: nothing to choose pins by; the whole cache is LRU (run "
+			      "coli-run --usage FILE, then plan again)");
+	if (lo < 2 * p->top_k)
+		plan_warn(p, "layer %d keeps only %d records, fewer than two tokens' experts (top_k %d): its hits come "
+			  "almost only from the previous token, and the hit rate collapses; more RAM or a shorter --ctx "
+			  "helps", p->layers[fewest].layer, lo, p->top_k);
+}
+
+int plan_cache(plan *p, coli_err *e)
+{
+	if (plan_distributions(p, e) < 0)
+		return -1;
+	if (all_fit(p))
+		return 0;
+	p->stream = 1;
+	curve *cv = coli_calloc((size_t)p->n_moe, sizeof(*cv), e);
+	int rc = cv ? 0 : -1;
+	double left = p->fixed.left;
+	for (int i = 0; rc == 0 && i < p->n_moe; i++) {
+		rc = make_curve(p, &p->layers[i], &cv[i], e);
+		left -= p->top_k * p->layers[i].record;
+	}
+	if (rc == 0) {
+		allocate(p, cv, left);
+		take_choice(p, cv);
+		describe(p);
+	}
+	for (int i = 0; cv && i < p->n_moe; i++)
+		free(cv[i].cache), free(cv[i].pins), free(cv[i].hit);
+	free(cv);
+	return rc;
+}

@@ -1,0 +1,189 @@
+/* cost.c: threads, prefetch, the I/O backend, each copy's share of the reads, and the predicted
+ * decode speed, from a cost model calibrated by the probe.
+ *
+ * Seconds per decode token, at the middle of a --ctx context (position ctx / 2):
+ *   experts    each MoE layer's top_k records / the kernels' measured speed for their bits
+ *   attention  the attention matrices (self_attn.*) / the kernels' speed for their encoding,
+ *              + the KV cache read / the memory bandwidth
+ *   other      every other dense matrix (routers, shared experts, dense MLPs, lm_head) the same
+ *              way, + OTHER_PER_LAYER per layer (norms, RoPE, sums: measured small)
+ *   disk       the misses' reads not hidden: a layer's misses (top_k x (1 - hit) records) are read
+ *              at once from the copies together (each at the probe's O_DIRECT bandwidth at that
+ *              queue depth, balanced so they finish together, a copy serving only records it
+ *              holds), while the layer's hits are multiplied; with prefetch, PREDICT_RECALL of
+ *              them are read during the previous layer's compute instead.
+ * Warm: the planned hit rate; cold: only the pins hit (the LRU slots start empty). */
+#include <math.h>
+#include <string.h>
+
+#include "engine.h"
+#include "planner.h"
+#include "store.h"
+
+#define GIB 1073741824.0
+#define OTHER_PER_LAYER 2e-6 /* s: norms, residuals, RoPE, the router's softmax per layer */
+#define PREDICT_RECALL 0.8   /* next-layer predictions chosen by the routing (82.7% measured on
+			      * synthetic models, docs/benchmarks.md) */
+#define WRONG_COST 0.25      /* share of a wrong prediction's read that delays demanded reads
+			      * (they are read only while no demanded read is in flight) */
+
+/* Weight bytes per second of the kernels at this plan's threads, for an encoding's bits. */
+static double kernel_bps(const plan *p, int bits)
+{
+	const coli_probe *pr = &p->probe;
+	int all = p->threads > 1;
+	if (bits == 4)
+		return all ? pr->int4_bps_all : pr->int4_bps_1;
+	if (bits == 8)
+		return all ? pr->int8_bps_all : pr->int8_bps_1;
+	return all ? pr->mem_bps_all : pr->mem_bps_1; /* float matrices: as fast as memory reads */
+}
+
+static int enc_bits(const coli_blob *b)
+{
+	return b->enc == COLI_ENC_Q4 ? 4 : b->enc == COLI_ENC_Q8 ? 8 : 16;
+}
+
+/* Seconds per token of the dense matrices: attention's (*att) and the others (*rest). */
+static void dense_time(const plan *p, double *att, double *rest)
+{
+	const coli_layout *L = &p->ct->layout;
+	*att = *rest = 0;
+	for (int i = 0; i < L->n_tensors; i++) {
+		const coli_ltensor *t = &L->tensors[i];
+		if (t->section != COLI_SEC_DENSE || t->ndim != 2 || strstr(t->name, "embed_tokens"))
+			continue;
+		double s = (double)t->blob.nbytes / kernel_bps(p, enc_bits(&t->blob));
+		*(strstr(t->name, "self_attn") ? att : rest) += s;
+	}
+}
+
+/* The O_DIRECT bandwidth of disk d at queue depth qd (interpolated between the probe's). */
+static double disk_bps(const coli_probe_disk *d, double qd)
+{
+	if (d->n_qd == 0)
+		return 0;
+	if (qd <= d->qd[0])
+		return d->direct_bps[0];
+	for (int i = 1; i < d->n_qd; i++)
+		if (qd <= d->qd[i]) {
+			double f = (qd - d->qd[i - 1]) / (d->qd[i] - d->qd[i - 1]);
+			return d->direct_bps[i - 1] + f * (d->direct_bps[i] - d->direct_bps[i - 1]);
+		}
+	return d->direct_bps[d->n_qd - 1];
+}
+
+/* Seconds to read m records of rec bytes from the copies together, balanced so they finish
+ * together: a partial copy serves only the records it holds (misses taken as spread evenly over
+ * the records), the full copies the rest. */
+static double read_time(const plan *p, double m, double rec)
+{
+	if (m <= 0)
+		return 0;
+	double qd = ceil(m / p->n_copies), all = 0, full = 0, held = 1, bytes = m * rec;
+	if (qd > STORE_IO_THREADS)
+		qd = STORE_IO_THREADS;
+	for (int i = 0; i < p->n_copies; i++) {
+		double b = disk_bps(p->copies[i].disk, qd);
+		all += b;
+		full += p->copies[i].held >= 1 ? b : 0;
+		held = p->copies[i].held < held ? p->copies[i].held : held;
+	}
+	double t = bytes / all, t_full = (1 - held) * bytes / full;
+	return (t > t_full ? t : t_full) + p->copies[0].disk->latency_s;
+}
+
+/* The predicted speed at hit rates hit(layer) (warm: the plan's, cold: the pins'). */
+static coli_plan_speed speed(const plan *p, int cold)
+{
+	coli_plan_speed s;
+	memset(&s, 0, sizeof(s));
+	double att, rest;
+	dense_time(p, &att, &rest);
+	const coli_model *m = &p->ct->model;
+	double kv = (double)coli_kv_token_bytes(m) * p->a->ctx / 2;
+	s.attention_s = att + kv / (p->threads > 1 ? p->probe.mem_bps_all : p->probe.mem_bps_1);
+	s.other_s = rest + OTHER_PER_LAYER * m->n_layers;
+	double compute_layer = (att + rest) / (m->n_layers > 0 ? m->n_layers : 1);
+	for (int i = 0; i < p->n_moe; i++) {
+		const plan_layer *L = &p->layers[i];
+		double h = cold ? L->hit_pins : L->hit, x = p->top_k * L->record / kernel_bps(p, p->ct->bits[0]);
+		s.experts_s += x;
+		if (!p->stream)
+			continue;
+		double disk = read_time(p, p->top_k * (1 - h), L->record);
+		double hidden = x * h; /* the hits multiplied while the misses arrive */
+		if (p->prefetch)
+			hidden += fmin(PREDICT_RECALL * disk, compute_layer) - (1 - PREDICT_RECALL) * WRONG_COST * disk;
+		s.disk_s += disk > hidden ? disk - hidden : 0;
+	}
+	s.tok_s = 1 / (s.experts_s + s.attention_s + s.other_s + s.disk_s);
+	return s;
+}
+
+/* Threads: the physical cores, unless one thread multiplies faster than all (then 1). */
+static void choose_threads(plan *p)
+{
+	const coli_probe *pr = &p->probe;
+	p->threads = pr->physical_cores;
+	if (pr->int4_bps_1 > pr->int4_bps_all) {
+		p->threads = 1;
+		plan_note_add(p, "threads", "1", "one thread multiplies int4 weights faster (%.1f GB/s) than %d (%.1f GB/s)",
+			      pr->int4_bps_1 / 1e9, pr->physical_cores, pr->int4_bps_all / 1e9);
+		return;
+	}
+	char v[16];
+	snprintf(v, sizeof(v), "%d", p->threads);
+	plan_note_add(p, "threads", v, "the physical cores: int4 products at %.1f GB/s on %d threads against %.1f GB/s "
+		      "on one", pr->int4_bps_all / 1e9, p->threads, pr->int4_bps_1 / 1e9);
+}
+
+/* Prefetch on when the model says it saves time at the warm hit rate. */
+static void choose_prefetch(plan *p)
+{
+	if (!p->stream)
+		return;
+	p->prefetch = 0;
+	coli_plan_speed off = speed(p, 0);
+	p->prefetch = 1;
+	coli_plan_speed on = speed(p, 0);
+	p->prefetch = on.tok_s > off.tok_s;
+	plan_note_add(p, "prefetch", p->prefetch ? "on" : "off", "predicted %.2f tok/s with next-layer prediction, %.2f "
+		      "without (it hides reads behind the previous layer's compute, %.0f%% of predictions right, and "
+		      "its wrong reads cost disk time)", on.tok_s, off.tok_s, PREDICT_RECALL * 100);
+}
+
+/* Each copy's share of the reads: bandwidth-weighted, a partial copy within what it holds. */
+static void shares(plan *p)
+{
+	double total = 0, qd = STORE_IO_THREADS;
+	for (int i = 0; i < p->n_copies; i++)
+		total += p->copies[i].bps = disk_bps(p->copies[i].disk, qd);
+	for (int i = 0; i < p->n_copies; i++)
+		p->copies[i].share = total > 0 ? p->copies[i].bps * p->copies[i].held / total : 0;
+	double sum = 0;
+	for (int i = 1; i < p->n_copies; i++)
+		sum += p->copies[i].share;
+	p->copies[0].share = 1 - sum;
+	p->disk_bps = total;
+	if (p->n_copies > 1)
+		plan_note_add(p, "mirror", "", "%d copies read together, %.2f GB/s at queue depth %d; the model's copy "
+			      "serves %.0f%% of the bytes", p->n_copies, total / 1e9, STORE_IO_THREADS,
+			      p->copies[0].share * 100);
+}
+
+int plan_cost(plan *p, coli_err *e)
+{
+	(void)e;
+	choose_threads(p);
+	p->io = STORE_IO_THREADS_POOL, p->qd = STORE_IO_THREADS;
+	if (p->stream)
+		plan_note_add(p, "io", "threads", "%d pread threads per disk (queue depth %d): measured as fast as one "
+			      "io_uring on these machines, which also checks each chunk on one thread", STORE_IO_THREADS,
+			      STORE_IO_THREADS);
+	shares(p);
+	choose_prefetch(p);
+	p->warm = speed(p, 0);
+	p->cold = speed(p, 1);
+	return 0;
+}

@@ -1,0 +1,126 @@
+/* inputs.c: what coli-plan MODEL.coli reads: the container, this machine's probe, the usage
+ * counts, and the fixed part of the RAM budget as coli-run computes it. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "fileio.h"
+#include "planner.h"
+
+#define GIB 1073741824.0
+
+/* The probe's disk holding dir (same device); NULL with e when it was not probed. */
+static const coli_probe_disk *probed_disk(const plan *p, const char *dir, coli_err *e)
+{
+	coli_probe_disk d;
+	memset(&d, 0, sizeof(d));
+	if (coli_probe_disk_ident(dir, &d, e) < 0)
+		return NULL;
+	for (int i = 0; i < p->probe.n_disks; i++)
+		if (p->probe.disks[i].major == d.major && p->probe.disks[i].minor == d.minor)
+			return &p->probe.disks[i];
+	coli_errf(e, COLI_EUSAGE, "%s is on %s (%u:%u), which %s has not measured: run coli-plan probe --disk %s "
+		  "(with the other folders) first", dir, d.dev, d.major, d.minor, p->a->probe, dir);
+	return NULL;
+}
+
+static int open_copies(plan *p, coli_err *e)
+{
+	const plan_args *a = p->a;
+	p->n_copies = 1 + a->n_mirrors;
+	for (int i = 0; i < p->n_copies; i++) {
+		plan_copy *c = &p->copies[i];
+		c->dir = i ? a->mirrors[i - 1] : a->model, c->held = 1;
+		if (!(c->disk = probed_disk(p, c->dir, e)))
+			return -1;
+		if (!realpath(c->dir, c->abs))
+			return coli_errf(e, COLI_EIO, "%s: %s", c->dir, strerror(errno));
+	}
+	return 0;
+}
+
+/* --usage: this container's counts (another container's file is refused by the reader). */
+static int read_usage(plan *p, coli_err *e)
+{
+	if (!p->a->usage)
+		return 0;
+	if (coli_usage_read(p->a->usage, p->ct->identity, &p->usage, e) < 0)
+		return -1;
+	if (!realpath(p->a->usage, p->usage_abs))
+		return coli_errf(e, COLI_EIO, "%s: %s", p->a->usage, strerror(errno));
+	const coli_model *m = &p->ct->model;
+	if (p->usage.n_layers != m->n_layers + m->n_mtp_layers || p->usage.n_experts != m->n_experts)
+		return coli_errf(e, COLI_EDATA, "%s: shape %d x %d, the container has %d layers x %d experts",
+				 p->a->usage, p->usage.n_layers, p->usage.n_experts, m->n_layers + m->n_mtp_layers,
+				 m->n_experts);
+	return 0;
+}
+
+/* The budget: --ram, else what the machine leaves: the memory cgroup's limit or the available
+ * RAM, whichever is smaller, less 10% for everything else the machine runs. */
+static void choose_budget(plan *p)
+{
+	double avail = p->probe.ram_available;
+	if (p->probe.cgroup_limit > 0 && p->probe.cgroup_limit < avail)
+		avail = p->probe.cgroup_limit;
+	if (p->a->ram > 0) {
+		p->budget = p->a->ram * GIB;
+		plan_note_add(p, "ram", "", "--ram %g GiB as asked (this machine has %.2f GiB available%s)", p->a->ram,
+			      avail / GIB, p->probe.cgroup_limit > 0 ? " within its memory cgroup" : "");
+		return;
+	}
+	p->budget = (double)(long long)(avail * 0.9 / GIB * 100) / 100 * GIB; /* GiB with 2 decimals */
+	plan_note_add(p, "ram", "", "%.2f GiB: 90%% of the %.2f GiB available%s, the rest left to the system",
+		      p->budget / GIB, avail / GIB, p->probe.cgroup_limit > 0 ? " (the memory cgroup's limit)" : "");
+}
+
+/* The fixed part (dense, KV for --ctx, buffers) as coli-run splits it, for batches of
+ * COLI_MAX_BATCH tokens (a chat's: the most a run sizes for). */
+static int fixed_part(plan *p, coli_err *e)
+{
+	const coli_container *ct = p->ct;
+	const coli_model *m = &ct->model;
+	coli_budget_in *in = &p->bin;
+	*in = (coli_budget_in){.budget = p->budget, .vocab = m->vocab_size, .top_k = m->top_k, .pins = -1,
+			       .has_usage = p->usage.counts != NULL};
+	in->work = (double)coli_engine_work_bytes(m, COLI_MAX_BATCH);
+	in->kv = (double)coli_kv_token_bytes(m) * ((double)p->a->ctx + 1);
+	in->dense = (double)ct->layout.section_size[COLI_SEC_DENSE] + (double)ct->layout.section_size[COLI_SEC_MTP];
+	for (int i = 0; i < ct->layout.n_elayers; i++) {
+		in->record += (double)ct->layout.elayers[i].record_size;
+		if (ct->layout.elayers[i].n_experts > in->max_experts)
+			in->max_experts = ct->layout.elayers[i].n_experts;
+	}
+	in->usage_known = coli_usage_known(p->usage.counts, p->usage.n_layers, p->usage.n_experts);
+	if (coli_budget_split(in, &p->fixed, e) < 0)
+		return -1;
+	p->top_k = m->top_k > 0 ? m->top_k : 1, p->n_moe = ct->layout.n_elayers;
+	return 0;
+}
+
+int plan_inputs(plan *p, const plan_args *a, coli_err *e)
+{
+	memset(p, 0, sizeof(*p));
+	p->a = a;
+	if (coli_container_open(&p->ct, a->model, e) < 0)
+		return -1;
+	if (coli_probe_read(a->probe, &p->probe, e) < 0 || coli_probe_check_machine(&p->probe, a->probe, e) < 0)
+		return -1;
+	if (open_copies(p, e) < 0 || read_usage(p, e) < 0)
+		return -1;
+	choose_budget(p);
+	return fixed_part(p, e);
+}
+
+void plan_release(plan *p)
+{
+	for (int i = 0; p->layers && i < p->n_moe; i++)
+		free(p->layers[i].p), free(p->layers[i].ids);
+	free(p->layers);
+	coli_usage_release(&p->usage);
+	coli_container_close(p->ct);
+	memset(p, 0, sizeof(*p));
+}

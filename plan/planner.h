@@ -1,0 +1,109 @@
+/* planner.h: coli-plan MODEL.coli: what it reads, what it decides, and the parts that decide. */
+#ifndef COLI_PLANNER_H
+#define COLI_PLANNER_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "container.h"
+#include "error.h"
+#include "plan.h"
+#include "policy.h"
+#include "probe.h"
+#include "usage.h"
+
+#define PLAN_MAX_COPIES 8
+
+/* The command line of coli-plan MODEL.coli. */
+typedef struct plan_args {
+	const char *model, *probe, *usage, *out;
+	double ram;               /* GiB; 0: the probe's available RAM (or cgroup limit) */
+	int ctx;                  /* KV cache tokens (default 4096) */
+	const char *mirrors[PLAN_MAX_COPIES - 1];
+	int n_mirrors;
+	int explain, json, quiet;
+} plan_args;
+
+/* One MoE layer's cache and what it is predicted to give. */
+typedef struct plan_layer {
+	int layer;                /* container layer */
+	int n_experts;
+	double record;            /* bytes of one record */
+	double *p;                /* [n_experts] routing probabilities the prediction samples */
+	int32_t *ids;             /* [tokens][top_k] routing sampled from p, the simulator's input */
+	double top10;             /* share of the routings the top 10% of experts take */
+	int cache, pins;          /* records kept per layer, pins included */
+	double hit;               /* predicted warm hit rate (simulator) */
+	double hit_pins;          /* the pins' share: the cold hit rate */
+} plan_layer;
+
+/* A copy of experts.bin a run reads from: the model's, or a mirror. */
+typedef struct plan_copy {
+	const char *dir;
+	char abs[4096];           /* dir made absolute: what plan.json names */
+	const coli_probe_disk *disk; /* its probe measurement */
+	double bps;               /* O_DIRECT bandwidth at the queue depth used */
+	double share;             /* predicted fraction of the bytes it serves */
+	double held;              /* fraction of the records it holds (1: full copy) */
+} plan_copy;
+
+/* One decision and why, in plain words, for plan.json and --explain. */
+typedef struct plan_note {
+	char what[32];
+	char value[64];
+	char why[512];
+} plan_note;
+
+#define PLAN_MAX_NOTES 24
+
+typedef struct plan {
+	const plan_args *a;
+	coli_container *ct;
+	coli_probe probe;
+	coli_usage usage;         /* counts NULL without --usage */
+	char usage_abs[4096];     /* its path made absolute */
+	int top_k, n_moe;         /* the model's top_k, MoE layers (MTP included) */
+	coli_budget_in bin;       /* the fixed part, as coli-run computes it */
+	coli_budget fixed;
+	double budget;            /* bytes */
+	int stream;               /* 0: every expert fits in RAM */
+	plan_layer *layers;       /* [n_moe] */
+	double hit;               /* over layers, weighted by routings */
+	double hit_pins;          /* the pins' share of it: the cold hit rate */
+	int threads, prefetch, io, qd;
+	plan_copy copies[PLAN_MAX_COPIES];
+	int n_copies;
+	double disk_bps;          /* the copies together, for the misses' mix */
+	coli_plan_speed warm, cold;
+	plan_note notes[PLAN_MAX_NOTES];
+	int n_notes;
+	char warnings[4][512];
+	int n_warnings;
+} plan;
+
+/* inputs.c: the container, the probe (this machine's), the usage (this container's), the
+ * fixed part of the RAM budget. */
+int plan_inputs(plan *p, const plan_args *a, coli_err *e);
+void plan_release(plan *p);
+
+/* hits.c: each layer's routing distribution from the usage counts (uniform without), and the
+ * predicted hit rate of pins + LRU slots, by the policy module's simulator on routing sampled
+ * from it. */
+int plan_distributions(plan *p, coli_err *e);
+double plan_layer_hit(const plan *p, const plan_layer *L, int pins, int cache, double *pin_share);
+
+/* cache.c: the records each layer keeps, and how many of them pinned, within the budget. */
+int plan_cache(plan *p, coli_err *e);
+
+/* cost.c: threads, prefetch, I/O, the copies' shares, and the predicted speed. */
+int plan_cost(plan *p, coli_err *e);
+
+/* output.c: plan.json, the summary, --explain. */
+void plan_note_add(plan *p, const char *what, const char *value, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+void plan_warn(plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+json_t *plan_json(const plan *p);
+int plan_write(const plan *p, coli_err *e);
+void plan_print(const plan *p);
+
+#endif

@@ -1,0 +1,112 @@
+/* plan.c: coli-run --plan FILE: a plan.json's knobs applied as coli-run options, after checking
+ * that the plan was made for this container and this machine. */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "container.h"
+#include "probe.h"
+#include "run.h"
+
+/* Where each knob lands in run_opts (up to three fields: a count, or a list and its length). */
+typedef struct knob_fields {
+	const char *name;
+	size_t off[3], size[3];
+} knob_fields;
+
+#define F(m) offsetof(run_opts, m)
+#define S(m) sizeof(((run_opts *)0)->m)
+static const knob_fields fields[] = {
+	{"ram", {F(ram)}, {S(ram)}},
+	{"ctx", {F(ctx)}, {S(ctx)}},
+	{"threads", {F(threads)}, {S(threads)}},
+	{"cache-slots", {F(cache_slots), F(cache_list), F(n_cache_list)}, {S(cache_slots), S(cache_list), S(n_cache_list)}},
+	{"pins", {F(pins), F(pins_list), F(n_pins_list)}, {S(pins), S(pins_list), S(n_pins_list)}},
+	{"usage", {F(usage)}, {S(usage)}},
+	{"prefetch", {F(prefetch)}, {S(prefetch)}},
+	{"io", {F(io)}, {S(io)}},
+	{"mirror", {F(mirrors), F(n_mirrors)}, {S(mirrors), S(n_mirrors)}},
+};
+#define N_FIELDS (sizeof(fields) / sizeof(fields[0]))
+
+static const knob_fields *fields_of(const char *name)
+{
+	for (size_t i = 0; i < N_FIELDS; i++)
+		if (strcmp(fields[i].name, name) == 0)
+			return &fields[i];
+	return NULL;
+}
+
+/* Whether a's fields of knob k differ from b's. */
+static int differs(const knob_fields *k, const run_opts *a, const run_opts *b)
+{
+	for (int i = 0; i < 3 && k->size[i]; i++)
+		if (memcmp((const char *)a + k->off[i], (const char *)b + k->off[i], k->size[i]))
+			return 1;
+	return 0;
+}
+
+static void copy_fields(const knob_fields *k, run_opts *to, const run_opts *from)
+{
+	for (int i = 0; i < 3 && k->size[i]; i++)
+		memcpy((char *)to + k->off[i], (const char *)from + k->off[i], k->size[i]);
+}
+
+/* The plan is this container's (identity) and this machine's (CPU, cores, each folder's device). */
+static int check_plan(const coli_plan *p, const char *path, const char *model, coli_err *e)
+{
+	coli_container *ct = NULL;
+	if (coli_container_open(&ct, model, e) < 0)
+		return -1;
+	int rc = strcmp(ct->identity_hex, p->identity) == 0 ? 0 :
+		coli_errf(e, COLI_EDATA, "%s: container.identity: the plan is for container %.16s..., %s is %.16s...: "
+			  "make a plan for it (coli-plan %s)", path, p->identity, model, ct->identity_hex, model);
+	coli_container_close(ct);
+	coli_probe m;
+	memset(&m, 0, sizeof(m));
+	snprintf(m.cpu_model, sizeof(m.cpu_model), "%s", p->cpu_model);
+	m.physical_cores = p->physical_cores, m.logical_cpus = p->logical_cpus, m.n_disks = p->n_disks;
+	for (int i = 0; i < p->n_disks; i++) {
+		coli_probe_disk *d = &m.disks[i];
+		snprintf(d->dir, sizeof(d->dir), "%s", p->disks[i].dir);
+		snprintf(d->dev, sizeof(d->dev), "%s", p->disks[i].dev);
+		snprintf(d->identity, sizeof(d->identity), "%s", p->disks[i].identity);
+		d->major = p->disks[i].major, d->minor = p->disks[i].minor;
+	}
+	return rc < 0 ? -1 : coli_probe_check_machine(&m, path, e);
+}
+
+/* One knob parsed by coli-run's own table, as "--name value" would be. */
+static int apply_knob(const coli_option *options, const char *path, const coli_plan_knob *k, coli_err *e)
+{
+	char name[40];
+	snprintf(name, sizeof(name), "--%s", k->name);
+	char *argv[] = {"coli-run", name, k->value, NULL};
+	coli_err ke = {0, ""};
+	if (coli_opts_parse(options, 3, argv, &ke) < 0)
+		return coli_errf(e, COLI_EDATA, "%s: knobs.%s: %s", path, k->name, ke.msg);
+	return 0;
+}
+
+int run_plan_apply(run_opts *o, const run_opts *defaults, const coli_option *options, coli_plan *p, coli_err *e)
+{
+	run_opts cmd = *o;
+	if (coli_plan_read(o->plan, p, e) < 0 || check_plan(p, o->plan, o->model, e) < 0)
+		return -1;
+	*o = *defaults;
+	for (int i = 0; i < p->n_knobs; i++)
+		if (apply_knob(options, cmd.plan, &p->knobs[i], e) < 0)
+			return -1;
+	run_opts planned = *o;
+	*o = cmd;
+	o->stream |= planned.stream;
+	for (int i = 0; i < p->n_knobs; i++) {
+		const knob_fields *k = fields_of(p->knobs[i].name);
+		if (k && differs(k, &cmd, defaults))
+			return coli_errf(e, COLI_EUSAGE, "--%s: %s sets it (knobs.%s); give one or the other", k->name,
+					 cmd.plan, k->name);
+		if (k)
+			copy_fields(k, o, &planned);
+	}
+	return 0;
+}
