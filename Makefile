@@ -41,9 +41,12 @@ TOOL_LIBS := $(foreach t,$(TOOLS),$(if $(filter-out $(call tool_dir,$t)/main.c,$
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=bin/fuzz/%)
 
+# The fault tests' FUSE file system (tests/fault/eiofs.c: reads of chosen ranges fail with EIO).
+EIOFS := bin/fault/eiofs
+
 .PHONY: all test demo deps asan ubsan bench bench-convert bench-run bench-stream bench-trace clean check-deps \
 	fuzz fuzz-build
-all: $(BINS) $(BENCH_BIN) $(UNIT_BIN) $(FUZZ_BIN)
+all: $(BINS) $(BENCH_BIN) $(UNIT_BIN) $(FUZZ_BIN) $(EIOFS)
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -86,6 +89,11 @@ $(FUZZ_BIN): bin/fuzz/%: $(B)/tests/fuzz/%.o $(B)/tests/fuzz/driver.o $(LIBENG) 
 	@mkdir -p bin/fuzz
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
+$(EIOFS): tests/fault/eiofs.c
+	@mkdir -p bin/fault
+	$(CC) $(OPT) $(WARN) -D_GNU_SOURCE $$(pkg-config --cflags fuse3) $(EXTRA_CFLAGS) $(LDFLAGS) -o $@ $< \
+	  $$(pkg-config --libs fuse3)
+
 # make fuzz: each target built with clang and libFuzzer, ASan and UBSan (so are libcoli and the
 # engine's tokenizer, the only engine part a target calls: build/fuzz/obj), then fuzzed for
 # FUZZ_SECONDS, one after the other; new inputs go to build/fuzz/corpus/NAME (the committed
@@ -124,7 +132,7 @@ fuzz: fuzz-build
 
 # Missing Debian packages and npm packages, installed only when absent.
 DEB_PKGS := build-essential zlib1g-dev libjansson-dev libarchive-dev gnuplot-nox liburing-dev \
-            libpcre2-dev libutf8proc-dev
+            libpcre2-dev libutf8proc-dev fuse3 libfuse3-dev
 # clang (libFuzzer) only for make fuzz: make deps installs it, make test does not need it.
 FUZZ_DEB_PKGS := clang
 # node and npm may come from another packaging of Node.js; Debian's is installed only if absent.

@@ -1,0 +1,59 @@
+# fault.sh: helpers of the fault tests, sourced after tests/cli/lib.sh: eiofs mounts and loop
+# devices made by a test, unmounted and detached when it exits (even when it fails).
+FAULT_LIST=$SCRATCH/.fault-undo
+: >"$FAULT_LIST"
+
+# Undoes what fault_note recorded, last first, then removes the scratch folder as lib.sh does.
+fault_cleanup() {
+	tac "$FAULT_LIST" 2>/dev/null | while read -r kind what; do
+		case $kind in
+		mount) umount "$what" 2>/dev/null || umount -l "$what" 2>/dev/null ;;
+		loop) losetup -d "$what" 2>/dev/null ;;
+		esac
+	done
+	[ -n "${COLI_TEST_KEEP:-}" ] || rm -rf "$SCRATCH"
+}
+trap fault_cleanup EXIT
+
+# fault_note KIND WHAT: undo WHAT (mount: a mount point, loop: a loop device) at exit.
+fault_note() { echo "$1 $2" >>"$FAULT_LIST"; }
+
+# fault_skip REASON: the test cannot run here (not root, no FUSE or loop devices): one SKIP line.
+fault_skip() {
+	echo "SKIP $(basename "$0"): $1"
+	exit 0
+}
+
+# eiofs_mount SRC MNT [--eio FILE:OFFSET:LEN[:AFTER]]... [--log LOG]: SRC mirrored read-only at
+# MNT by tests/fault/eiofs.c (bin/fault/eiofs), reads of the chosen ranges failing with EIO.
+eiofs_mount() {
+	local src=$1 mnt=$2
+	shift 2
+	mkdir -p "$mnt" && "$BIN/fault/eiofs" "$@" "$src" "$mnt" && fault_note mount "$mnt"
+}
+
+# fault_umount MNT: unmounts MNT now.
+fault_umount() { umount "$1"; }
+
+# fault_need_fuse: skips the test unless eiofs is built, /dev/fuse exists and we are root.
+fault_need_fuse() {
+	[ -x "$BIN/fault/eiofs" ] || fault_skip "bin/fault/eiofs not built (make; needs libfuse3-dev)"
+	[ -c /dev/fuse ] || fault_skip "no /dev/fuse"
+	[ "$(id -u)" = 0 ] || fault_skip "not root (mounts a FUSE file system)"
+}
+
+# fault_need_loop: skips the test unless we are root and can set up a loop device.
+fault_need_loop() {
+	[ "$(id -u)" = 0 ] || fault_skip "not root (sets up loop devices)"
+	command -v losetup >/dev/null && command -v mkfs.ext4 >/dev/null || fault_skip "no losetup or mkfs.ext4"
+	[ -e /dev/loop-control ] || fault_skip "no /dev/loop-control"
+}
+
+# loop_fs IMG MNT SIZE: an ext4 file system on a loop device over the file IMG of SIZE (truncate's
+# units), mounted at MNT; prints the loop device. Extra losetup options: LOOP_OPTS.
+loop_fs() {
+	local img=$1 mnt=$2 size=$3 dev
+	truncate -s "$size" "$img" && mkfs.ext4 -q -F -O ^has_journal "$img" >/dev/null 2>&1 &&
+	dev=$(losetup -f --show ${LOOP_OPTS:-} "$img") && fault_note loop "$dev" &&
+	mkdir -p "$mnt" && mount "$dev" "$mnt" && fault_note mount "$mnt" && echo "$dev"
+}
