@@ -26,16 +26,17 @@ test_expect_success "setup: a container, a good copy, RAM tokens, a usage and a 
 	mkdir -p "$SRC" &&
 	coli-convert -q "$F/checkpoint" "$GOOD" &&
 	test $(($(wc -c <"$GOOD/experts.bin") - 4096)) = $((4 * L0)) &&
-	for d in layer0 all late; do cp -r "$GOOD" "$SRC/$d.coli" || exit 1; done &&
+	for d in layer0 all late cut; do cp -r "$GOOD" "$SRC/$d.coli" || exit 1; done &&
 	run -m "$GOOD" >"$SCRATCH/ram" &&
 	coli-run -q -m "$GOOD" --prompt-ids "$P" -n 4 --usage "$SCRATCH/u" --session "$SCRATCH/s" >/dev/null &&
 	cp "$SCRATCH/u" "$SCRATCH/u.before" && cp "$SCRATCH/s" "$SCRATCH/s.before"
 '
 
 # layer0.coli: every read overlapping layer 0's records fails; all.coli: every record's;
-# late.coli: every record's after the first 200 reads (the prompt needs about 100), as a disk failing mid-run.
+# late.coli: every record's after the first 200 reads (the prompt needs about 100), as a disk failing mid-run;
+# cut.coli: experts.bin's data ends 100 bytes into layer 1's first record (its size unchanged).
 eiofs_mount "$SRC" "$MNT" --eio "layer0.coli/experts.bin:4096:$L0" --eio "all.coli/experts.bin:4096:$((4 * L0))" \
-	--eio "late.coli/experts.bin:4096:$((4 * L0)):200" --log "$SCRATCH/eio.log" || { echo "FAIL eiofs mount"; exit 1; }
+	--eio "late.coli/experts.bin:4096:$((4 * L0)):200" --cut "cut.coli/experts.bin:$((4196 + L0))" --log "$SCRATCH/eio.log" || { echo "FAIL eiofs mount"; exit 1; }
 
 test_expect_success "eiofs passes the good bytes through" '
 	cmp "$MNT/layer0.coli/manifest.coli" "$GOOD/manifest.coli" &&
@@ -82,6 +83,15 @@ test_expect_success "RAM store: the read at open fails, exit 1 naming record [la
 	cmp "$SCRATCH/u" "$SCRATCH/u.before" && cmp "$SCRATCH/s" "$SCRATCH/s.before" &&
 	expect_exit 1 coli-run -q -m "$MNT/all.coli" --prompt-ids "$P" -n 4 &&
 	err_has "all.coli/experts.bin: expert record [layer 0][expert 0] at offset 4096:"
+'
+
+test_expect_success "data ending before the file does: the short read named, with the bytes missing" '
+	expect_exit 1 coli-run -q -m "$MNT/cut.coli" --prompt-ids "$P" -n 4 &&
+	err_has "coli-run: $MNT/cut.coli/experts.bin: expert record [layer 1][expert 0] at offset $((4096 + L0)): short read: end of file at offset $((4196 + L0)), 8092 bytes missing" &&
+	expect_exit 1 coli-run -q -m "$MNT/cut.coli" --stream --prompt-ids "$P" -n 4 &&
+	grep -q "^coli-run: $MNT/cut.coli/experts.bin: expert record \[layer 1\]\[expert [0-9]*\] at offset [0-9]*: short read: end of file at offset [0-9]*, [0-9]* bytes missing\$" err &&
+	run -m "$MNT/cut.coli" --mirror "$GOOD" --cache-slots 1 >a 2>err && cmp "$SCRATCH/ram" a &&
+	grep -q "short read: end of file at offset [0-9]*, [0-9]* bytes missing; reading it from the copy in $GOOD\$" err
 '
 
 test_expect_success "the model copy fails, a good mirror: the RAM tokens, each failover reported" '

@@ -1,11 +1,12 @@
 /* eiofs.c: a read-only pass-through FUSE 3 file system for the fault tests: it mirrors a source
  * folder and answers EIO to reads that overlap chosen byte ranges of chosen files.
  *
- *   eiofs [--eio FILE:OFFSET:LEN[:AFTER]]... [--log LOG] SRC MNT
+ *   eiofs [--eio FILE:OFFSET:LEN[:AFTER]]... [--cut FILE:SIZE]... [--log LOG] SRC MNT
  *
  * FILE is a path relative to SRC ("model.coli/experts.bin"), or a bare name matching that name
  * in any folder. A read overlapping [OFFSET, OFFSET + LEN) fails with EIO once AFTER such reads
- * have succeeded (default 0: every one fails). Files are opened with direct_io, so no read is
+ * have succeeded (default 0: every one fails). --cut makes FILE's data end at SIZE while its
+ * size stays what it is: reads beyond SIZE come back short (0 bytes at or past it). Files are opened with direct_io, so no read is
  * served from the page cache: every read reaches eiofs. Each EIO returned is appended to LOG as
  * "eio PATH OFFSET SIZE". eiofs daemonizes once mounted; unmount with umount or fusermount3 -u. */
 #define FUSE_USE_VERSION 31
@@ -26,8 +27,9 @@
 
 typedef struct rule {
 	char file[PATH_MAX];
-	uint64_t off, len;
+	uint64_t off, len;        /* --cut: data ends at off (len unused) */
 	long after;               /* overlapping reads still to succeed before the EIOs */
+	int cut;                  /* 1: a --cut rule */
 } rule;
 
 static struct {
@@ -69,7 +71,7 @@ static int read_fails(const char *path, off_t off, size_t size)
 	pthread_mutex_lock(&g.mu);
 	for (int i = 0; i < g.n_rules; i++) {
 		rule *r = &g.rules[i];
-		if (!rule_names(r, path) || (uint64_t)off >= r->off + r->len || (uint64_t)off + size <= r->off)
+		if (r->cut || !rule_names(r, path) || (uint64_t)off >= r->off + r->len || (uint64_t)off + size <= r->off)
 			continue;
 		if (r->after > 0)
 			r->after--;
@@ -80,6 +82,17 @@ static int read_fails(const char *path, off_t off, size_t size)
 		log_eio(path, off, size);
 	pthread_mutex_unlock(&g.mu);
 	return fail;
+}
+
+/* The bytes of a read of n bytes at off of path that a --cut rule leaves. */
+static size_t cut_read(const char *path, off_t off, size_t n)
+{
+	for (int i = 0; i < g.n_rules; i++) {
+		const rule *r = &g.rules[i];
+		if (r->cut && rule_names(r, path))
+			n = (uint64_t)off >= r->off ? 0 : n < r->off - (uint64_t)off ? n : (size_t)(r->off - (uint64_t)off);
+	}
+	return n;
 }
 
 static int eio_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
@@ -128,7 +141,7 @@ static int eio_read(const char *path, char *buf, size_t size, off_t off, struct 
 	if (read_fails(path, off, size))
 		return -EIO;
 	ssize_t n = pread((int)fi->fh, buf, size, off);
-	return n < 0 ? -errno : (int)n;
+	return n < 0 ? -errno : (int)cut_read(path, off, (size_t)n);
 }
 
 static int eio_release(const char *path, struct fuse_file_info *fi)
@@ -156,7 +169,7 @@ static const struct fuse_operations ops = {
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: eiofs [--eio FILE:OFFSET:LEN[:AFTER]]... [--log LOG] SRC MNT\n");
+	fprintf(stderr, "usage: eiofs [--eio FILE:OFFSET:LEN[:AFTER]]... [--cut FILE:SIZE]... [--log LOG] SRC MNT\n");
 	return 2;
 }
 
@@ -172,6 +185,19 @@ static int add_rule(const char *arg)
 	rule *r = &g.rules[g.n_rules++];
 	snprintf(r->file, sizeof(r->file), "%s", file);
 	r->off = off, r->len = len, r->after = after;
+	return 0;
+}
+
+/* "FILE:SIZE" into a new --cut rule; -1 when malformed or one too many. */
+static int add_cut(const char *arg)
+{
+	char file[PATH_MAX];
+	unsigned long long size;
+	if (g.n_rules == MAX_RULES || sscanf(arg, "%4095[^:]:%llu", file, &size) != 2)
+		return -1;
+	rule *r = &g.rules[g.n_rules++];
+	snprintf(r->file, sizeof(r->file), "%s", file);
+	r->off = size, r->cut = 1;
 	return 0;
 }
 
@@ -191,6 +217,8 @@ int main(int argc, char **argv)
 	int i = 1;
 	for (; i + 1 < argc && argv[i][0] == '-'; i += 2) {
 		if (strcmp(argv[i], "--eio") == 0 && add_rule(argv[i + 1]) == 0)
+			continue;
+		if (strcmp(argv[i], "--cut") == 0 && add_cut(argv[i + 1]) == 0)
 			continue;
 		if (strcmp(argv[i], "--log") == 0 && set_log(argv[i + 1]) == 0)
 			continue;

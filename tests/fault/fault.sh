@@ -53,7 +53,16 @@ fault_need_loop() {
 # units), mounted at MNT; prints the loop device. Extra losetup options: LOOP_OPTS.
 loop_fs() {
 	local img=$1 mnt=$2 size=$3 dev
-	truncate -s "$size" "$img" && mkfs.ext4 -q -F -O ^has_journal "$img" >/dev/null 2>&1 &&
+	truncate -s "$size" "$img" && mkfs.ext4 -q -F -b 4096 -O ^has_journal "$img" >/dev/null 2>&1 &&
 	dev=$(losetup -f --show ${LOOP_OPTS:-} "$img") && fault_note loop "$dev" &&
 	mkdir -p "$mnt" && mount "$dev" "$mnt" && fault_note mount "$mnt" && echo "$dev"
+}
+
+# phys_offset FILE OFFSET: where byte OFFSET of FILE (on an ext4 of 4096-byte blocks) lies in the
+# file system's image, from filefrag's extent list.
+phys_offset() {
+	filefrag -v -b4096 "$1" | awk -v o="$2" '
+		$1 ~ /^[0-9]+:$/ { split($2 $3, l, /[.:]+/); split($4 $5, p, /[.:]+/)
+			if (int(o / 4096) >= l[1] && int(o / 4096) <= l[2]) { print (p[1] + int(o / 4096) - l[1]) * 4096 + o % 4096; f = 1; exit } }
+		END { if (!f) exit 1 }'
 }
