@@ -44,7 +44,7 @@ FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=bin/fuzz/%)
 # The fault tests' FUSE file system (tests/fault/eiofs.c: reads of chosen ranges fail with EIO).
 EIOFS := bin/fault/eiofs
 
-.PHONY: all test demo deps asan ubsan bench bench-convert bench-run bench-stream bench-trace clean check-deps \
+.PHONY: all test torture demo deps asan ubsan bench bench-convert bench-run bench-stream bench-trace clean check-deps \
 	fuzz fuzz-build
 all: $(BINS) $(BENCH_BIN) $(UNIT_BIN) $(FUZZ_BIN) $(EIOFS)
 
@@ -168,6 +168,12 @@ ubsan:
 	@$(MAKE) --no-print-directory clean
 	@$(MAKE) --no-print-directory test OPT="-O1 -g -fsanitize=undefined -fno-sanitize-recover=all" \
 	  EXTRA_LDFLAGS="-fsanitize=undefined"
+
+# make torture: SIGKILL at random points during conversion, usage and session saving
+# (tests/torture/torture.sh, docs/robustness.md; minutes, not in make test).
+TORTURE_KILLS ?= 100
+torture: all
+	@tests/torture/torture.sh --kills $(TORTURE_KILLS)
 
 demo:
 	@$(MAKE) --no-print-directory check-deps || $(MAKE) --no-print-directory deps

@@ -53,7 +53,7 @@ fault_need_loop() {
 # units), mounted at MNT; prints the loop device. Extra losetup options: LOOP_OPTS.
 loop_fs() {
 	local img=$1 mnt=$2 size=$3 dev
-	truncate -s "$size" "$img" && mkfs.ext4 -q -F -b 4096 -O ^has_journal "$img" >/dev/null 2>&1 &&
+	truncate -s "$size" "$img" && mkfs.ext4 -q -F -b 4096 -m 0 -O ^has_journal "$img" >/dev/null 2>&1 &&
 	dev=$(losetup -f --show ${LOOP_OPTS:-} "$img") && fault_note loop "$dev" &&
 	mkdir -p "$mnt" && mount "$dev" "$mnt" && fault_note mount "$mnt" && echo "$dev"
 }
@@ -66,3 +66,15 @@ phys_offset() {
 			if (int(o / 4096) >= l[1] && int(o / 4096) <= l[2]) { print (p[1] + int(o / 4096) - l[1]) * 4096 + o % 4096; f = 1; exit } }
 		END { if (!f) exit 1 }'
 }
+
+# loop_grow IMG MNT SIZE: the file system of loop_fs grown to SIZE offline (this kernel refuses
+# online resizing here): unmounted, the backing file extended, the device told (losetup -c),
+# checked, resize2fs, mounted again.
+loop_grow() {
+	local dev
+	dev=$(findmnt -n -o SOURCE "$2") && umount "$2" && truncate -s "$3" "$1" && losetup -c "$dev" &&
+	{ e2fsck -fy "$dev" >/dev/null 2>&1; [ $? -le 1 ]; } && resize2fs -f "$dev" >/dev/null 2>&1 && mount "$dev" "$2"
+}
+
+# free_bytes MNT: the bytes free on the file system at MNT.
+free_bytes() { df --output=avail -B1 "$1" | tail -n 1 | tr -d ' '; }
