@@ -38,7 +38,7 @@ static void ram_release(coli_store *s, int layer, int expert)
 static void ram_close(coli_store *s)
 {
 	ram_store *r = (ram_store *)s;
-	for (int l = 0; l < r->n_layers; l++)
+	for (int l = 0; r->experts && l < r->n_layers; l++)
 		free(r->experts[l]);
 	free(r->experts);
 	if (r->mapped)

@@ -78,3 +78,30 @@ loop_grow() {
 
 # free_bytes MNT: the bytes free on the file system at MNT.
 free_bytes() { df --output=avail -B1 "$1" | tail -n 1 | tr -d ' '; }
+
+# memcg_run LIMIT STATS CMD...: runs CMD in a new memory cgroup (v1, a child of this process's
+# own) limited to LIMIT bytes (memory and memory+swap); writes to STATS the lines
+# "max_usage N", "failcnt N", "oom_kill N" after it ends; CMD's exit status.
+memcg_run() {
+	local limit=$1 stats=$2 cg rc=0
+	shift 2
+	cg=/sys/fs/cgroup/memory$(awk -F: '$2 == "memory" { print $3 }' /proc/self/cgroup)/coli-test-$$-$RANDOM &&
+	mkdir "$cg" || return 125
+	echo "$limit" >"$cg/memory.limit_in_bytes" && { echo "$limit" >"$cg/memory.memsw.limit_in_bytes" 2>/dev/null || :; } &&
+	(echo "$BASHPID" >"$cg/cgroup.procs" && exec "$@") || rc=$?
+	{
+		echo "max_usage $(cat "$cg/memory.max_usage_in_bytes")"
+		echo "failcnt $(cat "$cg/memory.failcnt")"
+		echo "oom_kill $(sed -n 's/^oom_kill //p' "$cg/memory.oom_control")"
+	} >"$stats"
+	rmdir "$cg" 2>/dev/null || { sleep 0.2; rmdir "$cg"; }
+	return $rc
+}
+
+# fault_need_memcg: skips the test unless a v1 memory cgroup can be made (root, mounted), and
+# not under AddressSanitizer (its shadow and quarantine are not the program's memory).
+fault_need_memcg() {
+	[ "$(id -u)" = 0 ] || fault_skip "not root (makes a memory cgroup)"
+	[ -f /sys/fs/cgroup/memory/memory.limit_in_bytes ] || fault_skip "no cgroup v1 memory controller"
+	! ldd "$BIN/coli-run" 2>/dev/null | grep -q libasan || fault_skip "coli-run built with AddressSanitizer"
+}
