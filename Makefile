@@ -44,7 +44,7 @@ FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=bin/fuzz/%)
 # The fault tests' FUSE file system (tests/fault/eiofs.c: reads of chosen ranges fail with EIO).
 EIOFS := bin/fault/eiofs
 
-.PHONY: all test torture demo deps asan ubsan bench bench-convert bench-run bench-stream bench-trace clean check-deps \
+.PHONY: all test san-unit torture demo deps asan ubsan bench bench-convert bench-run bench-stream bench-trace clean check-deps \
 	fuzz fuzz-build
 all: $(BINS) $(BENCH_BIN) $(UNIT_BIN) $(FUZZ_BIN) $(EIOFS)
 
@@ -83,6 +83,20 @@ $(BENCH_BIN): bin/coli-%: $(B)/tests/bench/%.o $(LIBENG) $(LIBCOLI)
 
 bin/tests/%: $(B)/tests/unit/%.o $(TOOL_LIBS) $(LIBENG) $(LIBCOLI)
 	@mkdir -p bin/tests
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+# make test also runs the unit tests built with UndefinedBehaviorSanitizer at -O1, objects and
+# binaries in $(B)/san (CI runs the unit tests under one sanitizer); not when OPT already
+# sanitizes (make asan, make ubsan).
+SAN_B    := $(B)/san
+SAN_OPT  := -O1 -g -fsanitize=undefined -fno-sanitize-recover=all
+SAN_UNIT := $(UNIT_SRC:tests/unit/%.c=$(SAN_B)/ut/%)
+san-unit:
+	@$(if $(findstring sanitize,$(OPT)),:,$(MAKE) --no-print-directory B=$(SAN_B) OPT="$(SAN_OPT)" \
+	  EXTRA_LDFLAGS="-fsanitize=undefined" $(SAN_UNIT))
+
+$(B)/ut/%: $(B)/tests/unit/%.o $(TOOL_LIBS) $(LIBENG) $(LIBCOLI)
+	@mkdir -p $(B)/ut
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(FUZZ_BIN): bin/fuzz/%: $(B)/tests/fuzz/%.o $(B)/tests/fuzz/driver.o $(LIBENG) $(LIBCOLI)
@@ -157,6 +171,7 @@ check-deps:
 test:
 	@$(MAKE) --no-print-directory check-deps || $(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory san-unit
 	@tests/run.sh
 
 asan:
@@ -170,10 +185,12 @@ ubsan:
 	  EXTRA_LDFLAGS="-fsanitize=undefined"
 
 # make torture: SIGKILL at random points during conversion, usage and session saving
-# (tests/torture/torture.sh, docs/robustness.md; minutes, not in make test).
+# (tests/torture/torture.sh), then coli-run in memory cgroups over a sweep (tests/torture/memcg.sh);
+# docs/robustness.md. Minutes, root; not in make test.
 TORTURE_KILLS ?= 100
 torture: all
 	@tests/torture/torture.sh --kills $(TORTURE_KILLS)
+	@tests/torture/memcg.sh
 
 demo:
 	@$(MAKE) --no-print-directory check-deps || $(MAKE) --no-print-directory deps
