@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # t0670-run-memcg.sh: coli-run inside a memory cgroup (v1) limited to its --ram budget plus a
-# margin of 16 MiB, streaming a model whose experts are 3.3 times the budget over a prompt longer
+# margin of 16 MiB, streaming a model whose experts are 3.1 times the budget over a prompt longer
 # than a batch and a generation: never OOM-killed, the cgroup's peak usage under the limit, the
 # RAM tokens. A cgroup far too small does kill it (the check can fail). The in-RAM store under a
 # limit of its own size: the page cache of experts.bin it reads through is reclaimed, not
@@ -19,7 +19,7 @@ gib() { awk "BEGIN { printf \"%d\", $1 * 1073741824 }"; }
 stat_of() { sed -n "s/^$1 //p" stats; }
 
 # qwen3_moe, 4 MoE layers x 64 experts, bf16 records of 1.5 MiB: experts.bin 384 MiB.
-test_expect_success "setup: a model whose experts are 3.3 times a 0.12 GiB budget, its RAM tokens" '
+test_expect_success "setup: a model whose experts are 3.1 times a 0.12 GiB budget, its RAM tokens" '
 	coli-synth --family qwen3_moe --layers 4 --experts 64 --hidden 512 --expert-ffn 512 --vocab 8192 \
 		--no-tokenizer --measure 0 -q --shard-size 256M --out ck 2>/dev/null &&
 	coli-convert -q --expert-bits 16 ck "$M" && rm -rf ck &&
