@@ -41,9 +41,12 @@ TOOL_LIBS := $(foreach t,$(TOOLS),$(if $(filter-out $(call tool_dir,$t)/main.c,$
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=bin/fuzz/%)
 
-.PHONY: all test demo deps asan ubsan bench bench-convert bench-run bench-stream bench-trace clean check-deps \
+# The fault tests' FUSE file system (tests/fault/eiofs.c: reads of chosen ranges fail with EIO).
+EIOFS := bin/fault/eiofs
+
+.PHONY: all test san-unit torture demo deps asan ubsan bench bench-convert bench-run bench-stream bench-trace clean check-deps \
 	fuzz fuzz-build
-all: $(BINS) $(BENCH_BIN) $(UNIT_BIN) $(FUZZ_BIN)
+all: $(BINS) $(BENCH_BIN) $(UNIT_BIN) $(FUZZ_BIN) $(EIOFS)
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -82,9 +85,28 @@ bin/tests/%: $(B)/tests/unit/%.o $(TOOL_LIBS) $(LIBENG) $(LIBCOLI)
 	@mkdir -p bin/tests
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
+# make test also runs the unit tests built with UndefinedBehaviorSanitizer at -O1, objects and
+# binaries in $(B)/san (CI runs the unit tests under one sanitizer); not when OPT already
+# sanitizes (make asan, make ubsan).
+SAN_B    := $(B)/san
+SAN_OPT  := -O1 -g -fsanitize=undefined -fno-sanitize-recover=all
+SAN_UNIT := $(UNIT_SRC:tests/unit/%.c=$(SAN_B)/ut/%)
+san-unit:
+	@$(if $(findstring sanitize,$(OPT)),:,$(MAKE) --no-print-directory B=$(SAN_B) OPT="$(SAN_OPT)" \
+	  EXTRA_LDFLAGS="-fsanitize=undefined" $(SAN_UNIT))
+
+$(B)/ut/%: $(B)/tests/unit/%.o $(TOOL_LIBS) $(LIBENG) $(LIBCOLI)
+	@mkdir -p $(B)/ut
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
 $(FUZZ_BIN): bin/fuzz/%: $(B)/tests/fuzz/%.o $(B)/tests/fuzz/driver.o $(LIBENG) $(LIBCOLI)
 	@mkdir -p bin/fuzz
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(EIOFS): tests/fault/eiofs.c
+	@mkdir -p bin/fault
+	$(CC) $(OPT) $(WARN) -D_GNU_SOURCE $$(pkg-config --cflags fuse3) $(EXTRA_CFLAGS) $(LDFLAGS) -o $@ $< \
+	  $$(pkg-config --libs fuse3)
 
 # make fuzz: each target built with clang and libFuzzer, ASan and UBSan (so are libcoli and the
 # engine's tokenizer, the only engine part a target calls: build/fuzz/obj), then fuzzed for
@@ -124,7 +146,7 @@ fuzz: fuzz-build
 
 # Missing Debian packages and npm packages, installed only when absent.
 DEB_PKGS := build-essential zlib1g-dev libjansson-dev libarchive-dev gnuplot-nox liburing-dev \
-            libpcre2-dev libutf8proc-dev
+            libpcre2-dev libutf8proc-dev fuse3 libfuse3-dev
 # clang (libFuzzer) only for make fuzz: make deps installs it, make test does not need it.
 FUZZ_DEB_PKGS := clang
 # node and npm may come from another packaging of Node.js; Debian's is installed only if absent.
@@ -149,6 +171,7 @@ check-deps:
 test:
 	@$(MAKE) --no-print-directory check-deps || $(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory san-unit
 	@tests/run.sh
 
 asan:
@@ -160,6 +183,14 @@ ubsan:
 	@$(MAKE) --no-print-directory clean
 	@$(MAKE) --no-print-directory test OPT="-O1 -g -fsanitize=undefined -fno-sanitize-recover=all" \
 	  EXTRA_LDFLAGS="-fsanitize=undefined"
+
+# make torture: SIGKILL at random points during conversion, usage and session saving
+# (tests/torture/torture.sh), then coli-run in memory cgroups over a sweep (tests/torture/memcg.sh);
+# docs/robustness.md. Minutes, root; not in make test.
+TORTURE_KILLS ?= 100
+torture: all
+	@tests/torture/torture.sh --kills $(TORTURE_KILLS)
+	@tests/torture/memcg.sh
 
 demo:
 	@$(MAKE) --no-print-directory check-deps || $(MAKE) --no-print-directory deps

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 crashed=0
-for t in bin/tests/test_*; do
+for t in bin/tests/test_* build/san/ut/test_*; do # build/san: under UBSan (make san-unit)
 	[ -x "$t" ] || continue
 	echo "== $t"
 	timeout 1200 ${1:-} "$t" | tee -a "$log"

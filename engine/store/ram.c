@@ -1,6 +1,7 @@
 /* store/ram.c: the expert stores addressing experts.bin in memory, views handed out with
  * nothing to release: read whole at open with every record's CRC checked, or mapped. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -37,7 +38,7 @@ static void ram_release(coli_store *s, int layer, int expert)
 static void ram_close(coli_store *s)
 {
 	ram_store *r = (ram_store *)s;
-	for (int l = 0; l < r->n_layers; l++)
+	for (int l = 0; r->experts && l < r->n_layers; l++)
 		free(r->experts[l]);
 	free(r->experts);
 	if (r->mapped)
@@ -72,6 +73,27 @@ static int index_layer(ram_store *r, const coli_lexperts *x, coli_err *e)
 	return 0;
 }
 
+/* experts.bin read record by record, so that a failed read names its record; the section
+ * header before the first record is not used (zeroed, not read). */
+static int read_records(ram_store *r, coli_err *e)
+{
+	const coli_layout *lay = &r->c->layout;
+	char what[4200];
+	if (lay->n_elayers > 0)
+		memset(r->data, 0, (size_t)lay->elayers[0].offset);
+	for (int i = 0; i < lay->n_elayers; i++) {
+		const coli_lexperts *x = &lay->elayers[i];
+		for (int k = 0; k < x->n_experts; k++) {
+			uint64_t off = coli_record_offset(x, k);
+			snprintf(what, sizeof(what), "%s/experts.bin: expert record [layer %d][expert %d] at offset %llu",
+				 r->c->dir, x->layer, k, (unsigned long long)off);
+			if (coli_pread_full(r->c->fd[COLI_SEC_EXPERTS], r->data + off, (size_t)x->record_size, off, what, e) < 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
 /* experts.bin read whole (mapped: 0) or mapped (1), then indexed. */
 static int open_store(coli_store **out, const coli_container *c, int mapped, coli_err *e)
 {
@@ -94,7 +116,7 @@ static int open_store(coli_store **out, const coli_container *c, int mapped, col
 			rc = coli_errf(e, COLI_ENOMEM, "out of memory allocating %zu bytes for experts.bin", n);
 		r->data = p;
 		if (rc == 0)
-			rc = coli_pread_full(c->fd[COLI_SEC_EXPERTS], r->data, n, 0, "experts.bin", e);
+			rc = read_records(r, e);
 	}
 	for (int i = 0; rc == 0 && i < c->layout.n_elayers; i++)
 		rc = index_layer(r, &c->layout.elayers[i], e);

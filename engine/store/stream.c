@@ -233,8 +233,11 @@ static int recover(stream_store *s, slot *p, coli_err *e)
 		if (rc < 0 || got[r] != want) {
 			failed |= 1u << r;
 			replica_mark_bad(&s->rs, r, stream_rec(p));
-			if (rc < 0)
-				stream_event(s, COLI_EV_READ_FAILED, "%s", err.msg);
+			if (rc < 0) {
+				coli_err named;
+				stream_name_error(s, p, r, &err, &named);
+				stream_event(s, COLI_EV_READ_FAILED, "%s", named.msg);
+			}
 		}
 	}
 	free(tmp);
@@ -499,6 +502,10 @@ static int pin_layer(stream_store *s, stream_layer *L, const double *row, int ne
 		p->io_rc = coli_pread_full(s->rs.r[0].fd, p->buf, x->record_size, coli_record_offset(x, best),
 					   s->rs.r[0].path, &p->err);
 		p->crc = p->io_rc == 0 ? (uint32_t)crc32_z(0, p->buf, x->record_size) : 0;
+		if (p->io_rc < 0) {
+			coli_err raw = p->err;
+			stream_name_error(s, p, 0, &raw, &p->err);
+		}
 		pthread_mutex_lock(&s->mu);
 		int rc = check(s, p, e);
 		pthread_mutex_unlock(&s->mu);

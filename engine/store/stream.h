@@ -106,6 +106,10 @@ extern const io_backend stream_threads_backend, stream_uring_backend;
 void stream_issue(stream_store *s, int r, uint64_t len);
 void stream_retire(stream_store *s, int r, uint64_t len, int ok);
 
+/* err, from a read of copy r ("PATH: problem"), reworded into out to name p's record:
+ * "PATH: expert record [layer L][expert X] at offset O: problem". */
+void stream_name_error(const stream_store *s, const slot *p, int r, const coli_err *err, coli_err *out);
+
 /* Traced: chunk c of p issued to a copy / its read on copy r ended (ok: delivered). Lock held. */
 void stream_trace_issue(const stream_store *s, slot *p, int c);
 void stream_trace_read(const stream_store *s, const slot *p, int c, int r, int ok);

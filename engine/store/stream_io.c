@@ -17,6 +17,16 @@ static uint64_t chunk_len(const slot *p, int c)
 	return n < p->chunk ? n : p->chunk;
 }
 
+void stream_name_error(const stream_store *s, const slot *p, int r, const coli_err *err, coli_err *out)
+{
+	const char *path = s->rs.r[r].path, *why = err->msg;
+	size_t n = strlen(path);
+	if (strncmp(why, path, n) == 0 && why[n] == ':' && why[n + 1] == ' ')
+		why += n + 2;
+	coli_errf(out, err->code, "%s: expert record [layer %d][expert %d] at offset %llu: %s", path, p->x->layer,
+		  p->expert, (unsigned long long)coli_record_offset(p->x, p->expert), why);
+}
+
 void stream_issue(stream_store *s, int r, uint64_t len)
 {
 	double t = coli_now();
@@ -85,10 +95,12 @@ static int chunk_result(stream_store *s, slot *p, int c, int *r, unsigned *tried
 	stream_trace_read(s, p, c, *r, rc == 0);
 	p->used |= 1u << *r;
 	if (rc < 0) {
+		coli_err named;
+		stream_name_error(s, p, *r, err, &named);
 		replica_mark_bad(&s->rs, *r, stream_rec(p));
 		int next = replica_pick(&s->rs, stream_rec(p), len, *tried);
 		if (next >= 0) {
-			stream_event(s, COLI_EV_READ_FAILOVER, "%s; reading it from the copy in %s", err->msg,
+			stream_event(s, COLI_EV_READ_FAILOVER, "%s; reading it from the copy in %s", named.msg,
 				     s->rs.r[next].d.dir);
 			*tried |= 1u << next, *r = next;
 			stream_issue(s, next, len);
@@ -96,7 +108,7 @@ static int chunk_result(stream_store *s, slot *p, int c, int *r, unsigned *tried
 			return 1;
 		}
 		if (p->io_rc == 0)
-			p->io_rc = -1, p->err = *err;
+			p->io_rc = -1, p->err = named;
 	}
 	if (demand && --s->demand_inflight == 0 && s->qhead) /* predictions may go */
 		pthread_cond_broadcast(&s->queued);

@@ -288,10 +288,10 @@ static int load_added(coli_tok *t, json_t *root, coli_err *e)
 	if (json_array_size(arr) > TOK_MAX_ID)
 		return bad(t, e, "added_tokens", "%zu entries exceed %d", json_array_size(arr),
 			   TOK_MAX_ID);
-	t->n_added = (int)json_array_size(arr);
-	t->added = tok_alloc((size_t)t->n_added, sizeof(*t->added), t->path, e);
+	t->added = tok_alloc(json_array_size(arr), sizeof(*t->added), t->path, e);
 	if (!t->added)
 		return -1;
+	t->n_added = (int)json_array_size(arr); /* once t->added holds them (coli_tok_free) */
 	for (int i = 0; i < t->n_added; i++)
 		if (load_added_one(t, json_array_get(arr, (size_t)i), i, e))
 			return -1;
