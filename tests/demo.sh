@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# demo.sh: `make demo`: a synthetic MoE checkpoint -> coli-convert -> coli-run (streamed, learned, traced).
+# demo.sh: `make demo`: a synthetic MoE checkpoint -> coli-convert -> coli-run (streamed, learned) ->
+# coli-plan (probe, plan) -> coli-run --plan (traced).
 # Everything goes to build/demo/ (rerunning starts over).
 set -eu
 cd "$(dirname "$0")/.."
@@ -24,6 +25,10 @@ step "7. streamed from disk under a RAM budget smaller than the model (0.25 GiB)
   "bin/coli-run -m $out/model.coli --prompt 'The capital of France is' -n 24 --ignore-eos --ram 0.25 --usage $out/usage.coli_usage"
 step "8. again, pinning the experts that run used most (learned in $out/usage.coli_usage)" \
   "bin/coli-run -m $out/model.coli --prompt 'The capital of France is' -n 24 --ignore-eos --ram 0.25 --usage $out/usage.coli_usage"
-step "9. traced, with the figures as JSON: where each token's time went, what every read did" \
-  "bin/coli-run -q -m $out/model.coli --prompt 'The capital of France is' -n 24 --ignore-eos --ram 0.25 --usage $out/usage.coli_usage --json --trace $out/run.coli_trace | tail -n 1 && bin/coli-tracestat $out/run.coli_trace"
-printf '\nDemo done. Container: %s/model.coli, trace: %s/run.coli_trace (docs/coli-convert.md, docs/coli-run.md, formats/container.md, formats/trace.md).\n' "$out" "$out"
+step "9. probe this machine: CPU, RAM, the engine's kernels, the disk under $out (shortened: ~5 s)" \
+  "bin/coli-plan probe --disk $out --disk-mib 128 --seconds 0.2 -o $out/probe.json"
+step "10. plan a run in 0.25 GiB from the probe and the usage learned above, each decision explained" \
+  "bin/coli-plan $out/model.coli --probe $out/probe.json --usage $out/usage.coli_usage --ram 0.25 --ctx 512 -o $out/plan.json --explain"
+step "11. run the plan, traced, the figures as JSON: predicted against measured, where each token's time went" \
+  "bin/coli-run -q -m $out/model.coli --plan $out/plan.json --prompt 'The capital of France is' -n 24 --ignore-eos --json --trace $out/run.coli_trace | tail -n 1 && bin/coli-tracestat $out/run.coli_trace"
+printf '\nDemo done. Container: %s/model.coli, plan: %s/plan.json, trace: %s/run.coli_trace (docs/coli-convert.md, docs/coli-plan.md, docs/coli-run.md, formats/plan.md, formats/trace.md).\n' "$out" "$out" "$out"
