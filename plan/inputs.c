@@ -59,6 +59,25 @@ static int read_usage(plan *p, coli_err *e)
 	return 0;
 }
 
+/* --routing: a trace of this model's shape (experts, top_k), covering its main MoE layers. */
+static int read_routing(plan *p, coli_err *e)
+{
+	const coli_model *m = &p->ct->model;
+	int main_moe = 0;
+	if (!p->a->routing)
+		return 0;
+	if (coli_route_open(&p->routing, p->a->routing, e) < 0)
+		return -1;
+	for (int i = 0; i < p->ct->layout.n_elayers; i++)
+		main_moe += !p->ct->layout.elayers[i].mtp;
+	const coli_route *r = p->routing;
+	if (r->n_experts != m->n_experts || r->top_k != m->top_k || r->n_layers < main_moe)
+		return coli_errf(e, COLI_EDATA, "%s: n_expert %d, n_expert_used %d, n_layer %d: the container has %d "
+				 "experts, top_k %d, %d MoE layers", r->name, r->n_experts, r->top_k, r->n_layers,
+				 m->n_experts, m->top_k, main_moe);
+	return 0;
+}
+
 /* The budget: --ram, else what the machine leaves: the memory cgroup's limit or the available
  * RAM, whichever is smaller, less 10% for everything else the machine runs. */
 static void choose_budget(plan *p)
@@ -109,7 +128,7 @@ int plan_inputs(plan *p, const plan_args *a, coli_err *e)
 		return -1;
 	if (coli_probe_read(a->probe, &p->probe, e) < 0 || coli_probe_check_machine(&p->probe, a->probe, e) < 0)
 		return -1;
-	if (open_copies(p, e) < 0 || read_usage(p, e) < 0)
+	if (open_copies(p, e) < 0 || read_usage(p, e) < 0 || read_routing(p, e) < 0)
 		return -1;
 	choose_budget(p);
 	return fixed_part(p, e);
@@ -121,6 +140,7 @@ void plan_release(plan *p)
 		free(p->layers[i].p), free(p->layers[i].ids);
 	free(p->layers);
 	coli_usage_release(&p->usage);
+	coli_route_close(p->routing);
 	coli_container_close(p->ct);
 	memset(p, 0, sizeof(*p));
 }
