@@ -15,6 +15,7 @@
  *              them are read during the previous layer's compute instead.
  * Warm: the planned hit rate; cold: only the pins hit (the LRU slots start empty). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
@@ -152,9 +153,42 @@ static void choose_prefetch(plan *p)
 		      "its wrong reads cost disk time)", on.tok_s, off.tok_s, p->a->recall * 100);
 }
 
+/* The share of the misses a partial mirror can serve: per layer, the routing probability of
+ * the records it holds among the experts not pinned (where misses fall), averaged. */
+static double miss_share_held(const plan *p, const coli_mirror_map *m)
+{
+	double sum = 0;
+	uint64_t rec0 = 0;
+	int *pins = malloc((size_t)(p->ct->model.n_experts > 0 ? p->ct->model.n_experts : 1) * sizeof(*pins));
+	for (int i = 0; pins && i < p->n_moe; i++) {
+		const plan_layer *L = &p->layers[i];
+		const double *c = p->usage.counts ? p->usage.counts + (size_t)L->layer * (size_t)p->usage.n_experts : NULL;
+		int n_pins = c ? coli_pins_choose(c, L->n_experts, L->pins, pins) : 0;
+		double held = 0, all = 0;
+		for (int x = 0; x < L->n_experts; x++) {
+			int pinned = 0;
+			for (int j = 0; j < n_pins && !pinned; j++)
+				pinned = pins[j] == x;
+			double q = pinned ? 0 : L->p[x];
+			all += q, held += coli_mirror_has(m, rec0 + (uint64_t)x) ? q : 0;
+		}
+		sum += all > 0 ? held / all : 0;
+		rec0 += (uint64_t)L->n_experts;
+	}
+	free(pins);
+	return p->n_moe ? sum / p->n_moe : 1;
+}
+
 /* Each copy's share of the reads: bandwidth-weighted, a partial copy within what it holds. */
 static void shares(plan *p)
 {
+	for (int i = 1; i < p->n_copies; i++)
+		if (p->copies[i].map.bits) {
+			p->copies[i].held = miss_share_held(p, &p->copies[i].map);
+			plan_note_add(p, "mirror", "partial", "%s holds %u of %u records, where %.0f%% of the misses fall",
+				      p->copies[i].dir, p->copies[i].map.held, p->copies[i].map.n_records,
+				      p->copies[i].held * 100);
+		}
 	double total = 0, qd = p->qd;
 	for (int i = 0; i < p->n_copies; i++)
 		total += p->copies[i].bps = disk_bps(p->copies[i].disk, qd);

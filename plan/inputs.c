@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine.h"
 #include "fileio.h"
@@ -27,6 +28,18 @@ static const coli_probe_disk *probed_disk(const plan *p, const char *dir, coli_e
 	return NULL;
 }
 
+/* A mirror's record map when it has one (a partial mirror; formats/mirror.md). */
+static int read_map(const plan *p, plan_copy *c, coli_err *e)
+{
+	char *path = coli_path_join(c->dir, COLI_MIRROR_FILE);
+	if (!path)
+		return coli_errf(e, COLI_ENOMEM, "out of memory");
+	int rc = access(path, F_OK) == 0 ?
+		coli_mirror_map_read(path, p->ct->identity, coli_mirror_records(p->ct), &c->map, e) : 0;
+	free(path);
+	return rc;
+}
+
 static int open_copies(plan *p, coli_err *e)
 {
 	const plan_args *a = p->a;
@@ -38,6 +51,8 @@ static int open_copies(plan *p, coli_err *e)
 			return -1;
 		if (!realpath(c->dir, c->abs))
 			return coli_errf(e, COLI_EIO, "%s: %s", c->dir, strerror(errno));
+		if (i && read_map(p, c, e) < 0)
+			return -1;
 	}
 	return 0;
 }
@@ -141,6 +156,8 @@ void plan_release(plan *p)
 	free(p->layers);
 	coli_usage_release(&p->usage);
 	coli_route_close(p->routing);
+	for (int i = 0; i < p->n_copies; i++)
+		coli_mirror_map_release(&p->copies[i].map);
 	coli_container_close(p->ct);
 	memset(p, 0, sizeof(*p));
 }

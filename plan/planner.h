@@ -9,6 +9,7 @@
 #include "error.h"
 #include "plan.h"
 #include "policy.h"
+#include "mirrormap.h"
 #include "probe.h"
 #include "route.h"
 #include "usage.h"
@@ -50,7 +51,8 @@ typedef struct plan_copy {
 	const coli_probe_disk *disk; /* its probe measurement */
 	double bps;               /* O_DIRECT bandwidth at the queue depth used */
 	double share;             /* predicted fraction of the bytes it serves */
-	double held;              /* fraction of the records it holds (1: full copy) */
+	double held;              /* the share of the misses it can serve (1: a full copy) */
+	coli_mirror_map map;      /* a partial mirror's record map (bits NULL: a full copy) */
 } plan_copy;
 
 /* One decision and why, in plain words, for plan.json and --explain. */
