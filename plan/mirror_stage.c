@@ -125,8 +125,17 @@ static int plan_order(stage *s, const coli_usage *u, uint64_t *order, coli_err *
 
 /* ---- the folder --------------------------------------------------------------------------- */
 
+/* Whether name is one of the mirror's files, or its temporary (NAME.tmp, which a kill while it
+ * was written leaves behind: the stage replaces it, so its space is the mirror's). */
 static int is_ours(const coli_container *c, const char *name)
 {
+	char base[256];
+	size_t len = strlen(name);
+	if (len > 4 && len - 4 < sizeof(base) && !strcmp(name + len - 4, ".tmp")) {
+		memcpy(base, name, len - 4);
+		base[len - 4] = 0;
+		name = base;
+	}
 	if (!strcmp(name, COLI_MANIFEST_FILE) || !strcmp(name, COLI_MIRROR_FILE))
 		return 1;
 	for (int s = 0; s < COLI_SEC_COUNT; s++)
@@ -139,7 +148,8 @@ static int is_ours(const coli_container *c, const char *name)
 }
 
 /* Bytes the files of ours in dir take on its disk (what a resumed stage has already used); *any:
- * whether dir holds anything at all. */
+ * whether dir holds anything but the map's temporary (all a kill during a new mirror's first map
+ * write leaves). */
 static uint64_t own_bytes(const coli_container *c, const char *dir, int *any)
 {
 	DIR *d = opendir(dir);
@@ -149,7 +159,7 @@ static uint64_t own_bytes(const coli_container *c, const char *dir, int *any)
 		struct stat st;
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		*any = 1;
+		*any |= strcmp(de->d_name, COLI_MIRROR_FILE ".tmp") != 0;
 		if (is_ours(c, de->d_name) && fstatat(dirfd(d), de->d_name, &st, 0) == 0 && S_ISREG(st.st_mode))
 			n += (uint64_t)st.st_blocks * 512;
 	}
