@@ -3,7 +3,9 @@
 # make torture's mirror kind found (docs/robustness.md): killed during a new mirror's first map
 # write (only mirror.coli.tmp in the folder), and a full stage killed while dense.bin.tmp was
 # written, on a disk with less free space than dense.bin (the temporary is the mirror's space).
-# Each rerun must end as an uninterrupted stage, byte for byte. Needs root (a loop-device ext4).
+# Each rerun must end as an uninterrupted stage, byte for byte. And a disk that fills while a full
+# stage copies dense.bin: the error names the space still needed, as for a record. Needs root (a
+# loop-device ext4).
 . "$(dirname "$0")/lib.sh"
 . "$TOP/tests/fault/fault.sh"
 fault_need_loop
@@ -33,6 +35,14 @@ test_expect_success "killed while writing dense.bin.tmp, less free than dense.bi
 	test "$(free_bytes "$D")" -lt "$dense" &&
 	stage "$D/c" --reserve 0 2>err && grep -q "(resumed); it holds 128 of 128 expert records (full: every file" err &&
 	same_dir "$D/full" "$D/c" && rm "$D/filler"
+'
+test_expect_success "disk full after the records, copying dense.bin: the error names the file and the space still needed" '
+	rm -rf "$D/a" "$D/c" && mkdir "$D/e" && room=$(( $(stat -c %s "$M/experts.bin") + 16384 + 4096 + 65536 )) &&
+	fallocate -l $(( $(free_bytes "$D") - room )) "$D/filler" &&
+	expect_exit 1 stage "$D/e" --reserve 0 --assume-free 1 &&
+	err_has "$D/e/dense.bin.tmp: disk full writing " ": the stage needs " " KiB more: free space and rerun to resume" &&
+	test "$(wc -l <err)" = 1 && coli-plan mirror verify -q -m "$M" "$D/e" &&
+	rm "$D/filler" && stage "$D/e" -q && same_dir "$D/full" "$D/e"
 '
 
 test_done
