@@ -15,6 +15,7 @@ MNT=$W/mnt MD=$W/mnt/m
 MIRROR_MIB=512 FULL_MIB=128 # the kills' disk (references and the folder killed), the full disk's
 THROTTLE=${COLI_TORTURE_BPS:-40000000} # bytes/s written to either disk
 MPROMPT=$(seq 1 16 | tr '\n' ' ')
+START=0.008 # s: the start of a stage (the map, experts.bin's header and holes, the manifest) and more
 VNAME=(full partial-usage partial-id)
 VARGS=("" "--max 0.04 --usage $W/m.coli_usage" "--max 0.025")
 CG=
@@ -70,6 +71,7 @@ mirror_setup() {
 #             the map claims only records the reference holds, coli-convert --verify refuses the
 #             folder (never taken for a finished container), coli-run with it as --mirror gives the
 #             RAM tokens without reading a record the map does not claim (no crc32 failover);
+#   ready     the same with no record claimed yet;
 #   records   the same with every record claimed, a full stage's other files still to copy;
 #   finished  byte-identical to the uninterrupted stage;
 # or to bad after a failure (reported).
@@ -96,7 +98,7 @@ check_mirror() {
 	else
 		n_runs=$((n_runs + 1))
 		n=$(mheld "$MD" | wc -l)
-		[ "$n" = "$NREC" ] && STATE=records || STATE=partial
+		case $n in "$NREC") STATE=records ;; 0) STATE=ready ;; *) STATE=partial ;; esac
 		n_held=$((n_held + n))
 	fi
 }
@@ -107,7 +109,8 @@ torture_mirror() {
 	mirror_setup || return
 	echo "mirror: a $(du -sh ref.coli | cut -f1) container ($NREC expert records) staged onto ext4 on a loop device," \
 		"writes throttled to $((THROTTLE / 1000000)) MB/s; uninterrupted: ${VNAME[0]} ${MT[0]} s," \
-		"${VNAME[1]} (${VARGS[1]%% --usage*}) ${MT[1]} s, ${VNAME[2]} (${VARGS[2]}) ${MT[2]} s; kills after 0..1.1 x that"
+		"${VNAME[1]} (${VARGS[1]%% --usage*}) ${MT[1]} s, ${VNAME[2]} (${VARGS[2]}) ${MT[2]} s; kills after 0..1.1 x that," \
+		"every fifth after 0..$START s"
 	while [ $i -lt "$KILLS" ]; do
 		if [ $chain = 0 ]; then
 			v=$((chains % 3)) len=$((1 + chains / 3 % 3))
@@ -115,6 +118,7 @@ torture_mirror() {
 		fi
 		i=$((i + 1))
 		hi=$(awk "BEGIN { print ${MT[v]} * 1.1 }")
+		[ $((i % 5)) != 0 ] || hi=$START # every fifth kill in the first milliseconds
 		d=$(delay "$i" 0 "$hi")
 		rc=$(killed "$d" coli-plan mirror stage ref.coli "$MD" ${VARGS[v]} -q)
 		[ "$rc" = 137 ] || [ "$rc" = 0 ] || fail "mirror: kill $i: exit $rc"
@@ -135,7 +139,8 @@ torture_mirror() {
 	done
 	echo "mirror: $KILLS kills (${seen[full]:-0} of full stages, ${seen[partial-usage]:-0} partial by usage," \
 		"${seen[partial-id]:-0} partial by id) in $chains chains: ${seen[empty]:-0} left nothing (or mirror.coli.tmp)," \
-		"${seen[started]:-0} the empty map without manifest.coli, ${seen[partial]:-0} a partial map," \
+		"${seen[started]:-0} the empty map without manifest.coli, ${seen[ready]:-0} the empty map and manifest.coli," \
+		"${seen[partial]:-0} a map claiming some records," \
 		"${seen[records]:-0} every record claimed with files still to copy, ${seen[finished]:-0} finished" \
 		"($n_done had exited before the kill); ${seen[bad]:-0} bad"
 	echo "mirror: $n_runs coli-run with an interrupted mirror ($n_held claimed records in all): the RAM tokens, no" \
