@@ -150,14 +150,14 @@ torture_mirror() {
 
 # ---- mirror-full ------------------------------------------------------------------------------
 
-FULL_AT=${COLI_TORTURE_FULL_AT:-0.1 0.3 0.5 0.7 0.8 0.86 0.9 0.93} # when the filler lands, x the stage's duration
-FULL_LEFT=${COLI_TORTURE_FULL_LEFT:-0 4096 65536 1048576 0 0 262144 0} # bytes it leaves free
+FULL_AT=${COLI_TORTURE_FULL_AT:-0.1 0.3 0.5 0.7 0.8 0.84 0.86 0.88 0.89 0.9 0.91 0.92 0.94} # when the filler lands, x the stage's duration
+FULL_LEFT=${COLI_TORTURE_FULL_LEFT:-0 4096 65536 1048576 0 0 262144 0 0 4096 0 65536 0} # bytes it leaves free
 
 # fill_to LEFT: FD's free space taken down to LEFT bytes or less: fallocate up to 1 MiB short of
 # it (ext4 needs room for the extent tree too), then 4 KiB blocks written.
 fill_to() {
 	local free=$(($(free_bytes "$FD") - $1))
-	[ $free -le 1048576 ] || fallocate -l $((free - 1048576)) "$FD/filler"
+	[ $free -le 1048576 ] || fallocate -l $((free - 1048576)) "$FD/filler" 2>/dev/null
 	free=$(($(free_bytes "$FD") - $1))
 	[ $free -le 0 ] || dd if=/dev/zero of="$FD/filler2" bs=4096 count=$(((free + 4095) / 4096)) 2>/dev/null
 }
