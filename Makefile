@@ -184,12 +184,14 @@ ubsan:
 	@$(MAKE) --no-print-directory test OPT="-O1 -g -fsanitize=undefined -fno-sanitize-recover=all" \
 	  EXTRA_LDFLAGS="-fsanitize=undefined"
 
-# make torture: SIGKILL at random points during conversion, usage and session saving
-# (tests/torture/torture.sh), then coli-run in memory cgroups over a sweep (tests/torture/memcg.sh);
+# make torture: SIGKILL at random points during conversion, usage and session saving and mirror
+# staging, and a disk filling during a stage (tests/torture/torture.sh; TORTURE_KINDS: some of
+# them), then coli-run in memory cgroups over a sweep (tests/torture/memcg.sh);
 # docs/robustness.md. Minutes, root; not in make test.
 TORTURE_KILLS ?= 100
+TORTURE_KINDS ?=
 torture: all
-	@tests/torture/torture.sh --kills $(TORTURE_KILLS)
+	@tests/torture/torture.sh --kills $(TORTURE_KILLS) $(TORTURE_KINDS)
 	@tests/torture/memcg.sh
 
 demo:

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -125,8 +126,17 @@ static int plan_order(stage *s, const coli_usage *u, uint64_t *order, coli_err *
 
 /* ---- the folder --------------------------------------------------------------------------- */
 
+/* Whether name is one of the mirror's files, or its temporary (NAME.tmp, which a kill while it
+ * was written leaves behind: the stage replaces it, so its space is the mirror's). */
 static int is_ours(const coli_container *c, const char *name)
 {
+	char base[256];
+	size_t len = strlen(name);
+	if (len > 4 && len - 4 < sizeof(base) && !strcmp(name + len - 4, ".tmp")) {
+		memcpy(base, name, len - 4);
+		base[len - 4] = 0;
+		name = base;
+	}
 	if (!strcmp(name, COLI_MANIFEST_FILE) || !strcmp(name, COLI_MIRROR_FILE))
 		return 1;
 	for (int s = 0; s < COLI_SEC_COUNT; s++)
@@ -139,7 +149,8 @@ static int is_ours(const coli_container *c, const char *name)
 }
 
 /* Bytes the files of ours in dir take on its disk (what a resumed stage has already used); *any:
- * whether dir holds anything at all. */
+ * whether dir holds anything but the map's temporary (all a kill during a new mirror's first map
+ * write leaves). */
 static uint64_t own_bytes(const coli_container *c, const char *dir, int *any)
 {
 	DIR *d = opendir(dir);
@@ -149,7 +160,7 @@ static uint64_t own_bytes(const coli_container *c, const char *dir, int *any)
 		struct stat st;
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		*any = 1;
+		*any |= strcmp(de->d_name, COLI_MIRROR_FILE ".tmp") != 0;
 		if (is_ours(c, de->d_name) && fstatat(dirfd(d), de->d_name, &st, 0) == 0 && S_ISREG(st.st_mode))
 			n += (uint64_t)st.st_blocks * 512;
 	}
@@ -341,16 +352,33 @@ static void progress(stage *s, uint64_t n)
 		s->o->progress(s->o->progress_ctx, s->done, s->total);
 }
 
+/* rc, and when it failed on a full disk (ENOSPC) outside a record's write (the map, the manifest,
+ * a file of a full mirror), e's message completed with the space the stage still needs. */
+static int disk_full(const stage *s, int rc, coli_err *e)
+{
+	if (rc < 0 && errno == ENOSPC && e) {
+		char msg[sizeof(e->msg)], need[32];
+		uint64_t left = s->total - s->done;
+		if (left < 1048576)
+			snprintf(need, sizeof(need), "%llu KiB", (unsigned long long)(left + 1023) / 1024);
+		else
+			snprintf(need, sizeof(need), "%.1f MiB", (double)left / 1048576);
+		snprintf(msg, sizeof(msg), "%s", e->msg);
+		coli_errf(e, COLI_EIO, "%s: the stage needs %s more: free space and rerun to resume", msg, need);
+	}
+	return rc;
+}
+
 /* The records of the batch made durable (fdatasync), then claimed by the map. */
 static int flush(stage *s, const uint64_t *batch, int n, coli_err *e)
 {
 	if (n == 0)
 		return 0;
 	if (fdatasync(s->dst) < 0)
-		return coli_errf(e, COLI_EIO, "%s: fdatasync: %s", s->dst_path, strerror(errno));
+		return disk_full(s, coli_errf(e, COLI_EIO, "%s: fdatasync: %s", s->dst_path, strerror(errno)), e);
 	for (int i = 0; i < n; i++)
 		coli_mirror_set(&s->map, batch[i]);
-	return coli_mirror_map_write(s->map_path, &s->map, e);
+	return disk_full(s, coli_mirror_map_write(s->map_path, &s->map, e), e);
 }
 
 /* Record r read from the model (O_DIRECT), checked against the manifest's CRC, written. */
@@ -464,7 +492,7 @@ static int copy_file(stage *s, const char *name, int sec, uint32_t want, uint64_
 	int rc = src && dst ? 0 : coli_errf(e, COLI_ENOMEM, "out of memory");
 	if (rc == 0 && !(stat(dst, &st) == 0 && (uint64_t)st.st_size == size)) {
 		file_copy f = {s, src, name, sec, want, size};
-		rc = coli_write_atomic_by(dst, fill_file, &f, e);
+		rc = disk_full(s, coli_write_atomic_by(dst, fill_file, &f, e), e);
 	}
 	free(src), free(dst);
 	return rc;
@@ -543,7 +571,7 @@ static int stage_copy(stage *s, const coli_usage *u, coli_err *e)
 	if (rc == 0 && s->r->full)
 		s->total += fixed_bytes(s, 1) - fixed_bytes(s, 0);
 	if (rc == 0)
-		rc = state == 1 ? resume(s, e) : start_fresh(s, e);
+		rc = disk_full(s, state == 1 ? resume(s, e) : start_fresh(s, e), e);
 	if (rc == 0)
 		rc = (s->dst = open_direct(s->dst_path, O_WRONLY, e)) < 0 ? -1 : 0;
 	if (rc == 0)
