@@ -213,8 +213,8 @@ int main(int argc, char **argv)
 	char **line = malloc((size_t)(argc + 1) * sizeof(*line)); /* the parse reorders argv */
 	if (line)
 		memcpy(line, argv, (size_t)(argc + 1) * sizeof(*line));
-	o.argv = (const char *const *)line, o.argc = line ? argc : 0;
 	o = defaults;
+	o.argv = (const char *const *)line, o.argc = line ? argc : 0;
 	int n = coli_opts_parse(options, argc, argv, &e);
 	if (help)
 		return usage(NULL);
