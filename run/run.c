@@ -442,6 +442,17 @@ static int batch_tokens(const run_opts *o, int n)
 	return o->chat || n + 1 > COLI_MAX_BATCH ? COLI_MAX_BATCH : n + 1;
 }
 
+/* What --draft's MTP state takes (coli_mtp_init): the MTP layer's KV cache of ctx tokens and
+ * more, its queue of batch hidden states and their eh_proj inputs, the draft and verify logits. */
+static double draft_bytes(const run_opts *o, const coli_model *c, int batch, int ctx)
+{
+	if (o->draft == 0 || (c->n_mtp_layers < 1 && !o->draft_oracle))
+		return 0;
+	double layer_kv = (double)coli_kv_token_bytes(c) / (c->n_layers > 0 ? c->n_layers : 1);
+	return layer_kv * (ctx + 2 + COLI_DRAFT_MAX) + 4.0 * (3.0 * batch * c->hidden_size) +
+	       4.0 * (2 * COLI_DRAFT_MAX + 3) * c->vocab_size;
+}
+
 /* The container's part of the budget split: the dense part, one record of every MoE layer
  * (MTP included) and the most experts of one. */
 static void container_sizes(const coli_container *ct, coli_budget_in *in)
@@ -515,7 +526,7 @@ static int cache_plan(runner *r, coli_engine_opts *mo, coli_err *e)
 	coli_budget b;
 	int rc = prompt_tokens(o, c->vocab_size, &n, e);
 	mo->max_batch = batch_tokens(o, n);
-	in.work = (double)coli_engine_work_bytes(c, mo->max_batch);
+	in.work = (double)coli_engine_work_bytes(c, mo->max_batch) + draft_bytes(o, c, mo->max_batch, context_extra(o, n));
 	struct stat sb;
 	in.kv = (double)coli_kv_token_bytes(c) * ((double)context_extra(o, n) + 1);
 	if (o->session && stat(o->session, &sb) == 0) /* the resumed tokens' KV: at most the file */
