@@ -11,7 +11,7 @@
 #include "fileio.h"
 
 #define AUTO_PROBE 32   /* auto: steps in one mode, then one in the other to measure it again */
-#define AUTO_DECAY 0.9  /* auto: weight of the past acceptance counts at each round */
+#define AUTO_DECAY 0.95 /* auto: weight of the past acceptance counts at each round */
 #define AUTO_NEW 0.3    /* auto: weight of a new cost measurement */
 #define AUTO_FIRST 2    /* auto: the k of the first round */
 
@@ -97,12 +97,10 @@ static double expected_tokens(double a, int k)
 	return s;
 }
 
-/* The k of the best expected speedup over plain steps (*gain), by the measured acceptance and
- * costs: a round of k costs a plain step, k draft steps and k extra verify tokens. */
-static int best_k(const drafter *d, double *acc, double *gain)
+int draft_best_k(const drafter *d, double *acc, double *gain)
 {
 	int best = 1;
-	*acc = (d->acc_a + 1) / (d->acc_a + d->acc_r + 2);
+	*acc = (d->acc_a + 0.5) / (d->acc_a + d->acc_r + 1);
 	*gain = 0;
 	for (int k = 1; k <= COLI_DRAFT_MAX; k++) {
 		double g = expected_tokens(*acc, k) * d->c_plain / (d->c_plain + k * (d->c_step + d->c_tok));
@@ -121,7 +119,7 @@ static int auto_k(drafter *d)
 		return 0;
 	if (d->st.rounds == 0)
 		return AUTO_FIRST;
-	int k = best_k(d, &acc, &gain), on = gain > 1.0;
+	int k = draft_best_k(d, &acc, &gain), on = gain > 1.0;
 	d->st.switches += on != d->on;
 	d->on = on;
 	snprintf(d->why, sizeof(d->why), "auto: %s: %.2fx expected at k %d (acceptance %.2f; a draft step %.2f, a verified "

@@ -152,6 +152,11 @@ int draft_feed(drafter *d, coli_engine *m, coli_kv *kv, const int32_t *tokens, i
  * last made token is the new chosen one. kv->n ends n0 + *n_out (n0: kv->n before). */
 int draft_step(drafter *d, coli_engine *m, coli_kv *kv, sampler *smp, int32_t t, int g, int max, int32_t *out,
 	       const float **rows, int *n_out, float *logits, coli_err *e);
+/* --draft auto's model: the k (1 .. COLI_DRAFT_MAX) of the best expected speedup over plain
+ * steps into *gain, with *acc the acceptance estimated from d's decayed counts: a round of k
+ * makes 1 + a + .. + a^k tokens and costs a plain step, k draft steps and k verified tokens
+ * beyond the plain step (d->c_plain, c_step, c_tok). */
+int draft_best_k(const drafter *d, double *acc, double *gain);
 /* After the caller stops early at out[j]: the caches rolled back to hold t and out[0 .. j). */
 void draft_stop(drafter *d, coli_kv *kv, int n);
 

@@ -16,6 +16,7 @@
 #include "engine.h"
 #include "nn/moe.h"
 #include "nn/weights.h"
+#include "run.h"
 #include "sampler.h"
 #include "t.h"
 
@@ -231,7 +232,8 @@ static void check_reference(const char *fam, const char *path)
 	coli_err e = {0, ""};
 	memset(&s, 0, sizeof(s));
 	int rc = coli_engine_open(&m, path, NULL, &e);
-	T_CHECK(path, rc == 0, "open: %s", e.msg);
+	snprintf(name, sizeof(name), "mtp: %s: the container opens", fam);
+	T_CHECK(name, rc == 0, "open %s: %s", path, e.msg);
 	if (rc < 0)
 		return;
 	int V = m.cfg->vocab_size, d = m.cfg->hidden_size;
@@ -322,31 +324,95 @@ static void check_no_mtp(const char *dir)
 		coli_engine_close(&m);
 }
 
-/* Speculative sampling draws from p: 400000 rounds of a draft from q and the rule. */
-static void check_rule(void)
+/* Speculative sampling draws from p: n rounds of a draft from q and the rule, over V ids. */
+static void rule_rounds(const char *what, const float *p, const float *q, int V, int n)
 {
-	enum { V = 6, N = 400000 };
-	const float p[V] = {0.4f, 0.25f, 0.15f, 0.1f, 0.1f, 0.0f}, q[V] = {0.1f, 0.3f, 0.3f, 0.0f, 0.1f, 0.2f};
-	float resid[V];
-	long hist[V] = {0}, acc = 0;
+	char name[200];
+	float *resid = calloc((size_t)V, sizeof(float));
+	long *hist = calloc((size_t)V, sizeof(long)), acc = 0, never = 0;
 	sampler s;
 	sampler_init(&s, V, 1.0f, 0, 1.0f, 42);
-	for (int i = 0; i < N; i++) {
+	for (int i = 0; i < n; i++) {
 		int ok, d = sampler_draw(&s, q), x = sampler_verify(&s, p, q, d, resid, &ok);
 		hist[x]++, acc += ok;
 	}
 	double worst = 0, want_acc = 0;
 	for (int i = 0; i < V; i++) {
-		double f = (double)hist[i] / N, sd = sqrt((p[i] * (1 - p[i]) + 1e-12) / N);
+		double f = (double)hist[i] / n, sd = sqrt((p[i] * (1 - p[i]) + 1e-12) / n);
 		worst = fabs(f - p[i]) / sd > worst ? fabs(f - p[i]) / sd : worst;
 		want_acc += p[i] < q[i] ? p[i] : q[i];
+		never += p[i] == 0 ? hist[i] : 0;
 	}
-	T_CHECK("mtp: speculative sampling's tokens are distributed as p (within 5 sigma)", worst < 5 && hist[5] == 0,
-		"worst deviation %.2f sigma, %ld of an id p never gives", worst, hist[5]);
-	double a = (double)acc / N;
-	T_CHECK("mtp: speculative sampling accepts with probability sum min(p, q)", fabs(a - want_acc) < 0.005,
-		"accepted %.4f, expected %.4f", a, want_acc);
+	snprintf(name, sizeof(name), "mtp: %s: speculative sampling's tokens are distributed as p (within 5 sigma)", what);
+	T_CHECK(name, worst < 5 && never == 0, "worst deviation %.2f sigma, %ld of ids p never gives", worst, never);
+	double a = (double)acc / n;
+	snprintf(name, sizeof(name), "mtp: %s: speculative sampling accepts with probability sum min(p, q)", what);
+	T_CHECK(name, fabs(a - want_acc) < 0.005, "accepted %.4f, expected %.4f", a, want_acc);
 	sampler_release(&s);
+	free(resid), free(hist);
+}
+
+static void check_rule(void)
+{
+	const float p[6] = {0.4f, 0.25f, 0.15f, 0.1f, 0.1f, 0.0f}, q[6] = {0.1f, 0.3f, 0.3f, 0.0f, 0.1f, 0.2f};
+	rule_rounds("6 ids", p, q, 6, 400000);
+}
+
+/* On the model: q the MTP draft's distribution after the prompt and next5[0], p the verify's
+ * first row (the main model's, at temperature 1, top-k 8). */
+static void check_rule_model(const char *fam, const char *path)
+{
+	coli_engine m;
+	coli_kv kv;
+	coli_mtp s;
+	coli_err e = {0, ""};
+	sampler smp;
+	memset(&s, 0, sizeof(s));
+	if (coli_engine_open(&m, path, NULL, &e) < 0)
+		return;
+	int V = m.cfg->vocab_size;
+	int32_t toks[2] = {next5[0], 0};
+	float *lg = calloc((size_t)2 * V, sizeof(float)), *p = calloc((size_t)V, sizeof(float));
+	float *q = calloc((size_t)V, sizeof(float));
+	sampler_init(&smp, V, 1.0f, 8, 1.0f, 1);
+	int rc = coli_kv_init(&kv, &m, 32, &e) == 0 && coli_mtp_init(&s, &m, 32, 0, &e) == 0 ? 0 : -1;
+	if (rc == 0)
+		rc = coli_forward_mtp(&m, &kv, &s, prompt, 6, NULL, lg, &e);
+	if (rc == 0 && (rc = coli_mtp_step(&m, &s, toks[0], lg, &e)) == 0) {
+		sampler_probs(&smp, lg, q);
+		toks[1] = sampler_draw(&smp, q);
+		rc = coli_forward_mtp(&m, &kv, &s, toks, 2, lg, NULL, &e);
+	}
+	T_CHECK("mtp: a draft and its verify at temperature 1, top-k 8", rc == 0, "%s: %s", fam, e.msg);
+	if (rc == 0) {
+		sampler_probs(&smp, lg, p);
+		rule_rounds(fam, p, q, V, 200000);
+	}
+	sampler_release(&smp);
+	coli_mtp_release(&s);
+	coli_kv_release(&kv);
+	coli_engine_close(&m);
+	free(lg), free(p), free(q);
+}
+
+/* --draft auto's model (run/draft.c): off when drafts are never accepted and a verified token
+ * costs half a plain step; on, with more than one draft, when most are and verifies are cheap. */
+static void check_auto(void)
+{
+	drafter d;
+	double acc, gain;
+	memset(&d, 0, sizeof(d));
+	d.c_plain = 1.0, d.c_step = 0.05, d.c_tok = 0.45, d.acc_a = 0, d.acc_r = 20;
+	int k = draft_best_k(&d, &acc, &gain);
+	T_CHECK("mtp: auto's model: acceptance ~0 and a verified token at half a plain step: off", gain < 1 && acc < 0.03,
+		"k %d, gain %.3f, acceptance %.3f", k, gain, acc);
+	d.c_step = 0.02, d.c_tok = 0.1, d.acc_a = 16, d.acc_r = 4;
+	k = draft_best_k(&d, &acc, &gain);
+	double e = 0, pw = 1;
+	for (int i = 0; i <= k; i++, pw *= acc)
+		e += pw;
+	T_CHECK("mtp: auto's model: acceptance 0.8 and cheap verifies: on, k > 1, the expected speedup", k > 1 && gain > 1.5 &&
+		fabs(gain - e / (1 + k * 0.12)) < 1e-9, "k %d, gain %.3f, acceptance %.3f", k, gain, acc);
 }
 
 int main(void)
@@ -358,14 +424,17 @@ int main(void)
 	for (size_t i = 0; i < 2; i++) {
 		for (int bits = 16; bits >= 8; bits -= 8) {
 			snprintf(path, sizeof(path), "%s/%s-%d.coli", dir, fams[i], bits);
-			T_CHECK(fams[i], convert(fams[i], bits, path) == 0, "coli-convert of %s failed", path);
+			snprintf(cmd, sizeof(cmd), "mtp: %s converts with %d-bit dense matrices", fams[i], bits);
+			T_CHECK(cmd, convert(fams[i], bits, path) == 0, "coli-convert of %s failed", path);
 			check_verify_bits(fams[i], path, bits);
 		}
 		check_reference(fams[i], path);
 		check_truncate(fams[i], path);
+		check_rule_model(fams[i], path);
 	}
 	check_no_mtp(dir);
 	check_rule();
+	check_auto();
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	T_CHECK("mtp: scratch folder removed", system(cmd) == 0, "rm failed");
 	T_EXIT();
