@@ -44,7 +44,8 @@ FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=bin/fuzz/%)
 # The fault tests' FUSE file system (tests/fault/eiofs.c: reads of chosen ranges fail with EIO).
 EIOFS := bin/fault/eiofs
 
-.PHONY: all test san-unit torture demo deps asan ubsan bench bench-convert bench-run bench-stream bench-trace bench-draft clean check-deps \
+.PHONY: all test san-unit torture demo deps asan ubsan bench bench-convert bench-run bench-stream bench-trace bench-plan \
+	bench-draft clean check-deps \
 	fuzz fuzz-build
 all: $(BINS) $(BENCH_BIN) $(UNIT_BIN) $(FUZZ_BIN) $(EIOFS)
 
@@ -197,7 +198,9 @@ demo:
 	@$(MAKE) --no-print-directory all
 	@tests/demo.sh
 
-bench: bench-convert bench-run bench-stream bench-trace
+bench: bench-convert bench-run bench-stream bench-trace bench-plan
+bench-plan: all
+	@tests/bench/plan.sh
 bench-convert: all
 	@tests/bench/convert.sh
 bench-run: all

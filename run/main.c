@@ -138,6 +138,9 @@ static const coli_option options[] = {
 			"pread threads per disk (default threads); mmap: no streaming store, experts "
 			"used in place from an mmap and the page cache (the llama.cpp way, a baseline: "
 			"no cache, pins or CRC checks)"),
+	COLI_OPT_INT(0, "queue-depth", &o.qd, "N", 1, STORE_MAX_QD, "when streaming, reads in flight per "
+		     "disk: pread threads per disk, or the io_uring's depth per disk (default 8)",
+		     .implies = &o.stream),
 	COLI_OPT_STRINGS(0, "mirror", o.mirrors, &o.n_mirrors, STORE_MAX_COPIES - 1, "DIR",
 			 "another copy of the container (on another disk), read alongside it: each "
 			 "read goes to the copy expected to finish it first, a failed read or CRC to "
@@ -176,7 +179,8 @@ static const coli_option options[] = {
 	COLI_OPT_FLAG(0, "json", &o.json, "print the closing statistics as one line of JSON, the last "
 		      "line of stdout (after the generated text or ids), instead of text lines on stderr"),
 	COLI_OPT_STRING(0, "plan", &o.plan, "FILE", "run as plan.json (coli-plan) says: its knobs (--ram, "
-			"--ctx, --threads, --cache-slots, --pins, --usage, --prefetch, --io, --mirror) as if "
+			"--ctx, --threads, --cache-slots, --pins, --usage, --prefetch, --io, --queue-depth, "
+			"--mirror) as if "
 			"given here (giving one here too is an error); refused for another container or "
 			"machine; the closing statistics compare its predictions with the run"),
 	COLI_OPT_STRING(0, "tokenizer", &o.tokenizer, "FILE",

@@ -49,6 +49,7 @@ typedef struct run_opts {
 	int *cache_list, n_cache_list; /* --cache-slots N0,N1,...: per MoE layer (MTP included) */
 	int *pins_list, n_pins_list;   /* --pins P0,P1,...: the same */
 	int io;                   /* --io: STORE_IO_THREADS_POOL, STORE_IO_URING or STORE_IO_MMAP */
+	int qd;                   /* --queue-depth N: reads in flight per disk; 0: the backend's 8 */
 	const char *mirrors[8];   /* --mirror DIR (repeatable): copies of the container */
 	int n_mirrors;
 	int no_crc;               /* --crc off */
