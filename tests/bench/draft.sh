@@ -34,18 +34,8 @@ prompt="1 2 3 4"
 mkdir -p "$dir"
 model=$(model_of draft-q4 "$shape")
 memcg=
-cleanup() { [ -z "$memcg" ] || for i in 1 2 3 4 5; do rmdir "$memcg" 2>/dev/null && break; sleep 0.2; done; }
 trap cleanup EXIT
-
-# A memory cgroup (v1) child of this shell's own, capped at $1 MiB.
-cgroup_cap() {
-	local own
-	own=$(awk -F: '{n = split($2, a, ","); for (i = 1; i <= n; i++) if (a[i] == "memory") print $3}' /proc/self/cgroup)
-	memcg=/sys/fs/cgroup/memory${own%/}/coli-bench-draft-$$
-	[ -d /sys/fs/cgroup/memory ] || { say "draft.sh: no cgroup v1 memory controller"; exit 1; }
-	mkdir -p "$memcg"
-	echo $(($1 << 20)) >"$memcg/memory.limit_in_bytes"
-}
+trap 'trap - INT TERM; kill_tree $$; exit 130' INT TERM
 
 # run SETTING ARGS...: one coli-run --json in the setting (cold: page cache dropped, in the
 # cgroup, streaming); its JSON line on stdout, its ids in $dir/draft-ids.txt.
@@ -54,8 +44,8 @@ run() {
 	shift
 	if [ "$setting" = cold ]; then
 		drop
-		out=$(coli_json_run "$dir/draft-ids.txt" bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$memcg" \
-			bin/coli-run -m "$model" --stream --ram "$ram" "$@" --json) || st=$?
+		out=$(coli_json_run "$dir/draft-ids.txt" in_cgroup "$memcg" bin/coli-run -m "$model" --stream --ram "$ram" \
+			"$@" --json) || st=$?
 	else
 		out=$(coli_json_run "$dir/draft-ids.txt" bin/coli-run -m "$model" "$@" --json) || st=$?
 	fi
@@ -84,7 +74,9 @@ if [[ " $parts " == *" cold "* ]]; then
 	cap_mib=$((mbytes / 3 >> 26 << 6))
 	[ "$cap_mib" -ge 512 ] || cap_mib=512 # a small model (a quick try): room for the run itself
 	ram=$(awk -v c="$cap_mib" 'BEGIN {printf "%.2f", (c - 256) / 1024}')
-	cgroup_cap "$cap_mib"
+	memcg=$(cgroup_new memory draft)
+	cgroups+=("$memcg")
+	echo $((cap_mib << 20)) >"$memcg/memory.limit_in_bytes"
 	say "cold: cap $cap_mib MiB of a $((mbytes >> 20)) MiB container, --ram $ram"
 fi
 table=$dir/draft-results.txt
