@@ -44,7 +44,8 @@ FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=bin/fuzz/%)
 # The fault tests' FUSE file system (tests/fault/eiofs.c: reads of chosen ranges fail with EIO).
 EIOFS := bin/fault/eiofs
 
-.PHONY: all test san-unit torture demo deps asan ubsan bench bench-convert bench-run bench-stream bench-trace bench-plan clean check-deps \
+.PHONY: all test san-unit torture demo deps asan ubsan bench bench-convert bench-run bench-stream bench-trace bench-plan \
+	bench-draft clean check-deps \
 	fuzz fuzz-build
 all: $(BINS) $(BENCH_BIN) $(UNIT_BIN) $(FUZZ_BIN) $(EIOFS)
 
@@ -211,6 +212,8 @@ bench-stream: all
 	@tests/bench/learn.sh
 bench-trace: all
 	@tests/bench/trace.sh
+bench-draft: all
+	@tests/bench/draft.sh
 
 clean:
 	rm -rf $(B) bin
