@@ -206,20 +206,23 @@ static void shares(plan *p)
 }
 
 /* The queue depth: the smallest the probe measured that reaches 95% of the best bandwidth it
- * measured, on the copy that needs the most; the disks gain nothing beyond. */
+ * measured, but at least top_k (a layer's misses are requested together: fewer reads in flight
+ * would serialise them), on the copy that needs the most. */
 static void choose_qd(plan *p)
 {
 	int qd = 1;
 	for (int i = 0; i < p->n_copies; i++) {
 		const coli_probe_disk *d = p->copies[i].disk;
 		double best = 0;
+		int pick = d->n_qd ? d->qd[d->n_qd - 1] : STORE_IO_THREADS;
 		for (int j = 0; j < d->n_qd; j++)
 			best = d->direct_bps[j] > best ? d->direct_bps[j] : best;
 		for (int j = 0; j < d->n_qd; j++)
-			if (d->direct_bps[j] >= 0.95 * best) {
-				qd = d->qd[j] > qd ? d->qd[j] : qd;
+			if (d->direct_bps[j] >= 0.95 * best && d->qd[j] >= p->top_k) {
+				pick = d->qd[j];
 				break;
 			}
+		qd = pick > qd ? pick : qd;
 	}
 	p->qd = qd > STORE_MAX_QD ? STORE_MAX_QD : qd;
 	if (!p->stream)
@@ -229,8 +232,9 @@ static void choose_qd(plan *p)
 	for (int j = 0, n = 0; j < d->n_qd; j++)
 		n += snprintf(list + n, sizeof(list) - (size_t)n, "%s%d: %.2f", j ? ", " : "", d->qd[j], d->direct_bps[j] / 1e9);
 	snprintf(v, sizeof(v), "%d", p->qd);
-	plan_note_add(p, "queue-depth", v, "the smallest queue depth within 5%% of the disk's best O_DIRECT bandwidth "
-		      "(GB/s at each depth probed on %s: %s)", d->dev, list);
+	plan_note_add(p, "queue-depth", v, "the smallest queue depth of at least top_k (%d: a layer's misses are read "
+		      "together) within 5%% of the disk's best O_DIRECT bandwidth (GB/s at each depth probed on %s: %s)",
+		      p->top_k, d->dev, list);
 }
 
 int plan_cost(plan *p, coli_err *e)

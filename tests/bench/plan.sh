@@ -15,8 +15,9 @@
 # mirror on B) x usage learned or none. For each: probe in the cgroups (so it sees the cap and
 # the throttles), plan (the cap's default budget), run with --plan under the cap, page cache
 # dropped: predicted against measured tokens/s and hit rate, peak RSS against the budget. Then a
-# grid over the manual knobs (pins, prefetch, threads, queue depth at the same budget) for the
-# middle cap with usage, on each disk setup: the best the grid finds against the plan's run.
+# grid over the manual knobs at the same budget (prefetch on and off, each with the default pins
+# and none; with prefetch off, 1 thread and queue depths 1 and 16) for the middle cap with usage,
+# on each disk setup: the best the grid finds against the plan's run.
 # Environment: COLI_BENCH_DIR (build/bench), COLI_BENCH_REPS (1), COLI_BENCH_PLAN_MBS (throttles
 # of A and B, default "400 200"), COLI_BENCH_PLAN_TOKENS (decode tokens measured, default 64),
 # COLI_BENCH_PLAN_GRID (0 skips the grid). Markdown on stdout, progress on stderr.
@@ -139,7 +140,8 @@ grid_search() {
 	local cap=$1 disks=$2 ram best=0 best_knobs="" out t knobs mirror=()
 	[ "$disks" = 2 ] && mirror=(--mirror "$B")
 	ram=$(tr -d '\n' <"$dir/plan.json" | bin/coli-json knobs.ram)
-	for knobs in "--pins 0" "" "--prefetch off" "--threads 1" "--queue-depth 16" "--queue-depth 1"; do
+	for knobs in "--prefetch on" "--prefetch on --pins 0" "--prefetch off" "--prefetch off --pins 0" \
+		"--prefetch off --threads 1" "--prefetch off --queue-depth 1" "--prefetch off --queue-depth 16"; do
 		cp "$usage0" "$dir/plan-u.coli_usage"
 		out=$(measure --ram "$ram" --usage "$dir/plan-u.coli_usage" "${mirror[@]}" $knobs)
 		t=$(tok_s "$out")
