@@ -248,6 +248,12 @@ int plan_cost(plan *p, coli_err *e)
 			      "machines, which also checks each chunk on one thread", p->qd);
 	shares(p);
 	choose_prefetch(p);
+	if (p->ct->model.n_mtp_layers > 0)
+		plan_note_add(p, "draft", "auto", "%d MTP layer(s): coli-run measures the drafts' acceptance and a verify's "
+			      "cost at the hit rate it meets, and drafts only while that pays (the output is the same)",
+			      p->ct->model.n_mtp_layers);
+	else
+		plan_note_add(p, "draft", "", "no MTP layers in the container: nothing to draft with");
 	p->warm = speed(p, 0);
 	p->cold = speed(p, 1);
 	return 0;
