@@ -17,6 +17,8 @@
 #include "fileio.h"
 #include "mirrormap.h"
 #include "policy.h"
+#include "options.h"
+#include "plan.h"
 #include "usage.h"
 
 #define GIB (1024.0 * 1024 * 1024)
@@ -42,6 +44,8 @@ typedef struct stage {
 	uint8_t *buf;                     /* max_size bytes, 4096-aligned */
 	uint64_t done, total;             /* bytes of this run, for the progress */
 	int written;                      /* records written by this run (--kill-after) */
+	int *pins;                        /* [MoE layer] the plan's pins (staged last); NULL: none */
+	char *usage;                      /* the usage file: --usage, or the plan's */
 	stage_report *r;
 } stage;
 
@@ -85,8 +89,9 @@ static int cmp_key(const void *pa, const void *pb)
 }
 
 /* Keys of one layer's records from k on: the layer's pin order (coli_pin_next), then the
- * experts never routed to, by id. */
-static void layer_keys(const coli_lexperts *x, int li, const double *cnt, key *k, uint64_t r0, int *rank)
+ * experts never routed to, by id. The first `pins` of the pin order, which the run keeps in RAM
+ * and never reads from a disk, go after every other record. */
+static void layer_keys(const coli_lexperts *x, int li, const double *cnt, int pins, key *k, uint64_t r0, int *rank)
 {
 	double total = 0;
 	int pos = 0;
@@ -98,6 +103,8 @@ static void layer_keys(const coli_lexperts *x, int li, const double *cnt, key *k
 		if (rank[j] < 0)
 			rank[j] = pos++;
 		k[j] = (key){total > 0 && cnt[j] > 0 ? cnt[j] / total : 0, rank[j], li, r0 + (uint64_t)j};
+		if (cnt && rank[j] < pins && cnt[j] > 0)
+			k[j].share -= 2; /* below every share in 0..1 */
 	}
 }
 
@@ -112,7 +119,7 @@ static int plan_order(stage *s, const coli_usage *u, uint64_t *order, coli_err *
 		const coli_lexperts *x = &L->elayers[i];
 		const double *cnt = u && x->layer < u->n_layers && x->n_experts == u->n_experts
 				  ? u->counts + (size_t)x->layer * (size_t)u->n_experts : NULL;
-		layer_keys(x, i, cnt, k + r0, r0, rank);
+		layer_keys(x, i, cnt, s->pins ? s->pins[i] : 0, k + r0, r0, rank);
 		r0 += (uint64_t)x->n_experts;
 	}
 	if (rank) {
@@ -511,6 +518,44 @@ static int copy_files(stage *s, coli_err *e)
 
 /* ---- the whole stage ----------------------------------------------------------------------- */
 
+/* The plan's pins knob: one count for every MoE layer, or a list of one per MoE layer. */
+static int plan_pins(stage *s, const char *v, coli_err *e)
+{
+	int n = s->c->layout.n_elayers, k = 0, one;
+	if (!strchr(v, ',')) {
+		if (coli_opts_int(v, 0, 1 << 20, &one, e) < 0 || !(s->pins = coli_calloc((size_t)n, sizeof(int), e)))
+			return -1;
+		for (int i = 0; i < n; i++)
+			s->pins[i] = one;
+		return 0;
+	}
+	if (coli_opts_int_list(v, 0, 1 << 20, &s->pins, &k, e) < 0)
+		return -1;
+	return k == n ? 0 : coli_errf(e, COLI_EDATA, "%s: knobs.pins: %d counts, the container has %d MoE layers",
+				      s->o->plan, k, n);
+}
+
+/* --plan: the plan of this container; its usage file orders the records, its pins go last. */
+static int read_plan(stage *s, coli_err *e)
+{
+	s->usage = (char *)s->o->usage;
+	if (!s->o->plan)
+		return 0;
+	coli_plan p;
+	int rc = coli_plan_read(s->o->plan, &p, e);
+	if (rc == 0 && strcmp(p.identity, s->c->identity_hex) != 0)
+		rc = coli_errf(e, COLI_EDATA, "%s: container.identity: the plan is for another container than %s",
+			       s->o->plan, s->o->model);
+	for (int i = 0; rc == 0 && i < p.n_knobs; i++) {
+		if (strcmp(p.knobs[i].name, "usage") == 0 && !(s->usage = strdup(p.knobs[i].value)))
+			rc = coli_errf(e, COLI_ENOMEM, "out of memory");
+		else if (strcmp(p.knobs[i].name, "pins") == 0)
+			rc = plan_pins(s, p.knobs[i].value, e);
+	}
+	coli_plan_release(&p);
+	return rc;
+}
+
 /* Opens what the stage needs: the container, its records, the usage counts, the paths. */
 static int stage_open(stage *s, coli_usage *u, coli_err *e)
 {
@@ -522,7 +567,7 @@ static int stage_open(stage *s, coli_usage *u, coli_err *e)
 		return coli_errf(e, COLI_EIO, "%s: not a folder", s->o->dir);
 	if (coli_container_open(&s->c, s->o->model, e) < 0 || records_of(s, e) < 0)
 		return -1;
-	if (s->o->usage && coli_usage_read(s->o->usage, s->c->identity, u, e) < 0)
+	if (read_plan(s, e) < 0 || (s->usage && coli_usage_read(s->usage, s->c->identity, u, e) < 0))
 		return -1;
 	s->map_path = coli_path_join(s->o->dir, COLI_MIRROR_FILE);
 	s->src_path = coli_path_join(s->c->dir, "experts.bin");
@@ -544,7 +589,9 @@ static void stage_close(stage *s)
 	if (s->dst >= 0)
 		close(s->dst);
 	coli_mirror_map_release(&s->map);
-	free(s->buf), free(s->rec), free(s->map_path), free(s->src_path), free(s->dst_path);
+	free(s->buf), free(s->rec), free(s->map_path), free(s->src_path), free(s->dst_path), free(s->pins);
+	if (s->usage != s->o->usage)
+		free(s->usage);
 	coli_container_close(s->c);
 }
 

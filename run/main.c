@@ -42,29 +42,11 @@ static const count_list pins_arg = {&o.pins, &o.pins_list, &o.n_pins_list, 0, 1 
 static int counts(const coli_option *opt, const char *arg, coli_err *e)
 {
 	const count_list *c = opt->value;
+	int *v, n;
 	if (!strchr(arg, ','))
 		return coli_opts_int(arg, c->lo, c->hi, c->one, e);
-	int n = 1;
-	for (const char *s = arg; *s; s++)
-		n += *s == ',';
-	int *v = calloc((size_t)n, sizeof(*v));
-	char *copy = strdup(arg), *save = NULL, *item = copy;
-	if (!v || !copy) {
-		free(v), free(copy);
-		return coli_errf(e, COLI_ENOMEM, "out of memory");
-	}
-	int k = 0, rc = 0;
-	for (char *s = copy;; s = NULL) {
-		if (!(item = strtok_r(s, ",", &save)))
-			break;
-		if ((rc = coli_opts_int(item, c->lo, c->hi, &v[k++], e)) < 0)
-			break;
-	}
-	free(copy);
-	if (rc == 0 && k != n)
-		rc = coli_errf(e, COLI_EUSAGE, "'%s' has an empty item", arg);
-	if (rc < 0)
-		return free(v), -1;
+	if (coli_opts_int_list(arg, c->lo, c->hi, &v, &n, e) < 0)
+		return -1;
 	free(*c->list);
 	*c->list = v, *c->n = n;
 	return 0;

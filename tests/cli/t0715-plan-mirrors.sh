@@ -69,4 +69,19 @@ test_expect_success "a partial mirror of records by id: a share of the misses wi
 	cp u0 "$SCRATCH/u" && cmp ram ids
 '
 
+test_expect_success "mirror stage --plan: the records the plan pins go last, so a partial mirror serves misses" '
+	mkdir "$SCRATCH/mnt/byplan" &&
+	coli-plan mirror stage -q "$M" "$SCRATCH/mnt/byplan" --max 0.004 --plan "$SCRATCH/part.json" --reserve 0 &&
+	coli-plan "$M" --probe "$SCRATCH/probe.json" --usage "$SCRATCH/u" --ram 0.1 --ctx 1024 \
+		--mirror "$SCRATCH/mnt/byplan" -o "$SCRATCH/byplan.json" --explain >out &&
+	h=$(j "$SCRATCH/byplan.json" disks.1.held) &&
+	awk "BEGIN { exit !($h > 0.3) }" &&
+	coli-run -q -m "$M" --prompt-ids "$P" -n 24 --ignore-eos --print-ids >ram &&
+	cp "$SCRATCH/u" u0 &&
+	coli-run -q -m "$M" --plan "$SCRATCH/byplan.json" --prompt-ids "$P" -n 24 --ignore-eos --print-ids >ids &&
+	cp u0 "$SCRATCH/u" && cmp ram ids &&
+	expect_exit 2 coli-plan mirror stage "$M" "$SCRATCH/mnt/byplan" --plan "$SCRATCH/part.json" --usage "$SCRATCH/u" &&
+	err_has "--usage and --plan exclude each other"
+'
+
 test_done
