@@ -45,7 +45,7 @@ FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=bin/fuzz/%)
 EIOFS := bin/fault/eiofs
 
 .PHONY: all test san-unit torture demo deps asan ubsan bench bench-convert bench-run bench-stream bench-trace bench-plan \
-	bench-draft clean check-deps \
+	bench-draft bench-llama llama-deps clean check-deps \
 	fuzz fuzz-build
 all: $(BINS) $(BENCH_BIN) $(UNIT_BIN) $(FUZZ_BIN) $(EIOFS)
 
@@ -214,6 +214,19 @@ bench-trace: all
 	@tests/bench/trace.sh
 bench-draft: all
 	@tests/bench/draft.sh
+
+# make bench-llama: coli against llama.cpp (tests/bench/llama.sh). Installs what only it needs, when
+# absent: fio (Debian) and node-llama-cpp 3.21.1 (npm, prebuilt CPU binaries) in build/llama.
+LLAMA_DIR := $(B)/llama
+llama-deps:
+	@command -v fio >/dev/null || { echo "installing: fio"; apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio; }
+	@if [ ! -e $(LLAMA_DIR)/node_modules/node-llama-cpp/package.json ]; then \
+	  echo "installing node-llama-cpp@3.21.1 in $(LLAMA_DIR)"; mkdir -p $(LLAMA_DIR) && \
+	  echo '{"name": "coli-bench-llama", "private": true}' > $(LLAMA_DIR)/package.json && \
+	  (cd $(LLAMA_DIR) && npm i -E node-llama-cpp@3.21.1 --no-audit --no-fund --silent); fi
+bench-llama: all llama-deps
+	@NODE_LLAMA_DIR=$(abspath $(LLAMA_DIR)) tests/bench/llama.sh
 
 clean:
 	rm -rf $(B) bin

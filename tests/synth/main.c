@@ -248,8 +248,13 @@ static int generate(synth_opts *o, coli_err *e)
 	int rc = load_tokenizer(&r, e) || choose_vocab(&r, e) || build(&r, e) ? -1 : 0;
 	if (rc == 0 && o->dry_run)
 		dry_run(&r);
-	else if (rc == 0)
+	else if (rc == 0 && o->out)
 		rc = write_all_files(&r, e);
+	if (rc == 0 && o->gguf && !o->dry_run) {
+		catch_signals();
+		rc = synth_gguf_write(o->gguf, &r.plan, &r.table, r.have_tok ? &r.tok : NULL,
+				      &r.shape, o, e);
+	}
 	if (rc == 0 && o->measure_tokens > 0 && !o->dry_run) {
 		synth_src src;
 		synth_measure_opts mo = {o->measure_tokens, o->threads, o->quiet, o->seed, &r.plan};

@@ -23,10 +23,13 @@
 /* ---- options (options.c) ----------------------------------------------------------------- */
 
 enum { SYNTH_PRESET_NONE, SYNTH_PRESET_BENCH };
+enum { SYNTH_GGUF_Q4_0 = 2, SYNTH_GGUF_Q4_1 = 3 }; /* --gguf-experts: ggml type numbers */
 
 /* Shape options are -1 until set; synth_opts_resolve fills family defaults after parsing. */
 typedef struct synth_opts {
 	const char *family, *out, *tokenizer, *measure_only;
+	const char *gguf;          /* --gguf FILE, or NULL */
+	int gguf_experts;          /* SYNTH_GGUF_* */
 	int preset;                /* SYNTH_PRESET_* */
 	int no_tokenizer, fp8, quiet, dry_run, help;
 	int force;            /* --force: replace files in a DIR coli-synth did not write */
@@ -244,6 +247,14 @@ typedef struct synth_measure_opts {
 
 /* Runs the forward pass and prints the routing table on stdout. */
 int synth_measure(const synth_src *s, const synth_measure_opts *o, coli_err *e);
+
+/* ---- GGUF for llama.cpp (gguf.c, gguf_qwen.c) ------------------------------------------------ */
+
+/* Writes the model (qwen3_moe only) as a llama.cpp "qwen3moe" GGUF at path ("<path>.tmp" renamed
+ * when complete): the checkpoint's values quantized to Q4_0 (routed experts o->gguf_experts),
+ * routers and norms F32, tok's vocabulary and merges as tokenizer metadata. */
+int synth_gguf_write(const char *path, const synth_plan *p, const synth_table *tb,
+		     const synth_tok *tok, const synth_shape *s, const synth_opts *o, coli_err *e);
 
 /* ---- small helpers (util.c) -------------------------------------------------------------- */
 
