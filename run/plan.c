@@ -102,13 +102,18 @@ int run_plan_apply(run_opts *o, const run_opts *defaults, const coli_option *opt
 	run_opts planned = *o;
 	*o = cmd;
 	o->stream |= planned.stream;
-	for (int i = 0; i < p->n_knobs; i++) {
+	int rc = 0;
+	for (int i = 0; rc == 0 && i < p->n_knobs; i++) {
 		const knob_fields *k = fields_of(p->knobs[i].name);
 		if (k && differs(k, &cmd, defaults))
-			return coli_errf(e, COLI_EUSAGE, "--%s: %s sets it (knobs.%s); give one or the other", k->name,
-					 cmd.plan, k->name);
-		if (k)
+			rc = coli_errf(e, COLI_EUSAGE, "--%s: %s sets it (knobs.%s); give one or the other", k->name,
+				       cmd.plan, k->name);
+		else if (k)
 			copy_fields(k, o, &planned);
 	}
-	return 0;
+	if (planned.cache_list != o->cache_list) /* the plan's lists not taken (a refusal) */
+		free(planned.cache_list);
+	if (planned.pins_list != o->pins_list)
+		free(planned.pins_list);
+	return rc;
 }
