@@ -7,7 +7,7 @@ WARN    := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototy
 CFLAGS  ?=
 CFLAGS  += $(OPT) $(WARN) -D_GNU_SOURCE -pthread -Iformats -Iengine -MMD -MP $(EXTRA_CFLAGS)
 LDFLAGS += -pthread $(EXTRA_LDFLAGS)
-LIBS    := -ljansson -lz -lm -lpcre2-8 -lutf8proc -luring
+LIBS    := -ljansson -lz -lm -lpcre2-8 -lutf8proc -luring -larchive
 
 B := build
 LIB_SRC  := $(wildcard formats/*.c)
