@@ -54,7 +54,7 @@ $(B)/%.o: %.c
 
 # Unit tests see the tools' own headers and the engine's internals (tools see only the public
 # headers of formats/ and engine/).
-$(B)/tests/unit/%.o: CFLAGS += -Irun -Iconvert
+$(B)/tests/unit/%.o: CFLAGS += -Irun -Iconvert -Iprofile
 
 $(LIBCOLI): $(LIB_OBJ)
 	@mkdir -p $(dir $@)

@@ -236,7 +236,7 @@ static json_t *phase_json(const prof_phase *p)
 	json_t *parts = json_object();
 	for (int k = 0; k < PART_N; k++)
 		json_object_set_new(parts, prof_part_keys[k], json_real(p->part[k]));
-	return json_pack("{s:i, s:f, s:f, s:f, s:o, s:f, s:f, s:f}", "calls", p->calls, "tokens", p->positions,
+	return json_pack("{s:i, s:I, s:f, s:f, s:o, s:f, s:f, s:f}", "calls", p->calls, "tokens", (json_int_t)p->positions,
 			 "wall_s", p->wall, "tokens_per_s", p->wall > 0 ? p->positions / p->wall : 0.0, "parts_s", parts,
 			 "disk_service_s", p->disk_service, "read_mib", p->read_bytes / 1048576, "hit_rate",
 			 prof_hit_rate(p->out));

@@ -23,15 +23,15 @@ static void run_line(FILE *f, const prof_trace *t)
 	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", gmtime(&start));
 	fprintf(f, "Trace `%s`: %d layers, %d experts, top-k %d, %d cop%s of the experts; started %s.\n", t->name,
 		t->n_layers, t->n_experts, t->top_k, t->n_copies, t->n_copies == 1 ? "y" : "ies", when);
+	const char *ver = json_string_value(json_object_get(t->meta, "coli_version"));
 	if (json_array_size(argv)) {
 		fprintf(f, "Command: `");
 		json_array_foreach(argv, i, v) fprintf(f, "%s%s", i ? " " : "", json_string_value(v) ? json_string_value(v) : "?");
-		fprintf(f, "`");
+		fprintf(f, "`%s", ver ? "; " : ".\n");
 	}
-	const char *ver = json_string_value(json_object_get(t->meta, "coli_version"));
 	if (ver)
-		fprintf(f, " (coli %s)", ver);
-	fprintf(f, "\n\n");
+		fprintf(f, "version: %s.\n", ver);
+	fprintf(f, "\n");
 }
 
 /* x, or 0 when it is within rounding of 0 (no "-0.000000"). */
