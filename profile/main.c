@@ -2,14 +2,17 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "replay.h"
 #include "report.h"
 
 static const char usage[] =
 	"usage: coli-profile report TRACE|BUNDLE [-o DIR] [--probe F] [--plan F] [--json]\n"
+	"       coli-profile replay TRACE|ROUTE.csv [--budget MiB,...] [--slots N,...] [--policy NAME,...]\n"
 	"\n"
 	"Where a run's time goes, in numbers and plots. Each subcommand has its --help.\n"
 	"\n"
-	"  report    the attribution table, the bottleneck verdict and the plots of a trace or bundle\n";
+	"  report    the attribution table, the bottleneck verdict and the plots of a trace or bundle\n"
+	"  replay    the decode hit rate of cache policies and sizes on a routing trace\n";
 
 typedef struct sub {
 	const char *name;
@@ -18,6 +21,7 @@ typedef struct sub {
 
 static const sub subs[] = {
 	{"report", prof_report_main},
+	{"replay", prof_replay_main},
 };
 
 int main(int argc, char **argv)
