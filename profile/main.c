@@ -2,17 +2,20 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "datapoint.h"
 #include "replay.h"
 #include "report.h"
 
 static const char usage[] =
 	"usage: coli-profile report TRACE|BUNDLE [-o DIR] [--probe F] [--plan F] [--json]\n"
 	"       coli-profile replay TRACE|ROUTE.csv [--budget MiB,...] [--slots N,...] [--policy NAME,...]\n"
+	"       coli-profile datapoint MODEL.coli [--plan F] [--probe F] [-o NAME.tar.gz] [-- COLI-RUN OPTIONS]\n"
 	"\n"
 	"Where a run's time goes, in numbers and plots. Each subcommand has its --help.\n"
 	"\n"
 	"  report    the attribution table, the bottleneck verdict and the plots of a trace or bundle\n"
-	"  replay    the decode hit rate of cache policies and sizes on a routing trace\n";
+	"  replay    the decode hit rate of cache policies and sizes on a routing trace\n"
+	"  datapoint a container measured cold, warm and over rotating prompts, bundled in one .tar.gz\n";
 
 typedef struct sub {
 	const char *name;
@@ -22,6 +25,7 @@ typedef struct sub {
 static const sub subs[] = {
 	{"report", prof_report_main},
 	{"replay", prof_replay_main},
+	{"datapoint", prof_datapoint_main},
 };
 
 int main(int argc, char **argv)

@@ -118,6 +118,14 @@ static void bundle_part(FILE *f, const prof_inputs *in)
 		json_string_value(json_object_get(h, "run")),
 		json_string_value(json_object_get(in->manifest, "coli_version")),
 		json_string_value(json_object_get(in->manifest, "git_commit")));
+	if (in->env)
+		fprintf(f, "Machine: %s, %d CPUs online, %s of memory (cgroup limit %s), kernel %s; page cache: %s.\n\n",
+			json_string_value(json_object_get(in->env, "cpu_model")),
+			(int)json_integer_value(json_object_get(in->env, "online_cpus")),
+			json_string_value(json_object_get(in->env, "mem_total")),
+			json_string_value(json_object_get(in->env, "cgroup_memory_max")),
+			json_string_value(json_object_get(in->env, "kernel")),
+			json_string_value(json_object_get(in->env, "page_cache")));
 }
 
 static void plot_list(FILE *f, const int *plots, const char *no_plot)

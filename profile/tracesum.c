@@ -91,6 +91,7 @@ static int copy_info(prof_trace *t, const coli_trace_info *in, const char *name,
 	t->name = strdup(name);
 	t->n_layers = in->n_layers, t->n_experts = in->n_experts, t->top_k = in->top_k, t->n_copies = in->n_copies;
 	t->start_unix_ns = in->start_unix_ns;
+	memcpy(t->identity, in->identity, sizeof(t->identity));
 	t->dev = calloc((size_t)in->n_copies, sizeof(*t->dev));
 	t->dir = calloc((size_t)in->n_copies, sizeof(*t->dir));
 	json_error_t je;

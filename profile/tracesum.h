@@ -36,6 +36,7 @@ typedef struct prof_trace {
 	char *name;                   /* the file or archive member, for messages */
 	int n_layers, n_experts, top_k, n_copies;
 	uint64_t start_unix_ns;
+	uint8_t identity[32];         /* the container's identity hash */
 	char (*dev)[32];              /* [n_copies] */
 	char **dir;                   /* [n_copies] */
 	json_t *meta;                 /* the metadata object (never NULL once read) */
