@@ -9,7 +9,7 @@
 static const char usage[] =
 	"usage: coli-profile report TRACE|BUNDLE [-o DIR] [--probe F] [--plan F] [--json]\n"
 	"       coli-profile replay TRACE|ROUTE.csv [--budget MiB,...] [--slots N,...] [--policy NAME,...]\n"
-	"       coli-profile datapoint MODEL.coli [--plan F] [--probe F] [-o NAME.tar.gz] [-- COLI-RUN OPTIONS]\n"
+	"       coli-profile datapoint MODEL.coli [--plan F] [--probe F] [-o NAME.tar.gz] [-- RUN OPTIONS]\n"
 	"       coli-profile compare 'CMD A' 'CMD B' [-r N] [--drop-caches] [--json]\n"
 	"\n"
 	"Where a run's time goes, in numbers and plots. Each subcommand has its --help.\n"
