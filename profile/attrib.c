@@ -172,7 +172,8 @@ static void verdict_text(prof_verdict *v, const prof_phase *p)
 			 "I/O wait %.0f%%: a disk 2x faster would give about %.2fx tokens/s (%.4g = %.4g / "
 			 "(1 - %.2f + %.2f / 2)); expert products %.0f%%: products 2x faster would give %.2fx (%.4g); "
 			 "with every expert in RAM (no wait): %.2fx (%.4g).",
-			 ph, prof_part_names[v->bound], 100 * v->share[v->bound],
+			 ph, v->bound == PART_OTHER ? "other work (embedding, head, sampling, bookkeeping)" : prof_part_names[v->bound],
+			 100 * v->share[v->bound],
 			 1e3 * p->part[v->bound] / p->positions, 1e3 * p->wall / p->positions, v->tok_s,
 			 100 * v->share[PART_IO_WAIT], v->disk2x / v->tok_s, v->disk2x, v->tok_s, v->share[PART_IO_WAIT],
 			 v->share[PART_IO_WAIT], 100 * v->share[PART_EXPERTS], v->compute2x / v->tok_s, v->compute2x,

@@ -205,7 +205,8 @@ static int write_script(const char *dir, const prof_trace *t, const int has[PLOT
 	for (int k = 0; k < 2; k++)
 		for (int i = 0; i < PLOT_N; i++)
 			if (has[i]) {
-				fprintf(f, "set terminal %s\nset output '%s.%s.tmp'\n", term[k][1], prof_plots_all[i].name, term[k][0]);
+				fprintf(f, "set terminal %s noenhanced\nset output '%s.%s.tmp'\n", term[k][1], prof_plots_all[i].name,
+					term[k][0]);
 				body(f, i, t);
 				fprintf(f, "unset output\n");
 			}
