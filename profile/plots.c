@@ -213,11 +213,10 @@ static int write_script(const char *dir, const prof_trace *t, const int has[PLOT
 	return close_ok(f, dir, "plots.gp", e);
 }
 
-/* gnuplot plots.gp in dir, its output in dir/gnuplot.log. */
-static int run_gnuplot(const char *gnuplot, const char *dir, coli_err *e)
+int prof_gnuplot_run(const char *gnuplot, const char *dir, const char *script, coli_err *e)
 {
 	posix_spawn_file_actions_t fa;
-	char *log = coli_path_join(dir, "gnuplot.log"), *argv[] = {(char *)gnuplot, "plots.gp", NULL};
+	char *log = coli_path_join(dir, "gnuplot.log"), *argv[] = {(char *)gnuplot, (char *)script, NULL};
 	pid_t pid;
 	int st = 0, rc;
 	if (!log)
@@ -236,8 +235,7 @@ static int run_gnuplot(const char *gnuplot, const char *dir, coli_err *e)
 	return rc;
 }
 
-/* NAME.EXT.tmp renamed to NAME.EXT once gnuplot has finished it (non-empty). */
-static int publish(const char *dir, const char *name, const char *ext, coli_err *e)
+int prof_plot_publish(const char *dir, const char *name, const char *ext, coli_err *e)
 {
 	char from[4200], to[4100];
 	struct stat sb;
@@ -255,11 +253,12 @@ int prof_plots_draw(const char *gnuplot, const char *dir, const prof_trace *t, c
 	for (int i = 0; i < PLOT_N; i++)
 		if (made[i] = 0, write_data(dir, i, t, a, plan, &has[i], e) < 0)
 			return -1;
-	if (write_script(dir, t, has, e) < 0 || run_gnuplot(gnuplot, dir, e) < 0)
+	if (write_script(dir, t, has, e) < 0 || prof_gnuplot_run(gnuplot, dir, "plots.gp", e) < 0)
 		return -1;
 	for (int i = 0; i < PLOT_N; i++)
 		if (has[i]) {
-			if (publish(dir, prof_plots_all[i].name, "png", e) < 0 || publish(dir, prof_plots_all[i].name, "svg", e) < 0)
+			if (prof_plot_publish(dir, prof_plots_all[i].name, "png", e) < 0 ||
+			    prof_plot_publish(dir, prof_plots_all[i].name, "svg", e) < 0)
 				return -1;
 			made[i] = 1;
 		}

@@ -20,6 +20,14 @@ extern const prof_plot prof_plots_all[PLOT_N];
 /* The gnuplot program on PATH, into path (size n); 0, or -1 when there is none. */
 int prof_gnuplot_find(const char *path_env, char *path, size_t n);
 
+/* gnuplot (at the path given) runs script in dir, its messages in dir/gnuplot.log; -1 with e when
+ * it fails. */
+int prof_gnuplot_run(const char *gnuplot, const char *dir, const char *script, coli_err *e);
+
+/* dir/NAME.EXT.tmp (what a script's "set output" wrote) renamed to NAME.EXT; -1 with e when
+ * gnuplot left it missing or empty. */
+int prof_plot_publish(const char *dir, const char *name, const char *ext, coli_err *e);
+
 /* Draws every plot that has data (the predicted one only with plan) into dir as NAME.png and
  * NAME.svg with gnuplot at the path given (its data and script as NAME.dat and plots.gp, its
  * messages in gnuplot.log); made[i] set for each drawn. -1 with e when a file cannot be written or

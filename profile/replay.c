@@ -1,11 +1,14 @@
 /* replay.c: coli-profile replay: routing traces through the engine's cache simulator, policy by
  * policy and size by size (replay.h). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fileio.h"
 #include "options.h"
+#include "plots.h"
 #include "route.h"
 #include "tracesum.h"
 #include "replay.h"
@@ -274,7 +277,7 @@ int rp_replay(const rp_seq *s, const rp_policy *p, double budget, double expert_
 #define RP_MAX_SIZES 32
 
 static struct {
-	const char *budgets, *slots, *policies;
+	const char *budgets, *slots, *policies, *out;
 	double expert_mib;
 	int json, help;
 } o;
@@ -299,6 +302,8 @@ static const coli_option options[] = {
 			"layer-lru, layer-lfu, slru, layer-slru, layer-min, coli, coli-usage, skew-lru, skew-lfu)"),
 	COLI_OPT_FLAG(0, "json", &o.json, "print a JSON array of {\"policy\", \"budget_mib\" or \"slots\", "
 		      "\"hit_pct\"} instead"),
+	COLI_OPT_STRING('o', "output", &o.out, "DIR", "also plot hit rate against capacity (gnuplot): DIR/replay.png "
+			"and DIR/replay.svg, their data replay.dat"),
 	COLI_OPT_HELP(&o.help),
 	COLI_OPT_END(),
 };
@@ -381,6 +386,56 @@ static void print_json(const int *use, const double *sz, int n_sz, int slots, co
 	free(t), json_decref(a);
 }
 
+static int plot_script(FILE *f, const int *use, int slots)
+{
+	static const char *const term[2][2] = {{"png", "pngcairo size 960,540 font \"sans,11\""},
+					       {"svg", "svg size 960,540 dynamic font \"sans,11\""}};
+	for (int k = 0; k < 2; k++) {
+		fprintf(f, "set terminal %s noenhanced\nset output 'replay.%s.tmp'\nset title \"Decode hit rate against "
+			"cache capacity\"\nset xlabel \"%s\"\nset ylabel \"decode hit rate (%%)\"\nset yrange [0:100]\n"
+			"set grid\nset key outside right\nplot ", term[k][1], term[k][0],
+			slots ? "cache slots per layer (experts)" : "cache budget (MiB)");
+		for (int i = 0, c = 2, first = 1; i < rp_n_policies; i++)
+			if (use[i])
+				fprintf(f, "%s'replay.dat' using 1:%d with linespoints lw 2 dt %d title \"%s\"", first ? "" : ", ", c,
+					c > 9 ? 2 : 1, rp_policies[i].name), first = 0, c++;
+		fprintf(f, "\nunset output\n");
+	}
+	return ferror(f) ? -1 : 0;
+}
+
+/* replay.dat, replay.gp, then gnuplot: DIR/replay.png and .svg. */
+static int plot(const rp_seq *s, const int *use, const double *sz, int n_sz, int slots, const double *hit, coli_err *e)
+{
+	char gp[4200], *dat = coli_path_join(o.out, "replay.dat"), *scr = coli_path_join(o.out, "replay.gp");
+	FILE *f = NULL, *g = NULL;
+	int rc = dat && scr ? 0 : coli_errf(e, COLI_ENOMEM, "out of memory");
+	if (rc == 0 && prof_gnuplot_find(getenv("PATH"), gp, sizeof(gp)) < 0)
+		rc = coli_errf(e, COLI_EIO, "-o %s: gnuplot is not on PATH (Debian: apt-get install gnuplot-nox): no plot", o.out);
+	if (rc == 0 && mkdir(o.out, 0755) < 0 && errno != EEXIST)
+		rc = coli_errf(e, COLI_EIO, "%s: cannot create: %s", o.out, strerror(errno));
+	if (rc == 0 && (!(f = fopen(dat, "w")) || !(g = fopen(scr, "w"))))
+		rc = coli_errf(e, COLI_EIO, "%s: cannot write", f ? scr : dat);
+	for (int k = 0; rc == 0 && k < n_sz; k++) {
+		fprintf(f, "%g", sz[k]);
+		for (int i = 0; i < rp_n_policies; i++)
+			if (use[i])
+				fprintf(f, " %.4f", 100 * hit[k * rp_n_policies + i]);
+		fprintf(f, "\n");
+	}
+	if (rc == 0 && plot_script(g, use, slots) < 0)
+		rc = coli_errf(e, COLI_EIO, "%s: write failed", scr);
+	if ((f && fclose(f) != 0) || (g && fclose(g) != 0))
+		rc = rc ? rc : coli_errf(e, COLI_EIO, "%s: write failed", o.out);
+	if (rc == 0)
+		rc = prof_gnuplot_run(gp, o.out, "replay.gp", e);
+	if (rc == 0 && (prof_plot_publish(o.out, "replay", "png", e) < 0 || prof_plot_publish(o.out, "replay", "svg", e) < 0))
+		rc = -1;
+	(void)s;
+	free(dat), free(scr);
+	return rc;
+}
+
 static int replay_all(const rp_seq *s, const int *use, const double *sz, int n_sz, int slots, coli_err *e)
 {
 	double *hit = coli_calloc((size_t)n_sz * (size_t)rp_n_policies, sizeof(double), e);
@@ -392,6 +447,8 @@ static int replay_all(const rp_seq *s, const int *use, const double *sz, int n_s
 					       slots ? (int)sz[k] : 0, &hit[k * rp_n_policies + i], e);
 	if (rc == 0)
 		(o.json ? print_json(use, sz, n_sz, slots, hit) : print_table(s, use, sz, n_sz, slots, hit));
+	if (rc == 0 && o.out)
+		rc = plot(s, use, sz, n_sz, slots, hit, e);
 	free(hit);
 	return rc;
 }

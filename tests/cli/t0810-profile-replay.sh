@@ -49,6 +49,13 @@ test_expect_success "the markdown table: every policy, a row per budget" '
 	test "$(grep -c "^| [1-4]000 |" out)" = 4
 '
 
+test_expect_success "-o DIR: the plot of hit rate against capacity, PNG and SVG" '
+	coli-profile replay -o plot --budget 1000,2000 --policy min,lru "$R" >out &&
+	test "$(head -c 8 plot/replay.png | od -An -tx1 | tr -d " \n")" = 89504e470d0a1a0a &&
+	grep -q "<svg" plot/replay.svg && tail -c 20 plot/replay.svg | grep -q "</svg>" &&
+	test "$(wc -l <plot/replay.dat)" = 2 && grep -q "^| 2000 |" out
+'
+
 test_expect_success "a .coli_trace: its routed experts replayed at slot counts" '
 	coli-convert -q "$FIX/qwen3_moe-tiny/checkpoint" m.coli &&
 	coli-run -q -m m.coli --prompt-ids "1 2 3 4" -n 12 --ignore-eos --cache-slots 8 --trace t.coli_trace >/dev/null &&
