@@ -44,7 +44,8 @@ FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=bin/fuzz/%)
 # The fault tests' FUSE file system (tests/fault/eiofs.c: reads of chosen ranges fail with EIO).
 EIOFS := bin/fault/eiofs
 
-.PHONY: all test san-unit torture demo deps asan ubsan bench bench-convert bench-run bench-stream bench-trace clean check-deps \
+.PHONY: all test san-unit torture demo deps asan ubsan bench bench-convert bench-run bench-stream bench-trace bench-plan \
+	bench-draft clean check-deps \
 	fuzz fuzz-build
 all: $(BINS) $(BENCH_BIN) $(UNIT_BIN) $(FUZZ_BIN) $(EIOFS)
 
@@ -184,12 +185,14 @@ ubsan:
 	@$(MAKE) --no-print-directory test OPT="-O1 -g -fsanitize=undefined -fno-sanitize-recover=all" \
 	  EXTRA_LDFLAGS="-fsanitize=undefined"
 
-# make torture: SIGKILL at random points during conversion, usage and session saving
-# (tests/torture/torture.sh), then coli-run in memory cgroups over a sweep (tests/torture/memcg.sh);
+# make torture: SIGKILL at random points during conversion, usage and session saving and mirror
+# staging, and a disk filling during a stage (tests/torture/torture.sh; TORTURE_KINDS: some of
+# them), then coli-run in memory cgroups over a sweep (tests/torture/memcg.sh);
 # docs/robustness.md. Minutes, root; not in make test.
 TORTURE_KILLS ?= 100
+TORTURE_KINDS ?=
 torture: all
-	@tests/torture/torture.sh --kills $(TORTURE_KILLS)
+	@tests/torture/torture.sh --kills $(TORTURE_KILLS) $(TORTURE_KINDS)
 	@tests/torture/memcg.sh
 
 demo:
@@ -197,7 +200,9 @@ demo:
 	@$(MAKE) --no-print-directory all
 	@tests/demo.sh
 
-bench: bench-convert bench-run bench-stream bench-trace
+bench: bench-convert bench-run bench-stream bench-trace bench-plan
+bench-plan: all
+	@tests/bench/plan.sh
 bench-convert: all
 	@tests/bench/convert.sh
 bench-run: all
@@ -207,6 +212,8 @@ bench-stream: all
 	@tests/bench/learn.sh
 bench-trace: all
 	@tests/bench/trace.sh
+bench-draft: all
+	@tests/bench/draft.sh
 
 clean:
 	rm -rf $(B) bin

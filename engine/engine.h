@@ -101,4 +101,50 @@ uint64_t coli_engine_work_bytes(const coli_model *c, int max_batch);
 /* Number of MoE layers among the main layers. */
 int coli_engine_moe_layers(const coli_engine *m);
 
+/* Speculative decoding with the container's first MTP layer (nn/mtp.c; docs/coli-run.md).
+ * The draft at position p reads the main model's final hidden state h_p (the lm_head's input,
+ * after the final norm) and the token t_{p+1}: x = eh_proj([enorm(embed(t_{p+1})); hnorm(h_p)]),
+ * then the MTP layer's decoder block (its own KV cache; MoE through the store like any layer),
+ * then shared_head.norm and shared_head.head (the model's final norm and lm_head when absent):
+ * the logits of t_{p+2}. A further draft step at p + 1 reads the previous step's head input and
+ * the token it chose. The state of one sequence: */
+#define COLI_DRAFT_MAX 4           /* draft tokens per verify, at most */
+typedef struct coli_mtp {
+	int layer;                 /* the container layer that drafts (the first MTP layer) */
+	coli_kv kv;                /* its KV cache (only that layer's slot): positions 0 .. kv.n - 1 */
+	int pos;                   /* the main position of pending row 0 */
+	int n_pending, cap;        /* rows waiting for the MTP layer; at most cap (the batch size) */
+	float *hid;                /* [cap][hidden] their final hidden states h_p */
+	int32_t *tok;              /* [cap] t_{p+1} of each (the last one's: -1 until known) */
+	float *in;                 /* [cap][2 x hidden] eh_proj's input */
+	float *h;                  /* [hidden] the last draft step's head input */
+	int steps;                 /* draft steps since the last coli_mtp_truncate */
+	int base;                  /* kv.n before the first draft step's speculative rows */
+} coli_mtp;
+
+/* A state for a KV cache of cap tokens (main positions; drafts take COLI_DRAFT_MAX more), its
+ * positions starting at kv_n (a resumed session's: those MTP entries are zero). EUSAGE naming
+ * the container when it has no MTP layers. */
+int coli_mtp_init(coli_mtp *s, const coli_engine *m, int cap, int kv_n, coli_err *e);
+void coli_mtp_release(coli_mtp *s); /* accepts a zeroed or released one */
+
+/* coli_forward, and (s not NULL) the n positions' final hidden states queued for the MTP layer
+ * (which takes them in at the next draft step, or in one batch when the queue is full). */
+int coli_forward_mtp(coli_engine *m, coli_kv *kv, coli_mtp *s, const int32_t *tokens, int n, float *logits,
+		     float *last, coli_err *e);
+
+/* The queued positions whose next token is known (all but the last) taken in by the MTP layer
+ * in one batch (after a prefill, so that the first draft step is short). */
+int coli_mtp_catch_up(coli_engine *m, coli_mtp *s, coli_err *e);
+
+/* One draft step; logits: [vocab], of the token after `token`. The first step after a forward
+ * takes in every queued position, the last with `token` (the token chosen after it); each
+ * further step drafts one position on, from the previous step's head input and `token` (the
+ * token the previous step's logits gave). Allocates nothing. */
+int coli_mtp_step(coli_engine *m, coli_mtp *s, int32_t token, float *logits, coli_err *e);
+
+/* After a verify: the draft steps' speculative rows dropped from the MTP cache, and the queued
+ * positions at or beyond n (the main cache's kv->n once rolled back) dropped. */
+void coli_mtp_truncate(coli_mtp *s, int n);
+
 #endif

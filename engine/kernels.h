@@ -70,7 +70,10 @@ void mat_vec_range(coli_kernels *kc, const coli_mat *W, int64_t r0, int64_t nr, 
  * memory is short (nothing computed then). */
 int mat_vec_batch(coli_kernels *kc, const coli_mat *const *W, const float *const *x, float *const *y, int count);
 
-/* Y[n][rows] = X[n][cols] W^T: n tokens at once (prefill, verify); reads W once. */
+/* Y[n][rows] = X[n][cols] W^T: n tokens at once (prefill, verify); reads W once. Up to COLI_EXACT_N
+ * tokens, each token's row has the bits mat_vec gives for it alone (every variant): a speculative
+ * verify of k + 1 tokens computes what k + 1 decode steps would, bit for bit. */
+#define COLI_EXACT_N 8
 void mat_mul(coli_kernels *kc, const coli_mat *W, const float *X, int n, float *Y);
 
 /* y[cols] += sum_r a[r] * W[r][:] for r in [r0, r0 + nr): the transposed product, used by MLA's

@@ -120,11 +120,12 @@ int store_ram_open(coli_store **out, const coli_container *c, coli_err *e);
  * cache of its own. A baseline for the benchmarks. */
 int store_mmap_open(coli_store **out, const coli_container *c, coli_err *e);
 
-/* I/O threads of the streaming store's pread backend per copy of experts.bin (its read queue
- * depth on each disk). */
+/* The streaming store's read queue depth on each copy of experts.bin, by default: its pread
+ * backend's threads per copy, its io_uring backend's depth per copy (one thread). */
 #define STORE_IO_THREADS 8
-/* Queue depth of its io_uring backend (one thread) per copy. */
 #define STORE_URING_DEPTH 8
+/* The most a store_stream_opts.qd may ask. */
+#define STORE_MAX_QD 32
 /* Records are read in chunks of at most this many bytes, each from the copy expected to
  * finish it first: a record's first bytes arrive early, copies share one record. */
 #define STORE_CHUNK (4u << 20)
@@ -168,6 +169,8 @@ typedef struct store_stream_opts {
 	int io;                   /* STORE_IO_THREADS_POOL (pread threads) or STORE_IO_URING (one
 				   * thread owning an io_uring; the threads, with an event,
 				   * when the kernel refuses it) */
+	int qd;                   /* reads in flight per copy (1..STORE_MAX_QD); 0: the backend's
+				   * default (STORE_IO_THREADS, STORE_URING_DEPTH) */
 	const char *const *mirrors; /* folders holding the same container, read alongside it */
 	int n_mirrors;
 	int no_crc;               /* 1: records read are not CRC checked (pins included) */

@@ -39,6 +39,28 @@ int coli_opts_int(const char *s, long long lo, long long hi, int *out, coli_err 
 	return coli_errf(e, COLI_EUSAGE, "'%s' is not %s in %lld..%lld", s, lo >= 0 ? "a count" : "an integer", lo, hi);
 }
 
+int coli_opts_int_list(const char *s, long long lo, long long hi, int **out, int *n, coli_err *e)
+{
+	int count = 1, k = 0, rc = 0;
+	for (const char *c = s; *c; c++)
+		count += *c == ',';
+	int *v = calloc((size_t)count, sizeof(*v));
+	char *copy = strdup(s), *save = NULL;
+	if (!v || !copy) {
+		free(v), free(copy);
+		return coli_errf(e, COLI_ENOMEM, "out of memory");
+	}
+	for (char *item, *c = copy; rc == 0 && (item = strtok_r(c, ",", &save)); c = NULL)
+		rc = coli_opts_int(item, lo, hi, &v[k++], e);
+	free(copy);
+	if (rc == 0 && k != count)
+		rc = coli_errf(e, COLI_EUSAGE, "'%s' has an empty item", s);
+	if (rc < 0)
+		return free(v), -1;
+	*out = v, *n = count;
+	return 0;
+}
+
 static int parse_int(const coli_option *o, const char *s, coli_err *e)
 {
 	return coli_opts_int(s, o->lo, o->hi, (int *)o->value, e);

@@ -130,6 +130,10 @@ int coli_opts_parse(const coli_option *opts, int argc, char **argv, coli_err *e)
  * tool parses itself, such as the items of a list); else -1 with e: "'x' is not a count in 1..8". */
 int coli_opts_int(const char *s, long long lo, long long hi, int *out, coli_err *e);
 
+/* A comma-separated list of whole numbers in lo..hi ("24,30,12") into *out (malloc'd, caller
+ * frees) and *n; -1 with e naming the bad item ("'x' is not a count in 1..8") or an empty one. */
+int coli_opts_int_list(const char *s, long long lo, long long hi, int **out, int *n, coli_err *e);
+
 /* The --help text: "usage: " and synopsis[0], the other synopsis lines (NULL-terminated) under
  * it, a blank line, then each entry of opts: options as "  -x, --name ARG" with their help in
  * one column, wrapped so that no line exceeds COLI_HELP_WIDTH. Malloc'd (caller frees); NULL

@@ -1,6 +1,6 @@
 /* usage.h: .coli_usage, how often each (layer, expert) was routed to, folded over runs with an
  * exponential decay and tied to one container's identity (spec: formats/usage.md). coli-run
- * writes it (--usage FILE); coli-plan (to come) will read it.
+ * writes it (--usage FILE); coli-plan reads it (--usage) to plan pins and caches.
  *
  *   128-byte header (magic, version, identity, n_layers, n_experts, runs, decay, payload length
  *   and CRC, header CRC)

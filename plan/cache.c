@@ -140,7 +140,8 @@ static void describe(plan *p)
 	plan_note_add(p, "cache-slots", v, "%.2f GiB of expert cache over %d MoE layers: predicted hit rate %.1f%% (the "
 		      "simulator on routing %s); layer %d keeps %d records (top-10%% share %.2f, hit %.1f%%), layer %d "
 		      "keeps %d (top-10%% share %.2f, hit %.1f%%)", p->fixed.left / GIB, p->n_moe, p->hit * 100,
-		      p->usage.counts ? "drawn from the usage counts" : "drawn uniformly: no usage given",
+		      p->routing ? "replayed from --routing" : p->usage.counts ? "drawn from the usage counts" :
+		      "drawn uniformly: no usage given, a lower bound (real routing is skewed)",
 		      p->layers[most].layer, p->layers[most].cache, p->layers[most].top10, p->layers[most].hit * 100,
 		      p->layers[fewest].layer, p->layers[fewest].cache, p->layers[fewest].top10,
 		      p->layers[fewest].hit * 100);

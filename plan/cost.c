@@ -10,10 +10,12 @@
  *   disk       the misses' reads not hidden: a layer's misses (top_k x (1 - hit) records) are read
  *              at once from the copies together (each at the probe's O_DIRECT bandwidth at that
  *              queue depth, balanced so they finish together, a copy serving only records it
- *              holds), while the layer's hits are multiplied; with prefetch, PREDICT_RECALL of
+ *              holds), while the layer's hits are multiplied; with prefetch, --recall (the
+ *              share of next-layer predictions the routing chose, as coli-run reports it) of
  *              them are read during the previous layer's compute instead.
  * Warm: the planned hit rate; cold: only the pins hit (the LRU slots start empty). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
@@ -22,8 +24,6 @@
 
 #define GIB 1073741824.0
 #define OTHER_PER_LAYER 2e-6 /* s: norms, residuals, RoPE, the router's softmax per layer */
-#define PREDICT_RECALL 0.8   /* next-layer predictions chosen by the routing (82.7% measured on
-			      * synthetic models, docs/benchmarks.md) */
 #define WRONG_COST 0.25      /* share of a wrong prediction's read that delays demanded reads
 			      * (they are read only while no demanded read is in flight) */
 
@@ -81,8 +81,8 @@ static double read_time(const plan *p, double m, double rec)
 	if (m <= 0)
 		return 0;
 	double qd = ceil(m / p->n_copies), all = 0, full = 0, held = 1, bytes = m * rec;
-	if (qd > STORE_IO_THREADS)
-		qd = STORE_IO_THREADS;
+	if (qd > p->qd)
+		qd = p->qd;
 	for (int i = 0; i < p->n_copies; i++) {
 		double b = disk_bps(p->copies[i].disk, qd);
 		all += b;
@@ -114,7 +114,7 @@ static coli_plan_speed speed(const plan *p, int cold)
 		double disk = read_time(p, p->top_k * (1 - h), L->record);
 		double hidden = x * h; /* the hits multiplied while the misses arrive */
 		if (p->prefetch)
-			hidden += fmin(PREDICT_RECALL * disk, compute_layer) - (1 - PREDICT_RECALL) * WRONG_COST * disk;
+			hidden += fmin(p->a->recall * disk, compute_layer) - (1 - p->a->recall) * WRONG_COST * disk;
 		s.disk_s += disk > hidden ? disk - hidden : 0;
 	}
 	s.tok_s = 1 / (s.experts_s + s.attention_s + s.other_s + s.disk_s);
@@ -150,13 +150,46 @@ static void choose_prefetch(plan *p)
 	p->prefetch = on.tok_s > off.tok_s;
 	plan_note_add(p, "prefetch", p->prefetch ? "on" : "off", "predicted %.2f tok/s with next-layer prediction, %.2f "
 		      "without (it hides reads behind the previous layer's compute, %.0f%% of predictions right, and "
-		      "its wrong reads cost disk time)", on.tok_s, off.tok_s, PREDICT_RECALL * 100);
+		      "its wrong reads cost disk time)", on.tok_s, off.tok_s, p->a->recall * 100);
+}
+
+/* The share of the misses a partial mirror can serve: per layer, the routing probability of
+ * the records it holds among the experts not pinned (where misses fall), averaged. */
+static double miss_share_held(const plan *p, const coli_mirror_map *m)
+{
+	double sum = 0;
+	uint64_t rec0 = 0;
+	int *pins = malloc((size_t)(p->ct->model.n_experts > 0 ? p->ct->model.n_experts : 1) * sizeof(*pins));
+	for (int i = 0; pins && i < p->n_moe; i++) {
+		const plan_layer *L = &p->layers[i];
+		const double *c = p->usage.counts ? p->usage.counts + (size_t)L->layer * (size_t)p->usage.n_experts : NULL;
+		int n_pins = c ? coli_pins_choose(c, L->n_experts, L->pins, pins) : 0;
+		double held = 0, all = 0;
+		for (int x = 0; x < L->n_experts; x++) {
+			int pinned = 0;
+			for (int j = 0; j < n_pins && !pinned; j++)
+				pinned = pins[j] == x;
+			double q = pinned ? 0 : L->p[x];
+			all += q, held += coli_mirror_has(m, rec0 + (uint64_t)x) ? q : 0;
+		}
+		sum += all > 0 ? held / all : 0;
+		rec0 += (uint64_t)L->n_experts;
+	}
+	free(pins);
+	return p->n_moe ? sum / p->n_moe : 1;
 }
 
 /* Each copy's share of the reads: bandwidth-weighted, a partial copy within what it holds. */
 static void shares(plan *p)
 {
-	double total = 0, qd = STORE_IO_THREADS;
+	for (int i = 1; i < p->n_copies; i++)
+		if (p->copies[i].map.bits) {
+			p->copies[i].held = miss_share_held(p, &p->copies[i].map);
+			plan_note_add(p, "mirror", "partial", "%s holds %u of %u records, where %.0f%% of the misses fall",
+				      p->copies[i].dir, p->copies[i].map.held, p->copies[i].map.n_records,
+				      p->copies[i].held * 100);
+		}
+	double total = 0, qd = p->qd;
 	for (int i = 0; i < p->n_copies; i++)
 		total += p->copies[i].bps = disk_bps(p->copies[i].disk, qd);
 	for (int i = 0; i < p->n_copies; i++)
@@ -168,21 +201,59 @@ static void shares(plan *p)
 	p->disk_bps = total;
 	if (p->n_copies > 1)
 		plan_note_add(p, "mirror", "", "%d copies read together, %.2f GB/s at queue depth %d; the model's copy "
-			      "serves %.0f%% of the bytes", p->n_copies, total / 1e9, STORE_IO_THREADS,
+			      "serves %.0f%% of the bytes", p->n_copies, total / 1e9, p->qd,
 			      p->copies[0].share * 100);
+}
+
+/* The queue depth: the smallest the probe measured that reaches 95% of the best bandwidth it
+ * measured, but at least top_k (a layer's misses are requested together: fewer reads in flight
+ * would serialise them), on the copy that needs the most. */
+static void choose_qd(plan *p)
+{
+	int qd = 1;
+	for (int i = 0; i < p->n_copies; i++) {
+		const coli_probe_disk *d = p->copies[i].disk;
+		double best = 0;
+		int pick = d->n_qd ? d->qd[d->n_qd - 1] : STORE_IO_THREADS;
+		for (int j = 0; j < d->n_qd; j++)
+			best = d->direct_bps[j] > best ? d->direct_bps[j] : best;
+		for (int j = 0; j < d->n_qd; j++)
+			if (d->direct_bps[j] >= 0.95 * best && d->qd[j] >= p->top_k) {
+				pick = d->qd[j];
+				break;
+			}
+		qd = pick > qd ? pick : qd;
+	}
+	p->qd = qd > STORE_MAX_QD ? STORE_MAX_QD : qd;
+	if (!p->stream)
+		return;
+	const coli_probe_disk *d = p->copies[0].disk;
+	char v[16], list[160] = "";
+	for (int j = 0, n = 0; j < d->n_qd; j++)
+		n += snprintf(list + n, sizeof(list) - (size_t)n, "%s%d: %.2f", j ? ", " : "", d->qd[j], d->direct_bps[j] / 1e9);
+	snprintf(v, sizeof(v), "%d", p->qd);
+	plan_note_add(p, "queue-depth", v, "the smallest queue depth of at least top_k (%d: a layer's misses are read "
+		      "together) within 5%% of the disk's best O_DIRECT bandwidth (GB/s at each depth probed on %s: %s)",
+		      p->top_k, d->dev, list);
 }
 
 int plan_cost(plan *p, coli_err *e)
 {
 	(void)e;
 	choose_threads(p);
-	p->io = STORE_IO_THREADS_POOL, p->qd = STORE_IO_THREADS;
+	choose_qd(p);
+	p->io = STORE_IO_THREADS_POOL;
 	if (p->stream)
-		plan_note_add(p, "io", "threads", "%d pread threads per disk (queue depth %d): measured as fast as one "
-			      "io_uring on these machines, which also checks each chunk on one thread", STORE_IO_THREADS,
-			      STORE_IO_THREADS);
+		plan_note_add(p, "io", "threads", "%d pread threads per disk: measured as fast as one io_uring on these "
+			      "machines, which also checks each chunk on one thread", p->qd);
 	shares(p);
 	choose_prefetch(p);
+	if (p->ct->model.n_mtp_layers > 0)
+		plan_note_add(p, "draft", "auto", "%d MTP layer(s): coli-run measures the drafts' acceptance and a verify's "
+			      "cost at the hit rate it meets, and drafts only while that pays (the output is the same)",
+			      p->ct->model.n_mtp_layers);
+	else
+		plan_note_add(p, "draft", "", "no MTP layers in the container: nothing to draft with");
 	p->warm = speed(p, 0);
 	p->cold = speed(p, 1);
 	return 0;

@@ -2,12 +2,15 @@
  * cache of pins + LRU slots predicted by the policy module's simulator (engine/policy.h) on
  * routing sampled from that distribution.
  *
- * The distribution is the layer's counts with half a routing added to every expert (Jeffreys'
- * prior: an expert never seen in a short history is not certain never to come), or uniform
- * without usage. Tokens are drawn independently, each choosing top_k distinct experts with
- * probabilities in proportion (Gumbel top-k), so the prediction has no recency beyond
+ * The distribution is the layer's posterior mean under a symmetric Dirichlet prior whose
+ * strength is estimated from the counts themselves (empirical Bayes: the alpha that maximises the
+ * Dirichlet-multinomial likelihood of the layer's counts): a short history of a near-uniform
+ * layer is mostly noise and is shrunk toward uniform, a long or strongly skewed one is kept.
+ * Without usage it is uniform. Tokens are drawn independently, each choosing top_k distinct
+ * experts with probabilities in proportion (Gumbel top-k), so the prediction has no recency beyond
  * popularity: what real routing adds (a token's experts overlap the previous token's a little
- * more than chance) is a gain the prediction leaves out. */
+ * more than chance) is a gain the prediction leaves out. With --routing (a route_trace of the
+ * workload) each main MoE layer replays that routing instead, recency and all. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -16,7 +19,7 @@
 #include "fileio.h"
 #include "planner.h"
 
-#define PRIOR 0.5
+#define ALPHA_STEPS 240     /* the alpha searched on a log grid from 1e-3 to 1e5 */
 #define WARMUP_TOKENS 128  /* replayed before the hit rate is counted: the steady state */
 #define MEASURED_TOKENS 768
 
@@ -54,16 +57,40 @@ static double top10_share(const double *c, int n)
 	return sum > 0 ? top_sum / sum : 0;
 }
 
+/* log P(counts | symmetric Dirichlet(alpha)) up to the multinomial's constant. */
+static double dm_loglik(const double *c, int n, double sum, double alpha)
+{
+	double l = lgamma(n * alpha) - lgamma(sum + n * alpha);
+	for (int i = 0; i < n; i++)
+		l += lgamma((c[i] > 0 ? c[i] : 0) + alpha) - lgamma(alpha);
+	return l;
+}
+
+/* The prior strength that makes the counts most likely (its largest when they look uniform). */
+static double fit_alpha(const double *c, int n, double sum)
+{
+	double best = 1e5, best_l = -INFINITY;
+	for (int i = 0; i <= ALPHA_STEPS; i++) {
+		double a = pow(10, -3 + 8.0 * i / ALPHA_STEPS), l = dm_loglik(c, n, sum, a);
+		if (l > best_l)
+			best = a, best_l = l;
+	}
+	return best;
+}
+
 static int layer_distribution(const plan *p, plan_layer *L, coli_err *e)
 {
 	const double *c = counts_of(p, L);
 	if (!(L->p = coli_malloc((size_t)L->n_experts * sizeof(*L->p), e)))
 		return -1;
-	double sum = 0;
+	double sum = 0, total = 0;
+	for (int i = 0; c && i < L->n_experts; i++)
+		sum += c[i] > 0 ? c[i] : 0;
+	L->alpha = sum > 0 ? fit_alpha(c, L->n_experts, sum) : 1;
 	for (int i = 0; i < L->n_experts; i++)
-		sum += L->p[i] = (c && c[i] > 0 ? c[i] : 0) + PRIOR;
+		total += L->p[i] = (c && c[i] > 0 ? c[i] : 0) + L->alpha;
 	for (int i = 0; i < L->n_experts; i++)
-		L->p[i] /= sum;
+		L->p[i] /= total;
 	L->top10 = top10_share(c, L->n_experts);
 	return 0;
 }
@@ -96,6 +123,24 @@ static int32_t *sample_layer(const plan *p, const plan_layer *L, int tokens)
 	return key ? ids : (free(ids), NULL);
 }
 
+/* Layer L's routing from --routing (its MoE layer i there): every position that has it, in
+ * order; the first eighth replayed before the hits are counted. */
+static int replayed_layer(const plan *p, plan_layer *L, int i, coli_err *e)
+{
+	const coli_route *r = p->routing;
+	if (!(L->ids = coli_malloc((size_t)r->n_positions * (size_t)r->top_k * sizeof(*L->ids), e)))
+		return -1;
+	for (int pos = 0; pos < r->n_positions; pos++) {
+		const int32_t *x = coli_route_at(r, pos, i, NULL);
+		if (x)
+			memcpy(L->ids + (size_t)L->n_tokens++ * (size_t)r->top_k, x, (size_t)r->top_k * sizeof(*x));
+	}
+	L->warmup = L->n_tokens / 8;
+	if (L->n_tokens - L->warmup < 1)
+		return coli_errf(e, COLI_EDATA, "%s: MoE layer %d: no positions to replay", r->name, i);
+	return 0;
+}
+
 int plan_distributions(plan *p, coli_err *e)
 {
 	if (!(p->layers = coli_calloc((size_t)p->n_moe, sizeof(*p->layers), e)))
@@ -106,7 +151,13 @@ int plan_distributions(plan *p, coli_err *e)
 		L->layer = x->layer, L->n_experts = x->n_experts, L->record = (double)x->record_size;
 		if (layer_distribution(p, L, e) < 0)
 			return -1;
-		if (!(L->ids = sample_layer(p, L, WARMUP_TOKENS + MEASURED_TOKENS)))
+		if (p->routing && !x->mtp && i < p->routing->n_layers) {
+			if (replayed_layer(p, L, i, e) < 0)
+				return -1;
+			continue;
+		}
+		L->n_tokens = WARMUP_TOKENS + MEASURED_TOKENS, L->warmup = WARMUP_TOKENS;
+		if (!(L->ids = sample_layer(p, L, L->n_tokens)))
 			return coli_errf(e, COLI_ENOMEM, "out of memory sampling layer %d's routing", L->layer);
 	}
 	return 0;
@@ -122,30 +173,61 @@ static double pinned_share(const plan *p, const plan_layer *L, int pins)
 	return share;
 }
 
-/* Hits over the measured tokens of ids through pins + LRU (cache - pins slots). */
-static double simulate(const plan *p, const plan_layer *L, const int32_t *ids, int pins, int cache)
+/* Replays tokens [from, to) of L's ids through pins (the first `pins` of counts' order) + LRU
+ * (cache - pins slots), counting from token warm on: hits and lookups added to h[0], h[1]. */
+static void replay(const plan *p, const plan_layer *L, const double *counts, int pins, int cache, int from,
+		   int warm, int to, double h[2])
 {
-	int k = p->top_k < L->n_experts ? p->top_k : L->n_experts, tokens = WARMUP_TOKENS + MEASURED_TOKENS;
+	int k = p->top_k < L->n_experts ? p->top_k : L->n_experts, n = to - from;
 	coli_sim_opts so = {.policy = COLI_SIM_LRU, .n_layers = 1, .n_experts = L->n_experts,
-			    .capacity = cache - pins, .max_batch = k, .max_batches = tokens};
+			    .capacity = cache - pins, .max_batch = k, .max_batches = n};
 	coli_sim *s = NULL;
 	coli_err e = {0, ""};
-	coli_sim_batch *seq = malloc((size_t)tokens * sizeof(*seq));
-	if (!seq || coli_sim_open(&s, &so, &e) < 0) {
+	coli_sim_batch *seq = malloc((size_t)n * sizeof(*seq));
+	if (!seq || n < 1 || coli_sim_open(&s, &so, &e) < 0) {
 		free(seq);
-		return 0;
+		return;
 	}
-	for (int t = 0; t < tokens; t++)
-		seq[t] = (coli_sim_batch){.layer = 0, .n = k, .experts = ids + (size_t)t * (size_t)k};
-	coli_sim_start(s, counts_of(p, L), pins);
-	coli_sim_run(s, seq, WARMUP_TOKENS, &e);
+	for (int t = 0; t < n; t++)
+		seq[t] = (coli_sim_batch){.layer = 0, .n = k, .experts = L->ids + (size_t)(from + t) * (size_t)k};
+	coli_sim_start(s, counts, pins);
+	coli_sim_run(s, seq, warm - from, &e);
 	coli_sim_stats w = coli_sim_stats_of(s, 0);
-	coli_sim_run(s, seq + WARMUP_TOKENS, MEASURED_TOKENS, &e);
+	coli_sim_run(s, seq + (warm - from), to - warm, &e);
 	coli_sim_stats all = coli_sim_stats_of(s, 0);
 	coli_sim_close(s);
 	free(seq);
-	double n = (double)(all.hits + all.misses - w.hits - w.misses);
-	return n > 0 ? (double)(all.hits - w.hits) / n : 0;
+	h[0] += (double)(all.hits - w.hits), h[1] += (double)(all.hits + all.misses - w.hits - w.misses);
+}
+
+/* The routing counts of L's ids [from, to) into c[n_experts]. */
+static void count_ids(const plan *p, const plan_layer *L, int from, int to, double *c)
+{
+	int k = p->top_k < L->n_experts ? p->top_k : L->n_experts;
+	memset(c, 0, (size_t)L->n_experts * sizeof(*c));
+	for (size_t i = (size_t)from * (size_t)k; i < (size_t)to * (size_t)k; i++)
+		c[L->ids[i]] += 1;
+}
+
+/* The hit rate of pins + LRU on L's routing. Sampled routing: pins from the usage counts, as
+ * the store chooses them. Replayed routing (--routing) with pins: two-fold, pins chosen from the
+ * counts of one half replayed on the other, so pins are never judged on the routing that chose
+ * them (in-sample they would look better than a run's future will be). */
+static double simulate(const plan *p, const plan_layer *L, int pins, int cache)
+{
+	double h[2] = {0, 0};
+	int n = L->n_tokens, mid = n / 2;
+	double *c = pins > 0 && p->routing ? malloc((size_t)L->n_experts * sizeof(*c)) : NULL;
+	if (!c) {
+		replay(p, L, counts_of(p, L), pins, cache, 0, L->warmup, n, h);
+		return h[1] > 0 ? h[0] / h[1] : 0;
+	}
+	count_ids(p, L, mid, n, c);
+	replay(p, L, c, pins, cache, 0, (mid + 7) / 8, mid, h);
+	count_ids(p, L, 0, mid, c);
+	replay(p, L, c, pins, cache, mid, mid + (n - mid + 7) / 8, n, h);
+	free(c);
+	return h[1] > 0 ? h[0] / h[1] : 0;
 }
 
 double plan_layer_hit(const plan *p, const plan_layer *L, int pins, int cache, double *pin_share)
@@ -154,5 +236,5 @@ double plan_layer_hit(const plan *p, const plan_layer *L, int pins, int cache, d
 		*pin_share = pinned_share(p, L, pins);
 	if (cache >= L->n_experts)
 		return 1;
-	return simulate(p, L, L->ids, pins, cache);
+	return simulate(p, L, pins, cache);
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine.h"
 #include "fileio.h"
@@ -27,6 +28,18 @@ static const coli_probe_disk *probed_disk(const plan *p, const char *dir, coli_e
 	return NULL;
 }
 
+/* A mirror's record map when it has one (a partial mirror; formats/mirror.md). */
+static int read_map(const plan *p, plan_copy *c, coli_err *e)
+{
+	char *path = coli_path_join(c->dir, COLI_MIRROR_FILE);
+	if (!path)
+		return coli_errf(e, COLI_ENOMEM, "out of memory");
+	int rc = access(path, F_OK) == 0 ?
+		coli_mirror_map_read(path, p->ct->identity, coli_mirror_records(p->ct), &c->map, e) : 0;
+	free(path);
+	return rc;
+}
+
 static int open_copies(plan *p, coli_err *e)
 {
 	const plan_args *a = p->a;
@@ -38,6 +51,8 @@ static int open_copies(plan *p, coli_err *e)
 			return -1;
 		if (!realpath(c->dir, c->abs))
 			return coli_errf(e, COLI_EIO, "%s: %s", c->dir, strerror(errno));
+		if (i && read_map(p, c, e) < 0)
+			return -1;
 	}
 	return 0;
 }
@@ -56,6 +71,25 @@ static int read_usage(plan *p, coli_err *e)
 		return coli_errf(e, COLI_EDATA, "%s: shape %d x %d, the container has %d layers x %d experts",
 				 p->a->usage, p->usage.n_layers, p->usage.n_experts, m->n_layers + m->n_mtp_layers,
 				 m->n_experts);
+	return 0;
+}
+
+/* --routing: a trace of this model's shape (experts, top_k), covering its main MoE layers. */
+static int read_routing(plan *p, coli_err *e)
+{
+	const coli_model *m = &p->ct->model;
+	int main_moe = 0;
+	if (!p->a->routing)
+		return 0;
+	if (coli_route_open(&p->routing, p->a->routing, e) < 0)
+		return -1;
+	for (int i = 0; i < p->ct->layout.n_elayers; i++)
+		main_moe += !p->ct->layout.elayers[i].mtp;
+	const coli_route *r = p->routing;
+	if (r->n_experts != m->n_experts || r->top_k != m->top_k || r->n_layers < main_moe)
+		return coli_errf(e, COLI_EDATA, "%s: n_expert %d, n_expert_used %d, n_layer %d: the container has %d "
+				 "experts, top_k %d, %d MoE layers", r->name, r->n_experts, r->top_k, r->n_layers,
+				 m->n_experts, m->top_k, main_moe);
 	return 0;
 }
 
@@ -109,7 +143,7 @@ int plan_inputs(plan *p, const plan_args *a, coli_err *e)
 		return -1;
 	if (coli_probe_read(a->probe, &p->probe, e) < 0 || coli_probe_check_machine(&p->probe, a->probe, e) < 0)
 		return -1;
-	if (open_copies(p, e) < 0 || read_usage(p, e) < 0)
+	if (open_copies(p, e) < 0 || read_usage(p, e) < 0 || read_routing(p, e) < 0)
 		return -1;
 	choose_budget(p);
 	return fixed_part(p, e);
@@ -121,6 +155,9 @@ void plan_release(plan *p)
 		free(p->layers[i].p), free(p->layers[i].ids);
 	free(p->layers);
 	coli_usage_release(&p->usage);
+	coli_route_close(p->routing);
+	for (int i = 0; i < p->n_copies; i++)
+		coli_mirror_map_release(&p->copies[i].map);
 	coli_container_close(p->ct);
 	memset(p, 0, sizeof(*p));
 }

@@ -16,7 +16,7 @@ static const char *const synopsis[] = {
 	NULL,
 };
 
-static plan_args a = {.probe = "probe.json", .out = "plan.json", .ctx = 4096};
+static plan_args a = {.probe = "probe.json", .out = "plan.json", .ctx = 4096, .recall = 0.8};
 static int help;
 
 static const coli_option options[] = {
@@ -27,11 +27,17 @@ static const coli_option options[] = {
 	COLI_OPT_STRING(0, "probe", &a.probe, "FILE", "this machine's probe (coli-plan probe; default probe.json)"),
 	COLI_OPT_STRING(0, "usage", &a.usage, "FILE", "the container's .coli_usage (coli-run --usage): pins and hit "
 			"rates follow its counts (without: uniform routing, no pins)"),
+	COLI_OPT_STRING(0, "routing", &a.routing, "CSV", "a route_trace of this workload (formats/route.md): the "
+			"simulator replays it for each MoE layer instead of routing drawn from the usage counts "
+			"(its recency counts for the LRU slots)"),
 	COLI_OPT_DOUBLE(0, "ram", &a.ram, "GiB", 0, 1 << 20, "RAM budget of the run (default: 90% of the available "
 			"RAM or the memory cgroup's limit)", .open_lo = 1),
 	COLI_OPT_INT(0, "ctx", &a.ctx, "N", 1, 1 << 24, "KV cache capacity in tokens (default 4096)"),
 	COLI_OPT_STRINGS(0, "mirror", a.mirrors, &a.n_mirrors, PLAN_MAX_COPIES - 1, "DIR", "another copy of the "
 			 "container, on a probed disk (repeatable, up to 7)"),
+	COLI_OPT_DOUBLE(0, "recall", &a.recall, "R", 0, 1, "the share of next-layer predictions the routing chose, "
+			"as coli-run's statistics report it (prefetch recall): the cost model's prefetch gain "
+			"(default 0.8, measured on synthetic models)"),
 	COLI_OPT_STRING('o', "output", &a.out, "FILE", "where the plan goes (default plan.json)"),
 	COLI_OPT_FLAG(0, "explain", &a.explain, "print each decision with its reason and its numbers"),
 	COLI_OPT_FLAG(0, "json", &a.json, "print the plan's JSON on stdout instead of the summary"),

@@ -60,7 +60,7 @@ static int fail(const coli_err *e)
 /* ---- stage ------------------------------------------------------------------------------ */
 
 static const char *const stage_synopsis[] = {
-	"coli-plan mirror stage MODEL.coli DIR [--max GiB] [--usage FILE] [--reserve GiB] [--force] [-q]",
+	"coli-plan mirror stage MODEL.coli DIR [--max GiB] [--usage FILE | --plan FILE] [--reserve GiB] [--force] [-q]",
 	NULL,
 };
 
@@ -80,6 +80,9 @@ static const coli_option stage_options[] = {
 			"space less the reserve)", .open_lo = 1),
 	COLI_OPT_STRING(0, "usage", &so.usage, "FILE", "the .coli_usage of coli-run --usage: the hottest records "
 			"first (default: none, records by expert id, round robin over the layers)"),
+	COLI_OPT_STRING(0, "plan", &so.plan, "FILE", "the plan.json the mirror will serve (coli-plan MODEL.coli): "
+			"its usage file orders the records, and the experts it pins (kept in RAM, never read "
+			"from a disk) are staged last"),
 	COLI_OPT_DOUBLE(0, "reserve", &reserve_gib, "GiB", 0, 1e9, "free space to leave on DIR's disk (default: 1 "
 			"GiB or 5% of the disk, the smaller)"),
 	COLI_OPT_FLAG(0, "force", &so.force, "restage a DIR holding another container, its mirror or other files"),
@@ -110,6 +113,8 @@ static int stage_main(int argc, char **argv)
 		return usage(NULL, stage_synopsis, stage_options);
 	if (n >= 0 && n != 2)
 		n = coli_errf(&e, COLI_EUSAGE, "expected MODEL.coli and DIR");
+	if (n >= 0 && so.plan && so.usage)
+		n = coli_errf(&e, COLI_EUSAGE, "--usage and --plan exclude each other (the plan names its usage file)");
 	if (n < 0)
 		return usage(e.msg, stage_synopsis, stage_options);
 	so.model = argv[0], so.dir = argv[1];

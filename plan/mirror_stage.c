@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -16,6 +17,8 @@
 #include "fileio.h"
 #include "mirrormap.h"
 #include "policy.h"
+#include "options.h"
+#include "plan.h"
 #include "usage.h"
 
 #define GIB (1024.0 * 1024 * 1024)
@@ -41,6 +44,8 @@ typedef struct stage {
 	uint8_t *buf;                     /* max_size bytes, 4096-aligned */
 	uint64_t done, total;             /* bytes of this run, for the progress */
 	int written;                      /* records written by this run (--kill-after) */
+	int *pins;                        /* [MoE layer] the plan's pins (staged last); NULL: none */
+	char *usage;                      /* the usage file: --usage, or the plan's */
 	stage_report *r;
 } stage;
 
@@ -84,8 +89,9 @@ static int cmp_key(const void *pa, const void *pb)
 }
 
 /* Keys of one layer's records from k on: the layer's pin order (coli_pin_next), then the
- * experts never routed to, by id. */
-static void layer_keys(const coli_lexperts *x, int li, const double *cnt, key *k, uint64_t r0, int *rank)
+ * experts never routed to, by id. The first `pins` of the pin order, which the run keeps in RAM
+ * and never reads from a disk, go after every other record. */
+static void layer_keys(const coli_lexperts *x, int li, const double *cnt, int pins, key *k, uint64_t r0, int *rank)
 {
 	double total = 0;
 	int pos = 0;
@@ -97,6 +103,8 @@ static void layer_keys(const coli_lexperts *x, int li, const double *cnt, key *k
 		if (rank[j] < 0)
 			rank[j] = pos++;
 		k[j] = (key){total > 0 && cnt[j] > 0 ? cnt[j] / total : 0, rank[j], li, r0 + (uint64_t)j};
+		if (cnt && rank[j] < pins && cnt[j] > 0)
+			k[j].share -= 2; /* below every share in 0..1 */
 	}
 }
 
@@ -111,7 +119,7 @@ static int plan_order(stage *s, const coli_usage *u, uint64_t *order, coli_err *
 		const coli_lexperts *x = &L->elayers[i];
 		const double *cnt = u && x->layer < u->n_layers && x->n_experts == u->n_experts
 				  ? u->counts + (size_t)x->layer * (size_t)u->n_experts : NULL;
-		layer_keys(x, i, cnt, k + r0, r0, rank);
+		layer_keys(x, i, cnt, s->pins ? s->pins[i] : 0, k + r0, r0, rank);
 		r0 += (uint64_t)x->n_experts;
 	}
 	if (rank) {
@@ -125,8 +133,17 @@ static int plan_order(stage *s, const coli_usage *u, uint64_t *order, coli_err *
 
 /* ---- the folder --------------------------------------------------------------------------- */
 
+/* Whether name is one of the mirror's files, or its temporary (NAME.tmp, which a kill while it
+ * was written leaves behind: the stage replaces it, so its space is the mirror's). */
 static int is_ours(const coli_container *c, const char *name)
 {
+	char base[256];
+	size_t len = strlen(name);
+	if (len > 4 && len - 4 < sizeof(base) && !strcmp(name + len - 4, ".tmp")) {
+		memcpy(base, name, len - 4);
+		base[len - 4] = 0;
+		name = base;
+	}
 	if (!strcmp(name, COLI_MANIFEST_FILE) || !strcmp(name, COLI_MIRROR_FILE))
 		return 1;
 	for (int s = 0; s < COLI_SEC_COUNT; s++)
@@ -139,7 +156,8 @@ static int is_ours(const coli_container *c, const char *name)
 }
 
 /* Bytes the files of ours in dir take on its disk (what a resumed stage has already used); *any:
- * whether dir holds anything at all. */
+ * whether dir holds anything but the map's temporary (all a kill during a new mirror's first map
+ * write leaves). */
 static uint64_t own_bytes(const coli_container *c, const char *dir, int *any)
 {
 	DIR *d = opendir(dir);
@@ -149,7 +167,7 @@ static uint64_t own_bytes(const coli_container *c, const char *dir, int *any)
 		struct stat st;
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		*any = 1;
+		*any |= strcmp(de->d_name, COLI_MIRROR_FILE ".tmp") != 0;
 		if (is_ours(c, de->d_name) && fstatat(dirfd(d), de->d_name, &st, 0) == 0 && S_ISREG(st.st_mode))
 			n += (uint64_t)st.st_blocks * 512;
 	}
@@ -341,16 +359,33 @@ static void progress(stage *s, uint64_t n)
 		s->o->progress(s->o->progress_ctx, s->done, s->total);
 }
 
+/* rc, and when it failed on a full disk (ENOSPC) outside a record's write (the map, the manifest,
+ * a file of a full mirror), e's message completed with the space the stage still needs. */
+static int disk_full(const stage *s, int rc, coli_err *e)
+{
+	if (rc < 0 && errno == ENOSPC && e) {
+		char msg[sizeof(e->msg)], need[32];
+		uint64_t left = s->total - s->done;
+		if (left < 1048576)
+			snprintf(need, sizeof(need), "%llu KiB", (unsigned long long)(left + 1023) / 1024);
+		else
+			snprintf(need, sizeof(need), "%.1f MiB", (double)left / 1048576);
+		snprintf(msg, sizeof(msg), "%s", e->msg);
+		coli_errf(e, COLI_EIO, "%s: the stage needs %s more: free space and rerun to resume", msg, need);
+	}
+	return rc;
+}
+
 /* The records of the batch made durable (fdatasync), then claimed by the map. */
 static int flush(stage *s, const uint64_t *batch, int n, coli_err *e)
 {
 	if (n == 0)
 		return 0;
 	if (fdatasync(s->dst) < 0)
-		return coli_errf(e, COLI_EIO, "%s: fdatasync: %s", s->dst_path, strerror(errno));
+		return disk_full(s, coli_errf(e, COLI_EIO, "%s: fdatasync: %s", s->dst_path, strerror(errno)), e);
 	for (int i = 0; i < n; i++)
 		coli_mirror_set(&s->map, batch[i]);
-	return coli_mirror_map_write(s->map_path, &s->map, e);
+	return disk_full(s, coli_mirror_map_write(s->map_path, &s->map, e), e);
 }
 
 /* Record r read from the model (O_DIRECT), checked against the manifest's CRC, written. */
@@ -464,7 +499,7 @@ static int copy_file(stage *s, const char *name, int sec, uint32_t want, uint64_
 	int rc = src && dst ? 0 : coli_errf(e, COLI_ENOMEM, "out of memory");
 	if (rc == 0 && !(stat(dst, &st) == 0 && (uint64_t)st.st_size == size)) {
 		file_copy f = {s, src, name, sec, want, size};
-		rc = coli_write_atomic_by(dst, fill_file, &f, e);
+		rc = disk_full(s, coli_write_atomic_by(dst, fill_file, &f, e), e);
 	}
 	free(src), free(dst);
 	return rc;
@@ -483,6 +518,44 @@ static int copy_files(stage *s, coli_err *e)
 
 /* ---- the whole stage ----------------------------------------------------------------------- */
 
+/* The plan's pins knob: one count for every MoE layer, or a list of one per MoE layer. */
+static int plan_pins(stage *s, const char *v, coli_err *e)
+{
+	int n = s->c->layout.n_elayers, k = 0, one;
+	if (!strchr(v, ',')) {
+		if (coli_opts_int(v, 0, 1 << 20, &one, e) < 0 || !(s->pins = coli_calloc((size_t)n, sizeof(int), e)))
+			return -1;
+		for (int i = 0; i < n; i++)
+			s->pins[i] = one;
+		return 0;
+	}
+	if (coli_opts_int_list(v, 0, 1 << 20, &s->pins, &k, e) < 0)
+		return -1;
+	return k == n ? 0 : coli_errf(e, COLI_EDATA, "%s: knobs.pins: %d counts, the container has %d MoE layers",
+				      s->o->plan, k, n);
+}
+
+/* --plan: the plan of this container; its usage file orders the records, its pins go last. */
+static int read_plan(stage *s, coli_err *e)
+{
+	s->usage = (char *)s->o->usage;
+	if (!s->o->plan)
+		return 0;
+	coli_plan p;
+	int rc = coli_plan_read(s->o->plan, &p, e);
+	if (rc == 0 && strcmp(p.identity, s->c->identity_hex) != 0)
+		rc = coli_errf(e, COLI_EDATA, "%s: container.identity: the plan is for another container than %s",
+			       s->o->plan, s->o->model);
+	for (int i = 0; rc == 0 && i < p.n_knobs; i++) {
+		if (strcmp(p.knobs[i].name, "usage") == 0 && !(s->usage = strdup(p.knobs[i].value)))
+			rc = coli_errf(e, COLI_ENOMEM, "out of memory");
+		else if (strcmp(p.knobs[i].name, "pins") == 0)
+			rc = plan_pins(s, p.knobs[i].value, e);
+	}
+	coli_plan_release(&p);
+	return rc;
+}
+
 /* Opens what the stage needs: the container, its records, the usage counts, the paths. */
 static int stage_open(stage *s, coli_usage *u, coli_err *e)
 {
@@ -494,7 +567,7 @@ static int stage_open(stage *s, coli_usage *u, coli_err *e)
 		return coli_errf(e, COLI_EIO, "%s: not a folder", s->o->dir);
 	if (coli_container_open(&s->c, s->o->model, e) < 0 || records_of(s, e) < 0)
 		return -1;
-	if (s->o->usage && coli_usage_read(s->o->usage, s->c->identity, u, e) < 0)
+	if (read_plan(s, e) < 0 || (s->usage && coli_usage_read(s->usage, s->c->identity, u, e) < 0))
 		return -1;
 	s->map_path = coli_path_join(s->o->dir, COLI_MIRROR_FILE);
 	s->src_path = coli_path_join(s->c->dir, "experts.bin");
@@ -516,7 +589,9 @@ static void stage_close(stage *s)
 	if (s->dst >= 0)
 		close(s->dst);
 	coli_mirror_map_release(&s->map);
-	free(s->buf), free(s->rec), free(s->map_path), free(s->src_path), free(s->dst_path);
+	free(s->buf), free(s->rec), free(s->map_path), free(s->src_path), free(s->dst_path), free(s->pins);
+	if (s->usage != s->o->usage)
+		free(s->usage);
 	coli_container_close(s->c);
 }
 
@@ -543,7 +618,7 @@ static int stage_copy(stage *s, const coli_usage *u, coli_err *e)
 	if (rc == 0 && s->r->full)
 		s->total += fixed_bytes(s, 1) - fixed_bytes(s, 0);
 	if (rc == 0)
-		rc = state == 1 ? resume(s, e) : start_fresh(s, e);
+		rc = disk_full(s, state == 1 ? resume(s, e) : start_fresh(s, e), e);
 	if (rc == 0)
 		rc = (s->dst = open_direct(s->dst_path, O_WRONLY, e)) < 0 ? -1 : 0;
 	if (rc == 0)

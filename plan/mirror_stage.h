@@ -9,6 +9,7 @@
 
 typedef struct stage_opts {
 	const char *model, *dir, *usage;
+	const char *plan;      /* --plan: the run's plan.json: its usage, and its pins staged last */
 	double max;            /* --max in bytes; 0: no cap */
 	double reserve;        /* --reserve in bytes; < 0: the default (1 GiB or 5%, the smaller) */
 	double assume_free;    /* --assume-free in bytes (tests); < 0: statvfs */

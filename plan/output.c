@@ -56,6 +56,8 @@ static json_t *knobs_json(const plan *p)
 	json_t *k = json_object();
 	json_object_set_new(k, "threads", json_integer(p->threads));
 	json_object_set_new(k, "ctx", json_integer(p->a->ctx));
+	if (p->ct->model.n_mtp_layers > 0)
+		json_object_set_new(k, "draft", json_string("auto"));
 	if (!p->stream)
 		return k;
 	json_object_set_new(k, "ram", json_real(p->budget / GIB));
@@ -66,6 +68,7 @@ static json_t *knobs_json(const plan *p)
 	}
 	json_object_set_new(k, "prefetch", json_string(p->prefetch ? "on" : "off"));
 	json_object_set_new(k, "io", json_string("threads"));
+	json_object_set_new(k, "queue-depth", json_integer(p->qd));
 	if (p->n_copies > 1) {
 		json_t *m = json_array();
 		for (int i = 1; i < p->n_copies; i++)
@@ -97,9 +100,9 @@ static json_t *layers_json(const plan *p)
 	json_t *a = json_array();
 	for (int i = 0; i < p->n_moe; i++) {
 		const plan_layer *L = &p->layers[i];
-		json_array_append_new(a, json_pack("{s:i, s:i, s:i, s:f, s:f, s:f}", "layer", L->layer, "cache", L->cache,
-						   "pins", L->pins, "hit_rate", L->hit, "pinned_share", L->hit_pins,
-						   "top10_share", L->top10));
+		json_array_append_new(a, json_pack("{s:i, s:i, s:i, s:f, s:f, s:f, s:f}", "layer", L->layer, "cache",
+						   L->cache, "pins", L->pins, "hit_rate", L->hit, "pinned_share", L->hit_pins,
+						   "top10_share", L->top10, "prior_alpha", L->alpha));
 	}
 	return a;
 }

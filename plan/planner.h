@@ -9,7 +9,9 @@
 #include "error.h"
 #include "plan.h"
 #include "policy.h"
+#include "mirrormap.h"
 #include "probe.h"
+#include "route.h"
 #include "usage.h"
 
 #define PLAN_MAX_COPIES 8
@@ -17,10 +19,12 @@
 /* The command line of coli-plan MODEL.coli. */
 typedef struct plan_args {
 	const char *model, *probe, *usage, *out;
+	const char *routing;      /* --routing: a route_trace CSV of this workload, replayed */
 	double ram;               /* GiB; 0: the probe's available RAM (or cgroup limit) */
 	int ctx;                  /* KV cache tokens (default 4096) */
 	const char *mirrors[PLAN_MAX_COPIES - 1];
 	int n_mirrors;
+	double recall;            /* --recall: next-layer prediction recall (default 0.8) */
 	int explain, json, quiet;
 } plan_args;
 
@@ -30,8 +34,11 @@ typedef struct plan_layer {
 	int n_experts;
 	double record;            /* bytes of one record */
 	double *p;                /* [n_experts] routing probabilities the prediction samples */
-	int32_t *ids;             /* [tokens][top_k] routing sampled from p, the simulator's input */
+	int32_t *ids;             /* [tokens][top_k] the simulator's input: routing sampled from p,
+				   * or --routing's for this layer */
+	int n_tokens, warmup;     /* tokens of ids; of them, the first replayed before counting */
 	double top10;             /* share of the routings the top 10% of experts take */
+	double alpha;             /* the Dirichlet prior strength fitted to its counts (hits.c) */
 	int cache, pins;          /* records kept per layer, pins included */
 	double hit;               /* predicted warm hit rate (simulator) */
 	double hit_pins;          /* the pins' share: the cold hit rate */
@@ -44,7 +51,8 @@ typedef struct plan_copy {
 	const coli_probe_disk *disk; /* its probe measurement */
 	double bps;               /* O_DIRECT bandwidth at the queue depth used */
 	double share;             /* predicted fraction of the bytes it serves */
-	double held;              /* fraction of the records it holds (1: full copy) */
+	double held;              /* the share of the misses it can serve (1: a full copy) */
+	coli_mirror_map map;      /* a partial mirror's record map (bits NULL: a full copy) */
 } plan_copy;
 
 /* One decision and why, in plain words, for plan.json and --explain. */
@@ -61,6 +69,7 @@ typedef struct plan {
 	coli_container *ct;
 	coli_probe probe;
 	coli_usage usage;         /* counts NULL without --usage */
+	coli_route *routing;      /* --routing, or NULL */
 	char usage_abs[4096];     /* its path made absolute */
 	int top_k, n_moe;         /* the model's top_k, MoE layers (MTP included) */
 	coli_budget_in bin;       /* the fixed part, as coli-run computes it */

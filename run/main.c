@@ -27,7 +27,7 @@ static int greedy(const coli_option *opt, const char *arg, coli_err *e)
 	return 0;
 }
 
-static const run_opts defaults = {.n_gen = 128, .top_p = 1.0f, .pins = -1, .prefetch = -1};
+static const run_opts defaults = {.n_gen = 128, .top_p = 1.0f, .pins = -1, .prefetch = -1, .draft_oracle_rate = 1};
 static run_opts o;
 
 /* A count for every MoE layer, or a list of one count per MoE layer. */
@@ -42,31 +42,30 @@ static const count_list pins_arg = {&o.pins, &o.pins_list, &o.n_pins_list, 0, 1 
 static int counts(const coli_option *opt, const char *arg, coli_err *e)
 {
 	const count_list *c = opt->value;
+	int *v, n;
 	if (!strchr(arg, ','))
 		return coli_opts_int(arg, c->lo, c->hi, c->one, e);
-	int n = 1;
-	for (const char *s = arg; *s; s++)
-		n += *s == ',';
-	int *v = calloc((size_t)n, sizeof(*v));
-	char *copy = strdup(arg), *save = NULL, *item = copy;
-	if (!v || !copy) {
-		free(v), free(copy);
-		return coli_errf(e, COLI_ENOMEM, "out of memory");
-	}
-	int k = 0, rc = 0;
-	for (char *s = copy;; s = NULL) {
-		if (!(item = strtok_r(s, ",", &save)))
-			break;
-		if ((rc = coli_opts_int(item, c->lo, c->hi, &v[k++], e)) < 0)
-			break;
-	}
-	free(copy);
-	if (rc == 0 && k != n)
-		rc = coli_errf(e, COLI_EUSAGE, "'%s' has an empty item", arg);
-	if (rc < 0)
-		return free(v), -1;
+	if (coli_opts_int_list(arg, c->lo, c->hi, &v, &n, e) < 0)
+		return -1;
 	free(*c->list);
 	*c->list = v, *c->n = n;
+	return 0;
+}
+/* --draft auto|0|K: K at most COLI_DRAFT_MAX. */
+static int draft_arg(const coli_option *opt, const char *arg, coli_err *e)
+{
+	int *v = opt->value;
+	if (strcmp(arg, "auto") == 0) {
+		*v = DRAFT_AUTO;
+		return 0;
+	}
+	char *end;
+	long k = strtol(arg, &end, 10);
+	if (!*arg || *end || k < 0)
+		return coli_errf(e, COLI_EUSAGE, "'%s' is not auto or a count of draft tokens", arg);
+	if (k > COLI_DRAFT_MAX)
+		return coli_errf(e, COLI_EUSAGE, "%s exceeds the maximum of %d draft tokens per verify", arg, COLI_DRAFT_MAX);
+	*v = (int)k;
 	return 0;
 }
 static int help;
@@ -121,6 +120,9 @@ static const coli_option options[] = {
 			"pread threads per disk (default threads); mmap: no streaming store, experts "
 			"used in place from an mmap and the page cache (the llama.cpp way, a baseline: "
 			"no cache, pins or CRC checks)"),
+	COLI_OPT_INT(0, "queue-depth", &o.qd, "N", 1, STORE_MAX_QD, "when streaming, reads in flight per "
+		     "disk: pread threads per disk, or the io_uring's depth per disk (default 8)",
+		     .implies = &o.stream),
 	COLI_OPT_STRINGS(0, "mirror", o.mirrors, &o.n_mirrors, STORE_MAX_COPIES - 1, "DIR",
 			 "another copy of the container (on another disk), read alongside it: each "
 			 "read goes to the copy expected to finish it first, a failed read or CRC to "
@@ -146,10 +148,21 @@ static const coli_option options[] = {
 			"formats/route.md) replace the router's choice; refused when its experts per layer or "
 			"top_k differ from the model's, it has fewer layers than the model's MoE layers, or the "
 			"run goes beyond its positions"),
+	COLI_OPT_CALLBACK(0, "draft", &o.draft, "auto|0|K", draft_arg, "speculative decoding: K draft "
+			  "tokens (1 to 4) from the container's MTP layer, verified in one forward of the "
+			  "model; the output is what --draft 0 gives (greedy: token for token); auto: on while "
+			  "the measured acceptance and cost of a verify say it pays; K is refused, auto does "
+			  "nothing, without MTP layers (default 0)"),
+	COLI_OPT_STRING(0, "draft-oracle", &o.draft_oracle, "FILE", "benchmarks only: the drafts are "
+			"the ids in FILE (what --print-ids printed for this prompt) instead of the MTP "
+			"layer's, with --draft K or auto; greedy decoding only"),
+	COLI_OPT_DOUBLE(0, "draft-oracle-rate", &o.draft_oracle_rate, "R", 0, 1, "with --draft-oracle: "
+			"each draft is FILE's id with probability R, else a wrong one (default 1)"),
 	COLI_OPT_FLAG(0, "json", &o.json, "print the closing statistics as one line of JSON, the last "
 		      "line of stdout (after the generated text or ids), instead of text lines on stderr"),
 	COLI_OPT_STRING(0, "plan", &o.plan, "FILE", "run as plan.json (coli-plan) says: its knobs (--ram, "
-			"--ctx, --threads, --cache-slots, --pins, --usage, --prefetch, --io, --mirror) as if "
+			"--ctx, --threads, --cache-slots, --pins, --usage, --prefetch, --io, --queue-depth, "
+			"--mirror, --draft) as if "
 			"given here (giving one here too is an error); refused for another container or "
 			"machine; the closing statistics compare its predictions with the run"),
 	COLI_OPT_STRING(0, "tokenizer", &o.tokenizer, "FILE",
@@ -198,6 +211,12 @@ static int check(int n, char **argv, coli_err *e)
 	if (o.io == STORE_IO_MMAP && (o.stream || o.prefetch == 1 || o.no_crc))
 		return coli_errf(e, COLI_EUSAGE, "--io mmap has no streaming store: it excludes --stream, "
 				 "--cache-slots, --pins, --ram, --mirror, --prefetch on and --crc off");
+	if (o.draft_oracle && o.draft == 0)
+		return coli_errf(e, COLI_EUSAGE, "--draft-oracle needs --draft K or auto");
+	if (o.draft_oracle && o.temperature > 0)
+		return coli_errf(e, COLI_EUSAGE, "--draft-oracle is for greedy decoding only (--temp %g given)", o.temperature);
+	if (o.draft_oracle_rate != 1 && !o.draft_oracle)
+		return coli_errf(e, COLI_EUSAGE, "--draft-oracle-rate needs --draft-oracle FILE");
 	if ((o.pins >= 0 || o.pins_list) && !o.usage)
 		return coli_errf(e, COLI_EUSAGE, "--pins needs --usage FILE (the experts pinned are the most used in it)");
 	return 0;
@@ -209,8 +228,8 @@ int main(int argc, char **argv)
 	char **line = malloc((size_t)(argc + 1) * sizeof(*line)); /* the parse reorders argv */
 	if (line)
 		memcpy(line, argv, (size_t)(argc + 1) * sizeof(*line));
-	o.argv = (const char *const *)line, o.argc = line ? argc : 0;
 	o = defaults;
+	o.argv = (const char *const *)line, o.argc = line ? argc : 0;
 	int n = coli_opts_parse(options, argc, argv, &e);
 	if (help)
 		return usage(NULL);

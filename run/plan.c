@@ -25,6 +25,8 @@ static const knob_fields fields[] = {
 	{"usage", {F(usage)}, {S(usage)}},
 	{"prefetch", {F(prefetch)}, {S(prefetch)}},
 	{"io", {F(io)}, {S(io)}},
+	{"queue-depth", {F(qd)}, {S(qd)}},
+	{"draft", {F(draft)}, {S(draft)}},
 	{"mirror", {F(mirrors), F(n_mirrors)}, {S(mirrors), S(n_mirrors)}},
 };
 #define N_FIELDS (sizeof(fields) / sizeof(fields[0]))

@@ -61,6 +61,39 @@ static void text_stream(const run_report *p)
 	}
 }
 
+/* The drafting figures both forms print. */
+typedef struct draft_fig {
+	double acceptance, per_forward;   /* accepted / drafted; tokens per main-model forward */
+	double verify_mib, plain_mib;     /* expert MiB read per verify, per plain step (streaming) */
+	double extra_mib;                 /* verify_mib - plain_mib (0 without plain steps) */
+} draft_fig;
+
+static draft_fig draft_figures(const draft_stats *st)
+{
+	draft_fig f = {
+		.acceptance = ratio((double)st->accepted, (double)st->drafted),
+		.per_forward = ratio((double)st->tokens, (double)(st->rounds + st->plain)),
+		.verify_mib = ratio((double)st->verify_bytes / MIB, (double)st->rounds),
+		.plain_mib = ratio((double)st->plain_bytes / MIB, (double)st->plain),
+	};
+	f.extra_mib = st->plain && st->rounds ? f.verify_mib - f.plain_mib : 0;
+	return f;
+}
+
+static void text_draft(const run_report *p)
+{
+	const draft_stats *st = &p->draft->st;
+	draft_fig f = draft_figures(st);
+	char oracle[160] = "";
+	if (p->draft_oracle)
+		snprintf(oracle, sizeof(oracle), ", drafts from the oracle %s at rate %.2f (not the model's)", p->draft_oracle,
+			 p->draft_oracle_rate);
+	fprintf(stderr, "coli-run: draft: %lld verifies, acceptance %.1f%% (%lld of %lld), %.2f tokens per forward, "
+		"%lld plain steps, %.1f MiB of experts read per verify (%+.1f MiB over a plain step)%s; %s\n",
+		(long long)st->rounds, 100 * f.acceptance, (long long)st->accepted, (long long)st->drafted, f.per_forward,
+		(long long)st->plain, f.verify_mib, f.extra_mib, oracle, p->draft->why);
+}
+
 static const char *tokens(int n)
 {
 	return n == 1 ? "token" : "tokens";
@@ -75,12 +108,15 @@ void report_text(const run_report *p)
 	if (p->decoded)
 		snprintf(decode, sizeof(decode), ", decode %d %s in %.2f s (%.2f tok/s, %.1f MiB of weights per token, "
 			 "%.1f GB/s)", p->decoded, tokens(p->decoded), p->decode_s, tps, mib, p->weights_per_token * tps / 1e9);
-	fprintf(stderr, "coli-run: prompt %d %s in %.2f s (%.1f tok/s)%s, %s kernels x%d, peak RSS %.0f MiB%s%s%s\n",
+	fprintf(stderr, "coli-run: prompt %d %s in %.2f s (%.1f tok/s)%s, %s kernels x%d, peak RSS %.0f MiB%s%s%s%s%s%s\n",
 		p->prefilled, tokens(p->prefilled), p->prefill_s, ratio(p->prefilled, p->prefill_s), decode, p->isa,
 		p->threads, p->peak_rss / MIB, p->route_from ? ", routing from " : "", p->route_from ? p->route_from : "",
-		p->route_from ? " (not the model's)" : "");
+		p->route_from ? " (not the model's)" : "", p->draft_oracle ? ", drafts from the oracle " : "",
+		p->draft_oracle ? p->draft_oracle : "", p->draft_oracle ? " (not the model's)" : "");
 	if (p->streaming)
 		text_stream(p);
+	if (p->draft)
+		text_draft(p);
 	if (p->plan)
 		fprintf(stderr, "coli-run: plan %s: predicted %.2f tok/s warm (%.2f cold), hit rate %.1f%%; measured "
 			"%.2f tok/s, hit rate %.1f%%\n", p->plan_path, p->plan->warm.tok_s, p->plan->cold.tok_s,
@@ -129,6 +165,26 @@ static json_t *json_ram(const run_report *p)
 			 "slots_gib", b->slot_bytes / GIB, "pins_per_layer", b->pins, "slots_per_layer", b->slots);
 }
 
+static json_t *json_draft(const run_report *p)
+{
+	const drafter *d = p->draft;
+	const draft_stats *st = &d->st;
+	draft_fig f = draft_figures(st);
+	json_t *o = json_pack("{s:s, s:i, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:s, s:i}", "mode",
+			      d->want == DRAFT_AUTO ? "auto" : d->want > 0 ? "fixed" : "off", "k", d->want > 0 ? d->want : 0,
+			      "verifies", (json_int_t)st->rounds, "drafted", (json_int_t)st->drafted, "accepted",
+			      (json_int_t)st->accepted, "plain_steps", (json_int_t)st->plain, "acceptance", f.acceptance,
+			      "tokens_per_forward", f.per_forward, "verify_mib", f.verify_mib, "plain_step_mib", f.plain_mib,
+			      "extra_mib_per_verify", f.extra_mib, "draft_seconds", st->draft_s, "verify_seconds", st->verify_s,
+			      "on", d->on, "why", d->why, "switches", st->switches);
+	if (p->draft_oracle) { /* a path that is not UTF-8 still says the drafts were the oracle's */
+		json_t *s = json_string(p->draft_oracle);
+		json_object_set_new(o, "oracle", s ? s : json_string("(path not UTF-8)"));
+		json_object_set_new(o, "oracle_rate", json_real(p->draft_oracle_rate));
+	}
+	return o;
+}
+
 static json_t *json_report(const run_report *p)
 {
 	double tps = ratio(p->decoded, p->decode_s);
@@ -145,6 +201,8 @@ static json_t *json_report(const run_report *p)
 		json_object_set_new(o, "stream", json_stream(p));
 	if (p->ram)
 		json_object_set_new(o, "ram_budget", json_ram(p));
+	if (p->draft)
+		json_object_set_new(o, "draft", json_draft(p));
 	if (p->trace)
 		json_object_set_new(o, "trace", json_string(p->trace));
 	if (p->plan)

@@ -44,6 +44,9 @@ typedef struct runner {
 	int resumed;                /* tokens of the resumed session */
 	int warned_positions;       /* the max_position_embeddings warning was given */
 	int lines, bad_lines;       /* --chat: lines read, lines skipped for invalid UTF-8 */
+	drafter dr;                 /* --draft, --draft-oracle */
+	int32_t *oracle;            /* --draft-oracle: the ids read */
+	int n_oracle;
 } runner;
 
 
@@ -127,7 +130,7 @@ static int feed(runner *r, float *last, coli_err *e)
 		return coli_errf(e, COLI_EUSAGE, "nothing to run: give a prompt (--prompt, --prompt-ids)");
 	double t = coli_now();
 	r->tr.t.phase = COLI_PHASE_PREFILL;
-	int rc = coli_forward(&r->m, &r->kv, r->s.tokens + r->kv.n, todo, NULL, last, NULL, e);
+	int rc = draft_feed(&r->dr, &r->m, &r->kv, r->s.tokens + r->kv.n, todo, last, e);
 	r->prefill_s += coli_now() - t;
 	r->prefilled += todo;
 	r->s.pending = 0;
@@ -147,14 +150,32 @@ static int emit(runner *r, coli_detok *d, int32_t id, coli_err *e)
 	return 0;
 }
 
+/* One made token: kept (a step's logits dumped), pushed, printed; 1 when generation stops at it. */
+static int take_token(runner *r, coli_detok *d, int32_t id, const float *row, float *steps, int32_t *out, int *k,
+		      coli_err *e)
+{
+	int V = r->m.cfg->vocab_size;
+	if (steps)
+		memcpy(steps + (size_t)*k * V, row, (size_t)V * sizeof(float));
+	out[(*k)++] = id;
+	int rc = session_push(&r->s, &id, 1, e);
+	r->s.pending = 1;
+	if (rc == 0)
+		rc = emit(r, d, id, e);
+	return rc < 0 ? -1 : is_eos(r, id) || *k == r->o->n_gen;
+}
+
 /* Samples up to n tokens from logits, stopping after an EOS; the last chosen token stays
- * pending (chosen, not yet run through the model: a resumed session runs it first). */
+ * pending (chosen, not yet run through the model: a resumed session runs it first). Each step
+ * (draft.c) is a plain decode step or a round of drafts and their verify, making one token or
+ * more; a stop within them rolls the caches back. */
 static int generate(runner *r, float *logits, coli_err *e)
 {
 	coli_detok *d = NULL;
 	int rc = r->tok && !r->print_ids ? coli_detok_new(&d, r->tok, 1, e) : 0;
-	int32_t *out = coli_malloc((size_t)(r->o->n_gen + 1) * sizeof(*out), e);
-	int k = 0, V = r->m.cfg->vocab_size;
+	int32_t *out = coli_malloc((size_t)(r->o->n_gen + 1) * sizeof(*out), e), made[COLI_DRAFT_MAX + 1];
+	const float *rows[COLI_DRAFT_MAX + 1] = {logits};
+	int k = 0, V = r->m.cfg->vocab_size, nm = 1, stop = 0;
 	float *steps = r->o->dump_logits ? coli_malloc((size_t)(r->o->n_gen + 1) * V * sizeof(float), e) : NULL;
 	if (r->o->dump_logits && !steps)
 		rc = -1;
@@ -162,19 +183,23 @@ static int generate(runner *r, float *logits, coli_err *e)
 	store_get_stats(r->m.store, &r->st0);
 	r->gen0 = r->s.n_tokens;
 	r->tr.t.phase = COLI_PHASE_DECODE;
+	if (rc == 0 && out && r->o->n_gen > 0)
+		made[0] = sampler_pick(&r->smp, logits);
 	while (rc == 0 && out && k < r->o->n_gen) {
-		if (steps)
-			memcpy(steps + (size_t)k * V, logits, (size_t)V * sizeof(float));
-		int32_t id = out[k++] = sampler_pick(&r->smp, logits);
-		rc = session_push(&r->s, &id, 1, e);
-		r->s.pending = 1;
-		if (rc == 0)
-			rc = emit(r, d, id, e);
-		if (rc < 0 || is_eos(r, id) || k == r->o->n_gen)
+		int j = 0;
+		while (j < nm && (stop = take_token(r, d, made[j], rows[j], steps, out, &k, e)) == 0)
+			j++;
+		if (stop < 0)
+			rc = -1;
+		if (stop > 0 && j + 1 < nm)
+			draft_stop(&r->dr, &r->kv, r->kv.n - (nm - j - 1));
+		if (stop)
 			break;
-		rc = coli_forward(&r->m, &r->kv, &id, 1, NULL, logits, NULL, e);
+		int n0 = r->kv.n;
+		rc = draft_step(&r->dr, &r->m, &r->kv, &r->smp, made[nm - 1], k - 1, r->o->n_gen - k, made, rows, &nm,
+				logits, e);
 		r->s.pending = 0;
-		r->decoded++;
+		r->decoded += r->kv.n - n0;
 	}
 	for (int i = 0; rc == 0 && out && r->print_ids && i < k; i++)
 		printf("%d%c", out[i], i + 1 < k ? ' ' : '\n');
@@ -344,6 +369,8 @@ static int report(const runner *r, coli_err *e)
 		.ram = r->o->ram > 0 ? &r->plan : NULL, .ram_gib = r->o->ram, .trace = r->o->trace,
 		.route_from = r->o->route_from, .plan = r->o->planned, .plan_path = r->o->plan,
 		.ids = r->s.tokens + r->gen0, .n_ids = r->s.n_tokens - r->gen0,
+		.draft = r->o->draft != 0 ? &r->dr : NULL, .draft_oracle = r->o->draft_oracle,
+		.draft_oracle_rate = r->o->draft_oracle_rate,
 	};
 	p.streaming = store_get_stats(r->m.store, &p.all) == 0;
 	p.st = p.all;
@@ -410,7 +437,20 @@ static int context_extra(const run_opts *o, int n)
  * COLI_MAX_BATCH. */
 static int batch_tokens(const run_opts *o, int n)
 {
+	if (o->draft != 0 && n + 1 < COLI_DRAFT_MAX + 1) /* a verify's k + 1 tokens in one batch */
+		n = COLI_DRAFT_MAX;
 	return o->chat || n + 1 > COLI_MAX_BATCH ? COLI_MAX_BATCH : n + 1;
+}
+
+/* What --draft's MTP state takes (coli_mtp_init): the MTP layer's KV cache of ctx tokens and
+ * more, its queue of batch hidden states and their eh_proj inputs, the draft and verify logits. */
+static double draft_bytes(const run_opts *o, const coli_model *c, int batch, int ctx)
+{
+	if (o->draft == 0 || (c->n_mtp_layers < 1 && !o->draft_oracle))
+		return 0;
+	double layer_kv = (double)coli_kv_token_bytes(c) / (c->n_layers > 0 ? c->n_layers : 1);
+	return layer_kv * (ctx + 2 + COLI_DRAFT_MAX) + 4.0 * (3.0 * batch * c->hidden_size) +
+	       4.0 * (2 * COLI_DRAFT_MAX + 3) * c->vocab_size;
 }
 
 /* The container's part of the budget split: the dense part, one record of every MoE layer
@@ -486,7 +526,7 @@ static int cache_plan(runner *r, coli_engine_opts *mo, coli_err *e)
 	coli_budget b;
 	int rc = prompt_tokens(o, c->vocab_size, &n, e);
 	mo->max_batch = batch_tokens(o, n);
-	in.work = (double)coli_engine_work_bytes(c, mo->max_batch);
+	in.work = (double)coli_engine_work_bytes(c, mo->max_batch) + draft_bytes(o, c, mo->max_batch, context_extra(o, n));
 	struct stat sb;
 	in.kv = (double)coli_kv_token_bytes(c) * ((double)context_extra(o, n) + 1);
 	if (o->session && stat(o->session, &sb) == 0) /* the resumed tokens' KV: at most the file */
@@ -578,6 +618,23 @@ static int kv_failed(const runner *r, int extra, coli_err *e)
 			 extra + 1, gib, r->o->session ? ", beyond the session" : "", r->o->ctx ? "--ctx" : "-n");
 }
 
+/* --draft, --draft-oracle FILE (its ids, as --print-ids printed them). */
+static int draft_setup(runner *r, coli_err *e)
+{
+	const run_opts *o = r->o;
+	char *text = NULL;
+	size_t len;
+	if (o->draft_oracle) {
+		if (coli_read_file(o->draft_oracle, &text, &len, e) < 0)
+			return -1;
+		int rc = parse_ids(text, r->m.cfg->vocab_size, o->draft_oracle, &r->oracle, &r->n_oracle, e);
+		free(text);
+		if (rc < 0)
+			return -1;
+	}
+	return draft_open(&r->dr, o, &r->m, &r->kv, r->oracle, r->n_oracle, e);
+}
+
 static int setup(runner *r, coli_err *e)
 {
 	const run_opts *o = r->o;
@@ -585,7 +642,7 @@ static int setup(runner *r, coli_err *e)
 	if (usage_open(r, e) < 0)
 		return -1;
 	coli_engine_opts mo = {.stream = o->stream, .mmap = o->io == STORE_IO_MMAP, .threads = o->threads};
-	mo.so = (store_stream_opts){.cache_slots = o->cache_slots, .usage = r->usage.counts, .io = o->io,
+	mo.so = (store_stream_opts){.cache_slots = o->cache_slots, .usage = r->usage.counts, .io = o->io, .qd = o->qd,
 				    .mirrors = o->mirrors, .n_mirrors = o->n_mirrors, .no_crc = o->no_crc,
 				    .events = {print_event, NULL}};
 	if (test_hooks(&mo, e) < 0)
@@ -614,7 +671,7 @@ static int setup(runner *r, coli_err *e)
 	if (session_load(&r->s, &r->kv, &r->m, o->session, context_extra(o, n), e) < 0)
 		return kv_failed(r, context_extra(o, n), e);
 	r->resumed = r->s.n_tokens;
-	return 0;
+	return draft_setup(r, e);
 }
 
 int run_main(const run_opts *o, coli_err *e)
@@ -645,6 +702,8 @@ int run_main(const run_opts *o, coli_err *e)
 	coli_usage_release(&r.usage);
 	free(r.s.tokens);
 	sampler_release(&r.smp);
+	draft_close(&r.dr);
+	free(r.oracle);
 	coli_kv_release(&r.kv);
 	coli_tok_free(r.tok);
 	if (r.m.ct)

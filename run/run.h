@@ -11,6 +11,7 @@
 #include "options.h"
 #include "plan.h"
 #include "policy.h"
+#include "sampler.h"
 #include "tokenizer.h"
 #include "trace.h"
 
@@ -48,6 +49,7 @@ typedef struct run_opts {
 	int *cache_list, n_cache_list; /* --cache-slots N0,N1,...: per MoE layer (MTP included) */
 	int *pins_list, n_pins_list;   /* --pins P0,P1,...: the same */
 	int io;                   /* --io: STORE_IO_THREADS_POOL, STORE_IO_URING or STORE_IO_MMAP */
+	int qd;                   /* --queue-depth N: reads in flight per disk; 0: the backend's 8 */
 	const char *mirrors[8];   /* --mirror DIR (repeatable): copies of the container */
 	int n_mirrors;
 	int no_crc;               /* --crc off */
@@ -63,7 +65,12 @@ typedef struct run_opts {
 	const coli_plan *planned; /* the plan read (its predictions are reported), or NULL */
 	const char *route_from;   /* --route-from TRACE: a route_trace v1 CSV replayed in place of the
 				   * routers (benchmarks; formats/route.md) */
+	int draft;                /* --draft: DRAFT_AUTO, 0 (off) or K draft tokens per verify */
+	const char *draft_oracle; /* --draft-oracle FILE: drafts from a previous run's ids (benchmarks) */
+	double draft_oracle_rate; /* --draft-oracle-rate R: each oracle draft right with probability R */
 } run_opts;
+
+#define DRAFT_AUTO (-1)
 
 int run_main(const run_opts *o, coli_err *e);
 
@@ -97,6 +104,63 @@ int session_push(session *s, const int32_t *ids, int n, coli_err *e);
 int session_load(session *s, coli_kv *kv, const coli_engine *m, const char *path, int extra, coli_err *e);
 int session_save(const session *s, const coli_kv *kv, const coli_engine *m, const char *path, coli_err *e);
 
+/* draft.c: speculative decoding (--draft, --draft-oracle): the drafts (the MTP layer's, or the
+ * oracle file's), the verify in one forward of the main model, acceptance (greedy: the longest
+ * agreeing prefix; sampling: speculative sampling), the KV caches rolled back, and --draft
+ * auto's decision (docs/coli-run.md). */
+typedef struct draft_stats {
+	int64_t rounds, drafted, accepted; /* verifies, draft tokens verified, of them accepted */
+	int64_t plain, tokens;    /* plain decode steps; tokens the decode steps and verifies made */
+	double draft_s, verify_s, plain_s;
+	uint64_t verify_bytes, plain_bytes; /* expert bytes read (streaming) in verifies, plain steps */
+	int switches;             /* auto: decisions that changed on/off */
+} draft_stats;
+
+typedef struct drafter {
+	int want;                 /* --draft: DRAFT_AUTO, 0 or K */
+	int k;                    /* drafts of the next round (0: a plain step) */
+	int on;                   /* auto's decision (fixed K: 1) */
+	char why[200];            /* the decision and why */
+	int have_mtp;             /* the MTP state is kept (the MTP layer drafts, or auto may use it) */
+	coli_mtp mtp;
+	const int32_t *oracle;    /* --draft-oracle ids, or NULL */
+	int n_oracle;
+	double rate;              /* --draft-oracle-rate */
+	uint64_t rng;             /* the oracle's wrong drafts */
+	int vocab;
+	float *q;                 /* [COLI_DRAFT_MAX][vocab] draft logits, then (sampling) probabilities */
+	float *p;                 /* [COLI_DRAFT_MAX + 1][vocab] verify logits */
+	float *pp, *resid;        /* [vocab] a verify row's probabilities, the residual */
+	int32_t toks[COLI_DRAFT_MAX + 1];
+	/* --draft auto's estimates (decayed): acceptance, costs in seconds */
+	double acc_a, acc_r;      /* drafts accepted, rounds with a rejection */
+	double c_plain, c_step, c_tok; /* a plain step; a draft step; a verify's extra per token */
+	int since;                /* steps since the other mode was last measured */
+	draft_stats st;
+} drafter;
+
+/* Sets d up for o (and the engine m, its KV cache of kv->cap tokens holding kv->n). Without MTP
+ * layers, --draft K is an error naming the container; auto then stays off. Allocates its
+ * buffers here. */
+int draft_open(drafter *d, const run_opts *o, coli_engine *m, const coli_kv *kv, const int32_t *oracle, int n_oracle,
+	       coli_err *e);
+void draft_close(drafter *d);
+/* The forward of the prompt or a chat turn: n tokens (the MTP state takes their hidden states). */
+int draft_feed(drafter *d, coli_engine *m, coli_kv *kv, const int32_t *tokens, int n, float *last, coli_err *e);
+/* One step of generation from t, the chosen token (in the session, not yet run), at index g of
+ * the generation (the oracle's): a plain decode step or a round of drafts and their verify.
+ * Makes 1 .. max tokens into out[] (*n_out), the logits each was chosen from into rows[]; the
+ * last made token is the new chosen one. kv->n ends n0 + *n_out (n0: kv->n before). */
+int draft_step(drafter *d, coli_engine *m, coli_kv *kv, sampler *smp, int32_t t, int g, int max, int32_t *out,
+	       const float **rows, int *n_out, float *logits, coli_err *e);
+/* --draft auto's model: the k (1 .. COLI_DRAFT_MAX) of the best expected speedup over plain
+ * steps into *gain, with *acc the acceptance estimated from d's decayed counts: a round of k
+ * makes 1 + a + .. + a^k tokens and costs a plain step, k draft steps and k verified tokens
+ * beyond the plain step (d->c_plain, c_step, c_tok). */
+int draft_best_k(const drafter *d, double *acc, double *gain);
+/* After the caller stops early at out[j]: the caches rolled back to hold t and out[0 .. j). */
+void draft_stop(drafter *d, coli_kv *kv, int n);
+
 /* report.c: the closing figures of a run, printed as text lines on stderr or as one line of
  * JSON on stdout (--json), from the same numbers. */
 typedef struct run_report {
@@ -121,6 +185,9 @@ typedef struct run_report {
 	const char *route_from;    /* --route-from TRACE, or NULL: said in both forms */
 	const coli_plan *plan;     /* --plan: its predictions beside the measured figures; NULL without */
 	const char *plan_path;
+	const drafter *draft;      /* --draft other than 0, --draft-oracle: its figures; NULL without */
+	const char *draft_oracle;  /* --draft-oracle FILE, or NULL: said in both forms */
+	double draft_oracle_rate;
 } run_report;
 
 void report_text(const run_report *p);

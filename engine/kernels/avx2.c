@@ -134,8 +134,8 @@ K256_INLINE __m256 load_x_part(const float *x, int64_t n)
 	return _mm256_maskload_ps(x, k256_first(n));
 }
 
-/* Columns sharing one scale (unscaled encodings: 1024), and columns per block for T tokens:
- * whole scale groups, about XL1 / T. */
+/* Columns sharing one scale (unscaled encodings: 1024), and columns per block for any T tokens:
+ * whole scale groups, about XL1 / 4. */
 static inline int64_t scale_width(const coli_mat *W)
 {
 	int q = W->enc == COLI_ENC_Q4 || W->enc == COLI_ENC_Q8 || W->enc == COLI_ENC_FP8;
@@ -144,7 +144,8 @@ static inline int64_t scale_width(const coli_mat *W)
 
 static inline int64_t block_width(const coli_mat *W, int T)
 {
-	int64_t sw = scale_width(W), cb = XL1 / T;
+	int64_t sw = scale_width(W), cb = XL1 / 4; /* not XL1 / T: the sums' order is T's alone (kernels.h) */
+	(void)T;
 	return sw >= cb ? sw : cb / sw * sw;
 }
 
@@ -256,7 +257,7 @@ static void vec(const coli_mat *W, const float *x, const float *xp, float *y, in
  * (measured on 2048x7168 matrices, Zen 5). */
 static int small_n(coli_enc enc)
 {
-	return enc == COLI_ENC_Q4 ? 16 : enc == COLI_ENC_Q8 || enc == COLI_ENC_FP8 ? 4 : 8;
+	return enc == COLI_ENC_Q4 ? 16 : 8; /* at least COLI_EXACT_N (kernels.h) */
 }
 
 /* Up to small_n tokens: the matvec kernels, up to 4 tokens per pass, the passes over one block

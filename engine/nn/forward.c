@@ -10,6 +10,7 @@
 #include "nn/attention.h"
 #include "nn/blocks.h"
 #include "nn/moe.h"
+#include "nn/mtp.h"
 #include "nn/rope.h"
 #include "nn/weights.h"
 #include "nn/ws.h"
@@ -132,7 +133,7 @@ int coli_engine_moe_layers(const coli_engine *m)
 	return n;
 }
 
-static void kv_widths(const coli_model *c, int *k, int *v)
+void fwd_kv_widths(const coli_model *c, int *k, int *v)
 {
 	*k = c->attn == COLI_ATTN_MLA ? c->kv_lora_rank : c->n_kv_heads * c->head_dim;
 	*v = c->attn == COLI_ATTN_MLA ? c->qk_rope_head_dim : c->n_kv_heads * c->head_dim;
@@ -141,7 +142,7 @@ static void kv_widths(const coli_model *c, int *k, int *v)
 uint64_t coli_kv_token_bytes(const coli_model *c)
 {
 	int k, v;
-	kv_widths(c, &k, &v);
+	fwd_kv_widths(c, &k, &v);
 	return (uint64_t)c->n_layers * (uint64_t)(k + v) * sizeof(float);
 }
 
@@ -151,7 +152,7 @@ int coli_kv_init(coli_kv *kv, const coli_engine *m, int cap, coli_err *e)
 	memset(kv, 0, sizeof(*kv));
 	kv->cap = cap;
 	kv->n_layers = c->n_layers;
-	kv_widths(c, &kv->k_width, &kv->v_width);
+	fwd_kv_widths(c, &kv->k_width, &kv->v_width);
 	kv->k = coli_calloc((size_t)kv->n_layers, sizeof(float *), e);
 	kv->v = coli_calloc((size_t)kv->n_layers, sizeof(float *), e);
 	if (!kv->k || !kv->v)
@@ -181,7 +182,7 @@ void coli_kv_release(coli_kv *kv)
 }
 
 /* One decoder layer over the batch: x += attn(norm(x)); x += mlp(norm(x)). */
-static int layer(coli_engine *m, coli_kv *kv, int l, int n, int32_t *ids, float *wts, coli_err *e)
+int fwd_layer(coli_engine *m, coli_kv *kv, int l, int n, int32_t *ids, float *wts, coli_err *e)
 {
 	const coli_model *c = m->cfg;
 	const layer_w *L = &m->w->layers[l];
@@ -237,7 +238,7 @@ static int batch(coli_engine *m, coli_kv *kv, const int32_t *tokens, int n, floa
 		int64_t row = ((int64_t)moe * n_all + at) * k;
 		int32_t *ids = routing && c->is_moe[l] ? routing->ids + row : NULL;
 		float *wts = routing && routing->weights && c->is_moe[l] ? routing->weights + row : NULL;
-		rc = layer(m, kv, l, n, ids, wts, e);
+		rc = fwd_layer(m, kv, l, n, ids, wts, e);
 		moe += c->is_moe[l];
 	}
 	if (rc == 0) {
@@ -249,8 +250,9 @@ static int batch(coli_engine *m, coli_kv *kv, const int32_t *tokens, int n, floa
 	return rc;
 }
 
-int coli_forward(coli_engine *m, coli_kv *kv, const int32_t *tokens, int n, float *logits, float *last,
-	    coli_routing_log *routing, coli_err *e)
+/* coli_forward with the MTP state s (NULL: none) taking each batch's final hidden states. */
+static int forward(coli_engine *m, coli_kv *kv, coli_mtp *s, const int32_t *tokens, int n, float *logits, float *last,
+		   coli_routing_log *routing, coli_err *e)
 {
 	const coli_model *c = m->cfg;
 	int B = m->ws->max_batch, rc = 0;
@@ -265,8 +267,24 @@ int coli_forward(coli_engine *m, coli_kv *kv, const int32_t *tokens, int n, floa
 			return coli_errf(e, COLI_EUSAGE, "token id %d out of range [0, %d)", tokens[i], c->vocab_size);
 	for (int at = 0; rc == 0 && at < n; at += B) {
 		int nb = n - at < B ? n - at : B;
+		if (s && mtp_make_room(m, s, tokens[at], nb, e) < 0)
+			return -1;
 		rc = batch(m, kv, tokens + at, nb, logits ? logits + (int64_t)at * c->vocab_size : NULL,
 			   at + nb == n ? last : NULL, routing, at, n, e);
+		if (rc == 0 && s)
+			mtp_take(m, s, tokens + at, nb, kv->n - nb);
 	}
 	return rc;
+}
+
+int coli_forward(coli_engine *m, coli_kv *kv, const int32_t *tokens, int n, float *logits, float *last,
+		 coli_routing_log *routing, coli_err *e)
+{
+	return forward(m, kv, NULL, tokens, n, logits, last, routing, e);
+}
+
+int coli_forward_mtp(coli_engine *m, coli_kv *kv, coli_mtp *s, const int32_t *tokens, int n, float *logits,
+		     float *last, coli_err *e)
+{
+	return forward(m, kv, s, tokens, n, logits, last, NULL, e);
 }

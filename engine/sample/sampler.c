@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 int sampler_init(sampler *s, int vocab, float temperature, int top_k, float top_p, uint64_t seed)
 {
@@ -88,24 +89,30 @@ static void softmax(sampler *s, const float *logits)
 		s->probs[s->order[i]] = (float)(s->probs[s->order[i]] / sum);
 }
 
-int sampler_pick(sampler *s, const float *logits)
+/* The ids sampling keeps, most probable first, in s->order[0 .. return): temperature, top-k,
+ * then top-p over the renormalised top-k (the smallest prefix reaching p); s->probs theirs. */
+static int nucleus(sampler *s, const float *logits)
 {
 	int n = s->n_allowed;
-	if (s->temperature <= 0)
-		return argmax(s, logits);
 	softmax(s, logits);
 	qsort_r(s->order, (size_t)n, sizeof(int), by_prob, s->probs);
 	int keep = s->top_k > 0 && s->top_k < n ? s->top_k : n;
 	double mass = 0, cut = 0;
 	for (int i = 0; i < keep; i++)
 		mass += s->probs[s->order[i]];
-	for (int i = 0; i < keep; i++) { /* top-p over the renormalised top-k: smallest prefix reaching p */
+	for (int i = 0; i < keep; i++) {
 		cut += s->probs[s->order[i]] / mass;
-		if (cut >= s->top_p) {
-			keep = i + 1;
-			break;
-		}
+		if (cut >= s->top_p)
+			return i + 1;
 	}
+	return keep;
+}
+
+int sampler_pick(sampler *s, const float *logits)
+{
+	if (s->temperature <= 0)
+		return argmax(s, logits);
+	int keep = nucleus(s, logits);
 	double total = 0;
 	for (int i = 0; i < keep; i++)
 		total += s->probs[s->order[i]];
@@ -114,4 +121,50 @@ int sampler_pick(sampler *s, const float *logits)
 		if ((acc += s->probs[s->order[i]]) > r)
 			return s->order[i];
 	return s->order[keep - 1];
+}
+
+void sampler_probs(sampler *s, const float *logits, float *p)
+{
+	memset(p, 0, (size_t)s->vocab * sizeof(float));
+	if (s->temperature <= 0) {
+		p[argmax(s, logits)] = 1.0f;
+		return;
+	}
+	int keep = nucleus(s, logits);
+	double total = 0;
+	for (int i = 0; i < keep; i++)
+		total += s->probs[s->order[i]];
+	for (int i = 0; i < keep; i++)
+		p[s->order[i]] = (float)(s->probs[s->order[i]] / total);
+}
+
+int sampler_draw(sampler *s, const float *w)
+{
+	double total = 0, acc = 0;
+	int last = -1;
+	for (int i = 0; i < s->vocab; i++)
+		total += w[i];
+	if (!(total > 0))
+		return -1;
+	double r = uniform(s) * total;
+	for (int i = 0; i < s->vocab; i++) {
+		if (w[i] <= 0)
+			continue;
+		last = i;
+		if ((acc += w[i]) > r)
+			return i;
+	}
+	return last;
+}
+
+int sampler_verify(sampler *s, const float *p, const float *q, int d, float *resid, int *accepted)
+{
+	double u = uniform(s);
+	*accepted = q[d] > 0 && u * q[d] < p[d]; /* u < min(1, p/q) */
+	if (*accepted)
+		return d;
+	for (int i = 0; i < s->vocab; i++)
+		resid[i] = p[i] > q[i] ? p[i] - q[i] : 0.0f;
+	int t = sampler_draw(s, resid);
+	return t >= 0 ? t : sampler_draw(s, p); /* p <= q everywhere: only when p == q (never rejected) */
 }

@@ -560,6 +560,8 @@ int store_stream_open(coli_store **out, const coli_container *c, const store_str
 	int top_k = c->model.top_k > 0 ? c->model.top_k : 1, n = o ? o->cache_slots : 0;
 	if (n < 0)
 		return coli_errf(e, COLI_EUSAGE, "cache slots: %d is negative", n);
+	if (o && (o->qd < 0 || o->qd > STORE_MAX_QD))
+		return coli_errf(e, COLI_EUSAGE, "queue depth %d is not in 1..%d", o->qd, STORE_MAX_QD);
 	if (o && o->chunk % 4096)
 		return coli_errf(e, COLI_EUSAGE, "chunk size %llu is not a multiple of 4096", (unsigned long long)o->chunk);
 	stream_store *s = coli_calloc(1, sizeof(*s), e);
@@ -575,6 +577,7 @@ int store_stream_open(coli_store **out, const coli_container *c, const store_str
 	s->no_crc = o && o->no_crc;
 	s->chunk = o && o->chunk ? o->chunk : STORE_CHUNK;
 	s->no_uring = o && o->no_uring;
+	s->qd = o ? o->qd : 0;
 	s->tr = o ? o->tracer : NULL;
 	s->events = o ? o->events : (coli_events){NULL, NULL};
 	int rc = open_layers(s, o, n ? n : top_k * COLI_CACHE_PER_TOP_K, e);

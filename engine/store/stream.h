@@ -84,7 +84,8 @@ typedef struct stream_store {
 				   * is claimed only when none is, so it never shares the disk with them */
 	int predict;              /* decode predicts the next layer's experts */
 	double busy_since;        /* when inflight last became nonzero */
-	pthread_t threads[STORE_IO_THREADS * STORE_MAX_COPIES];
+	pthread_t threads[STORE_MAX_QD * STORE_MAX_COPIES];
+	int qd;                   /* reads in flight per copy (the opts', else the backend's default) */
 	const struct io_backend *io; /* the backend running the threads */
 	struct io_uring ring;     /* io_uring backend: owned by its one thread */
 	ureq *ureqs;              /* [uring_depth] */

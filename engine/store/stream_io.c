@@ -166,7 +166,7 @@ static void join_threads(stream_store *s)
 
 static int threads_start(stream_store *s, coli_err *e)
 {
-	for (int rc; s->n_threads < STORE_IO_THREADS * s->rs.n; s->n_threads++)
+	for (int rc; s->n_threads < (s->qd ? s->qd : STORE_IO_THREADS) * s->rs.n; s->n_threads++)
 		if ((rc = pthread_create(&s->threads[s->n_threads], NULL, io_main, s)) != 0)
 			return coli_errf(e, COLI_ENOMEM, "cannot start an I/O thread: %s", strerror(rc));
 	return 0;
@@ -232,7 +232,7 @@ static void uring_claim(stream_store *s)
 static void *uring_main(void *arg)
 {
 	stream_store *s = arg;
-	ureq *ended[STORE_URING_DEPTH * STORE_MAX_COPIES];
+	ureq *ended[STORE_MAX_QD * STORE_MAX_COPIES];
 	int n = 0, n_ended = 0; /* reads on the ring; reads ended, not yet accounted */
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
@@ -283,11 +283,11 @@ static void *uring_main(void *arg)
 	return NULL;
 }
 
-/* One thread owning a ring of depth STORE_URING_DEPTH per copy; -1 with e filled (nothing
+/* One thread owning a ring of depth qd (STORE_URING_DEPTH) per copy; -1 with e filled (nothing
  * started) when the kernel refuses io_uring: the caller falls back to the threads. */
 static int uring_start(stream_store *s, coli_err *e)
 {
-	s->uring_depth = STORE_URING_DEPTH * s->rs.n;
+	s->uring_depth = (s->qd ? s->qd : STORE_URING_DEPTH) * s->rs.n;
 	if (!(s->ureqs = coli_calloc((size_t)s->uring_depth, sizeof(*s->ureqs), e)))
 		return -1;
 	int rc = s->no_uring ? -ENOSYS : io_uring_queue_init((unsigned)s->uring_depth, &s->ring, 0);

@@ -272,7 +272,7 @@ int tok_bpe_word(coli_tok *t, const uint8_t *s, size_t n, tok_ids *out, coli_err
 			if (tok_ids_push(out, w->c[i], e))
 				return -1;
 	}
-	if (cacheable)
+	if (cacheable && out->n > start) /* a word of no ids (out->p may still be NULL) is not cached */
 		cache_put(t, s, n, out->p + start, out->n - start);
 	return 0;
 }

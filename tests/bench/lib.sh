@@ -47,3 +47,65 @@ coli_json_run() {
 	echo "$out" | tail -n 1
 	return $st
 }
+
+# ---- for the benchmarks that set up cgroups, loop devices and mounts (stream.sh, plan.sh) ----
+
+# Teardown of whatever this run set up (trap: also on failure or interrupt).
+mounts=() loops=() cgroups=()
+cleanup() {
+	local m l c i
+	for m in "${mounts[@]}"; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
+	for l in "${loops[@]}"; do losetup -d "$l" 2>/dev/null || true; done
+	for c in "${cgroups[@]}"; do
+		for i in 1 2 3 4 5; do rmdir "$c" 2>/dev/null && break; sleep 0.2; done
+	done
+}
+# On a signal: stop this script's processes (children first), then exit (and clean up). Long
+# loops run in the background under `wait`, which a signal interrupts at once.
+kill_tree() { local c; for c in $(ps -o pid= --ppid "$1"); do kill_tree "$c"; kill "$c" 2>/dev/null || true; done; }
+bytes_of() { cat "$1"/*.bin | wc -c; }
+record_size() { grep -a -o '"record_size": *[0-9]*' "$1/manifest.coli" | head -1 | sed 's/.*: *//'; }
+
+# A child cgroup NAME of this shell's own cgroup in v1 controller CTL; prints its folder.
+cgroup_new() {
+	local ctl=$1 name=$2 own cg
+	own=$(awk -F: -v c="$ctl" '{n = split($2, a, ","); for (i = 1; i <= n; i++) if (a[i] == c) print $3}' /proc/self/cgroup)
+	cg=/sys/fs/cgroup/$ctl${own%/}/coli-bench-$$-$name
+	[ -d "/sys/fs/cgroup/$ctl" ] || { say "no cgroup v1 '$ctl' controller at /sys/fs/cgroup/$ctl"; exit 1; }
+	mkdir -p "$cg"
+	echo "$cg"
+}
+# Runs a command with the subshell's PID in cgroup folders $1 (space-separated; this shell
+# stays outside).
+in_cgroup() {
+	local cgs=$1; shift
+	(for c in $cgs; do echo "$BASHPID" > "$c/cgroup.procs"; done && exec "$@")
+}
+# loop_disk NAME GIB: a file-backed ext4 loop device ($dir/NAME.img, kept between runs unless its
+# size changes) mounted at $dir/mnt-NAME; the device in $loop_dev (not run in a subshell: the
+# teardown lists must see it).
+loop_disk() {
+	local name=$1 gb=$2 img=$dir/$1.img mnt=$dir/mnt-$1
+	if [ ! -e "$img" ] || [ "$(stat -c %s "$img")" != $((gb << 30)) ]; then
+		say "creating $img ($gb GiB, ext4)"
+		rm -f "$img"
+		truncate -s "${gb}G" "$img"
+		mkfs.ext4 -q -F "$img"
+	fi
+	loop_dev=$(losetup --direct-io=on -f --show "$img" 2>/dev/null || losetup -f --show "$img")
+	loops+=("$loop_dev")
+	mkdir -p "$mnt"
+	mount "$loop_dev" "$mnt"
+	mounts+=("$mnt")
+}
+# copy_to MODEL DIR ARGS_FILE: DIR/model.coli a copy of MODEL, redone when ARGS_FILE (the model's
+# coli-synth arguments) changed.
+copy_to() {
+	if [ "$(cat "$2/model.args" 2>/dev/null)" != "$(cat "$3")" ]; then
+		say "copying $1 to $2"
+		rm -rf "$2/model.coli" "$2/model.args"
+		cp -r "$1" "$2/model.coli"
+		sync
+		cp "$3" "$2/model.args"
+	fi
+}

@@ -32,42 +32,11 @@ prompt="1 2 3 4"
 mkdir -p "$dir"
 cmds=()
 record() { cmds+=("$*"); }
-# Teardown of whatever this run set up (trap: also on failure or interrupt).
-mounts=() loops=() cgroups=()
-cleanup() {
-	local m l c i
-	for m in "${mounts[@]}"; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
-	for l in "${loops[@]}"; do losetup -d "$l" 2>/dev/null || true; done
-	for c in "${cgroups[@]}"; do
-		for i in 1 2 3 4 5; do rmdir "$c" 2>/dev/null && break; sleep 0.2; done
-	done
-}
-# On a signal: stop this script's processes (children first), then exit (and clean up). Long
-# loops run in the background under `wait`, which a signal interrupts at once.
-kill_tree() { local c; for c in $(ps -o pid= --ppid "$1"); do kill_tree "$c"; kill "$c" 2>/dev/null || true; done; }
 trap cleanup EXIT
 trap 'trap - INT TERM; kill_tree $$; exit 130' INT TERM
 # Runs "$@" in the background, its output in $runs.
 waited() { "$@" > "$dir/stream-runs.txt" & wait $!; runs=$(cat "$dir/stream-runs.txt"); }
 
-bytes_of() { cat "$1"/*.bin | wc -c; }
-record_size() { grep -a -o '"record_size": *[0-9]*' "$1/manifest.coli" | head -1 | sed 's/.*: *//'; }
-
-# A child cgroup NAME of this shell's own cgroup in v1 controller CTL; prints its folder.
-cgroup_new() {
-	local ctl=$1 name=$2 own cg
-	own=$(awk -F: -v c="$ctl" '{n = split($2, a, ","); for (i = 1; i <= n; i++) if (a[i] == c) print $3}' /proc/self/cgroup)
-	cg=/sys/fs/cgroup/$ctl${own%/}/coli-bench-$$-$name
-	[ -d "/sys/fs/cgroup/$ctl" ] || { say "stream.sh: no cgroup v1 '$ctl' controller at /sys/fs/cgroup/$ctl"; exit 1; }
-	mkdir -p "$cg"
-	echo "$cg"
-}
-# Runs a command with the subshell's PID in cgroup folders $1 (space-separated; this shell
-# stays outside).
-in_cgroup() {
-	local cgs=$1; shift
-	(for c in $cgs; do echo "$BASHPID" > "$c/cgroup.procs"; done && exec "$@")
-}
 # Bytes read from block devices by the blkio cgroup $1 so far (blkio.reset_stats does not reset them).
 blk_read() { awk '$2 == "Read" {s += $3} END {printf "%.0f", s}' "$1/blkio.throttle.io_service_bytes"; }
 
@@ -210,42 +179,22 @@ fi
 
 # ---- 3: mirrors on two throttled loop devices ----
 
-# A file-backed ext4 loop device holding a copy of the model, mounted at $dir/mnt-NAME; the
-# device in $mirror_loop (not run in a subshell: the teardown lists must see it).
-# The image is kept between runs; the copy is redone when the model's arguments change.
+# A loop device holding a copy of the model at $dir/mnt-NAME/model.coli; its device in $mirror_loop.
 mirror_disk() {
-	local name=$1 model=$2 img=$dir/mirror-$1.img mnt=$dir/mnt-$1 loop gb
-	gb=$(( ($(bytes_of "$model") >> 30) + 2 ))
-	if [ ! -e "$img" ] || [ "$(stat -c %s "$img")" != $((gb << 30)) ]; then
-		say "mirror: creating $img ($gb GiB, ext4)"
-		rm -f "$img"
-		truncate -s "${gb}G" "$img"
-		mkfs.ext4 -q -F "$img"
-	fi
-	loop=$(losetup --direct-io=on -f --show "$img" 2>/dev/null || losetup -f --show "$img")
-	loops+=("$loop")
-	mirror_loop=$loop
-	mkdir -p "$mnt"
-	mount "$loop" "$mnt"
-	mounts+=("$mnt")
-	if [ "$(cat "$mnt/model.args" 2>/dev/null)" != "$(cat "$dir/mirror-q4.args")" ]; then
-		say "mirror: copying $model to $mnt"
-		rm -rf "$mnt/model.coli" "$mnt/model.args"
-		cp -r "$model" "$mnt/model.coli"
-		sync
-		cp "$dir/mirror-q4.args" "$mnt/model.args"
-	fi
+	loop_disk "mirror-$1" $(( ($(bytes_of "$2") >> 30) + 2 ))
+	mirror_loop=$loop_dev
+	copy_to "$2" "$dir/mnt-mirror-$1" "$dir/mirror-q4.args"
 }
 
 mirror_rep() {
 	local ra rb one two rs=$1 t1 t2
-	ra=$(in_cgroup "$blkcg" bin/coli-diskbench --records "$dir/mnt-a/model.coli/experts.bin" "$rs" 8 3 | sed 's/read_mbs=\([0-9]*\).*/\1/')
-	rb=$(in_cgroup "$blkcg" bin/coli-diskbench --records "$dir/mnt-b/model.coli/experts.bin" "$rs" 8 3 | sed 's/read_mbs=\([0-9]*\).*/\1/')
+	ra=$(in_cgroup "$blkcg" bin/coli-diskbench --records "$dir/mnt-mirror-a/model.coli/experts.bin" "$rs" 8 3 | sed 's/read_mbs=\([0-9]*\).*/\1/')
+	rb=$(in_cgroup "$blkcg" bin/coli-diskbench --records "$dir/mnt-mirror-b/model.coli/experts.bin" "$rs" 8 3 | sed 's/read_mbs=\([0-9]*\).*/\1/')
 	drop
-	one=$(run_coli "$blkcg" -m "$dir/mnt-a/model.coli" --stream --cache-slots "$k" --prompt-ids "$prompt" -n $((ntok + 1)) --ignore-eos --print-ids)
+	one=$(run_coli "$blkcg" -m "$dir/mnt-mirror-a/model.coli" --stream --cache-slots "$k" --prompt-ids "$prompt" -n $((ntok + 1)) --ignore-eos --print-ids)
 	say "  A alone: $(summary "$one")"
 	drop
-	two=$(run_coli "$blkcg" -m "$dir/mnt-a/model.coli" --mirror "$dir/mnt-b/model.coli" --stream --cache-slots "$k" --prompt-ids "$prompt" -n $((ntok + 1)) --ignore-eos --print-ids)
+	two=$(run_coli "$blkcg" -m "$dir/mnt-mirror-a/model.coli" --mirror "$dir/mnt-mirror-b/model.coli" --stream --cache-slots "$k" --prompt-ids "$prompt" -n $((ntok + 1)) --ignore-eos --print-ids)
 	say "  A + B:   $(summary "$two")"
 	t1=$(awk -v m="$(mib_tok "$one")" -v t="$(tok_s "$one")" 'BEGIN {printf "%.0f", m * 1048576 * t / 1e6}')
 	t2=$(awk -v m="$(mib_tok "$two")" -v t="$(tok_s "$two")" 'BEGIN {printf "%.0f", m * 1048576 * t / 1e6}')
@@ -269,9 +218,9 @@ if [[ " $parts " == *" mirror "* ]]; then
 	echo "$(cat "/sys/block/$(basename "$loop_a")/dev") $((bw_a * 1000000))" > "$blkcg/blkio.throttle.read_bps_device"
 	echo "$(cat "/sys/block/$(basename "$loop_b")/dev") $((bw_b * 1000000))" > "$blkcg/blkio.throttle.read_bps_device"
 	say "mirror: $loop_a throttled to $bw_a MB/s, $loop_b to $bw_b MB/s ($(cat "$blkcg/blkio.throttle.read_bps_device" | tr '\n' ' '))"
-	record "losetup --direct-io=on -f --show $dir/mirror-{a,b}.img; mount on $dir/mnt-{a,b}; echo 'MAJ:MIN BYTES' > $blkcg/blkio.throttle.read_bps_device  # A $bw_a MB/s, B $bw_b MB/s"
-	record "(echo \$BASHPID > $blkcg/cgroup.procs; exec coli-diskbench --records $dir/mnt-{a,b}/model.coli/experts.bin $rs 8 3)"
-	record "echo 3 > /proc/sys/vm/drop_caches; (in the blkio cgroup) coli-run -m $dir/mnt-a/model.coli [--mirror $dir/mnt-b/model.coli] --stream --cache-slots $k --prompt-ids \"$prompt\" -n $((ntok + 1)) --ignore-eos --print-ids"
+	record "losetup --direct-io=on -f --show $dir/mirror-{a,b}.img; mount on $dir/mnt-mirror-{a,b}; echo 'MAJ:MIN BYTES' > $blkcg/blkio.throttle.read_bps_device  # A $bw_a MB/s, B $bw_b MB/s"
+	record "(echo \$BASHPID > $blkcg/cgroup.procs; exec coli-diskbench --records $dir/mnt-mirror-{a,b}/model.coli/experts.bin $rs 8 3)"
+	record "echo 3 > /proc/sys/vm/drop_caches; (in the blkio cgroup) coli-run -m $dir/mnt-mirror-a/model.coli [--mirror $dir/mnt-mirror-b/model.coli] --stream --cache-slots $k --prompt-ids \"$prompt\" -n $((ntok + 1)) --ignore-eos --print-ids"
 	mirror_reps() { for i in $(seq "$reps"); do say "mirror: repetition $i/$reps"; mirror_rep "$rs"; done; }
 	waited mirror_reps
 	med() { echo "$runs" | awk -v c="$1" '{print $c}' | median; }

@@ -47,6 +47,10 @@ test_expect_success "streamed decode with prediction and a mirror: I/O wait span
 	test "$(($(get outcomes.predicted) + $(get outcomes.predict_wasted)))" -gt 0 &&
 	test "$(get reads_failed)" = 0
 '
+test_expect_success "the trace metadata holds the command line as given (before the option parse reorders it)" '
+	coli-run -q -m "$M" --prompt-ids "1 2" -n 2 --print-ids --trace a.coli_trace >/dev/null &&
+	grep -a -q "\"argv\":\[\"[^\"]*coli-run\",\"-q\",\"-m\",\"$M\",\"--prompt-ids\",\"1 2\",\"-n\",\"2\"" a.coli_trace
+'
 test_expect_success "a run that fails leaves no trace and no temporary" '
 	expect_exit 2 coli-run -q -m "$M" --prompt-ids "$P" -n 5000 --ctx 30 --trace f.coli_trace &&
 	test ! -e f.coli_trace && test ! -e f.coli_trace.tmp

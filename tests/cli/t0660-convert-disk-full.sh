@@ -70,9 +70,9 @@ test_expect_success "full after the reservation: the resume stops naming the fil
 test_expect_success "0 to 8 blocks left at the resume: exit 0 identical, or exit 1 with no manifest then resumed identical" '
 	for k in 0 1 2 3 4 5 6 7 8; do
 		killed_at 20 &&
-		{ dd if=/dev/zero of="$MNT/filler" bs=4096 2>/dev/null; test "$(free_bytes "$MNT")" = 0; } &&
+		{ dd if=/dev/zero of="$MNT/filler" bs=4096 2>/dev/null; sync; test "$(free_bytes "$MNT")" = 0; } &&
 		truncate -s -$((k * 4096)) "$MNT/filler" && sync &&
-		rc=0 && coli-convert -q "$CK" "$OUT" 2>err || rc=$? &&
+		{ rc=0; coli-convert -q "$CK" "$OUT" 2>err || rc=$?; } &&
 		echo "k=$k: exit $rc $(cat err)" &&
 		if [ $rc = 1 ]; then
 			grep -q "^coli-convert: $OUT/[a-z_.]*: disk full " err && no_manifest "$OUT" &&

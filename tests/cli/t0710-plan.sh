@@ -66,6 +66,18 @@ test_expect_success "coli-run --plan: the RAM tokens, the planned cache, predict
 	grep -q "^coli-run: plan $PL: predicted [0-9.]* tok/s warm ([0-9.]* cold), hit rate [0-9.]*%; measured" err
 '
 
+test_expect_success "a container with an MTP layer: the plan sets --draft auto, and coli-run --plan runs it with the tokens of --draft 0" '
+	coli-synth -q --family deepseek_v3 --out "$SCRATCH/ds" --layers 3 --experts 16 --top-k 2 --hidden 64 --mtp 1 \
+		--measure 0 &&
+	coli-convert -q "$SCRATCH/ds" ds.coli &&
+	coli-plan "$(pwd)/ds.coli" --probe "$SCRATCH/probe.json" --explain -o d.json >out &&
+	grep -q "^draft auto: 1 MTP layer(s)" out && J=d.json && test "$(j knobs.draft)" = auto &&
+	coli-run -q -m ds.coli --prompt-ids "1 2 3" -n 12 --ignore-eos --print-ids --draft 0 >plain &&
+	coli-run -q -m ds.coli --plan d.json --prompt-ids "1 2 3" -n 12 --ignore-eos --print-ids >planned &&
+	cmp plain planned &&
+	J="$PL" && test "$(j knobs.threads)" -ge 1 && test "$(j knobs.draft 2>/dev/null)" = ""
+'
+
 test_expect_success "coli-run --plan refuses a planned option given again (exit 2)" '
 	expect_exit 2 coli-run -m "$M" --plan "$PL" --prompt-ids "$P" -n 2 --threads 1 &&
 	err_has "coli-run: --threads: $PL sets it (knobs.threads); give one or the other"

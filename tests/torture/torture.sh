@@ -8,8 +8,10 @@
 #            resumed to a container identical to the uninterrupted one (cmp of every file).
 #   usage    coli-run --usage FILE: FILE is afterwards the old table or the new one, byte for byte.
 #   session  coli-run --session FILE: the same for the saved conversation.
-# Usage: tests/torture/torture.sh [--kills N] [--seed S] [KIND...]   (default: 100 kills, seed 1,
-# all three kinds). Prints one line per kill with -v, a summary per kind, exit 1 on any failure.
+#   mirror, mirror-full  coli-plan mirror stage killed, and on a disk that fills (mirror.sh).
+# Usage: tests/torture/torture.sh [--kills N] [--seed S] [-v] [KIND...]   (default: 100 kills,
+# seed 1, every kind). Prints one line per kill with -v, a summary per kind, exit 1 on any
+# failure. Needs root (loop devices and cgroups for the mirror kinds).
 set -u
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 PATH=$TOP/bin:$PATH
@@ -19,13 +21,16 @@ while [ $# -gt 0 ]; do
 	--kills) KILLS=$2; shift 2 ;;
 	--seed) SEED=$2; shift 2 ;;
 	-v) VERBOSE=1; shift ;;
-	convert | usage | session) KINDS="$KINDS $1"; shift ;;
-	*) echo "usage: torture.sh [--kills N] [--seed S] [-v] [convert|usage|session]..." >&2; exit 2 ;;
+	convert | usage | session | mirror | mirror-full) KINDS="$KINDS $1"; shift ;;
+	*) echo "usage: torture.sh [--kills N] [--seed S] [-v] [convert|usage|session|mirror|mirror-full]..." >&2; exit 2 ;;
 	esac
 done
-KINDS=${KINDS:-convert usage session}
+KINDS=${KINDS:-convert usage session mirror mirror-full}
 W=$(mktemp -d "${TMPDIR:-/tmp}/coli-torture.XXXXXX")
-trap 'rm -rf "$W"' EXIT
+SCRATCH=$W
+. "$TOP/tests/fault/fault.sh" # loop_fs, free_bytes; its exit trap unmounts, detaches, removes W
+. "$TOP/tests/torture/mirror.sh"
+trap 'unthrottle; fault_cleanup' EXIT
 cd "$W" || exit 1
 failed=0
 
@@ -66,18 +71,19 @@ SYNTH="--family qwen3_moe --layers 4 --experts 64 --hidden 512 --expert-ffn 384 
 	--shard-size 64M --no-tokenizer --measure 0 -q"
 
 # check_folder: out.coli after a kill: unfinished (no manifest, --info refuses it as unfinished)
-# or finished (--verify passes, identical to ref.coli). Prints unfinished or finished.
+# or finished (--verify passes, identical to ref.coli). Sets state to unfinished, finished or bad
+# (not printed: a failure inside $(...) would be lost with its subshell).
 check_folder() {
 	if [ ! -e out.coli/manifest.coli ]; then
 		if [ -d out.coli ] && coli-convert --info out.coli >/dev/null 2>info.err; then
 			fail "convert: a folder without manifest.coli passes --info"
 		fi
-		echo unfinished
+		state=unfinished
 	elif coli-convert -q --verify out.coli && same_dir ref.coli out.coli; then
-		echo finished
+		state=finished
 	else
 		fail "convert: a finished folder fails --verify or differs from the reference"
-		echo bad
+		state=bad
 	fi
 }
 
@@ -97,7 +103,7 @@ torture_convert() {
 			rc=$(killed "$d" coli-convert -q ck out.coli)
 		fi
 		[ "$rc" = 137 ] || [ "$rc" = 0 ] || fail "convert: kill $i: exit $rc"
-		state=$(check_folder)
+		check_folder
 		case $state in unfinished) n_unf=$((n_unf + 1)) ;; finished) n_fin=$((n_fin + 1)) ;; esac
 		[ "$rc" = 0 ] && n_done=$((n_done + 1))
 		say "kill $i after $d s (journal hook $hook): exit $rc, $state"
@@ -167,6 +173,8 @@ for k in $KINDS; do
 	convert) torture_convert ;;
 	usage) torture_file usage --usage ;;
 	session) torture_file session --session ;;
+	mirror) torture_mirror ;;
+	mirror-full) torture_mirror_full ;;
 	esac
 done
 [ $failed = 0 ] && echo "torture: passed" || echo "torture: FAILED"

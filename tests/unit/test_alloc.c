@@ -113,6 +113,39 @@ static int decode_allocs(coli_engine *m, long *n, coli_err *e)
 	return rc;
 }
 
+/* Speculative decoding's path: prefill, then rounds of 3 draft steps, a verify of 4 tokens and
+ * a rollback to 2 of them; the allocations of the rounds after the first 2 into *n. */
+static int draft_allocs(coli_engine *m, long *n, coli_err *e)
+{
+	coli_kv kv;
+	coli_mtp s;
+	int V = m->cfg->vocab_size;
+	memset(&s, 0, sizeof(s));
+	int rc = coli_kv_init(&kv, m, 64, e) == 0 && coli_mtp_init(&s, m, 64, 0, e) == 0 ? 0 : -1;
+	float *logits = malloc((size_t)4 * V * sizeof(float));
+	int32_t prompt[6] = {1, 2, 3, 4, 5, 6}, toks[4] = {7, 0, 0, 0};
+	rc = rc == 0 && logits ? coli_forward_mtp(m, &kv, &s, prompt, 6, NULL, logits, e) : -1;
+	for (int t = 0; rc == 0 && t < 8; t++) {
+		if (t == 2)
+			atomic_store(&allocs, 0), atomic_store(&counting, 1);
+		for (int j = 0; rc == 0 && j < 3; j++)
+			if ((rc = coli_mtp_step(m, &s, toks[j], logits, e)) == 0)
+				toks[j + 1] = argmax(logits, V);
+		int n0 = kv.n;
+		if (rc == 0)
+			rc = coli_forward_mtp(m, &kv, &s, toks, 4, logits, NULL, e);
+		kv.n = n0 + 2;
+		coli_mtp_truncate(&s, kv.n);
+		toks[0] = argmax(logits + V, V);
+	}
+	atomic_store(&counting, 0);
+	*n = atomic_load(&allocs);
+	free(logits);
+	coli_mtp_release(&s);
+	coli_kv_release(&kv);
+	return rc;
+}
+
 static void check(const char *fam, const char *path, int stream)
 {
 	char name[160];
@@ -127,13 +160,20 @@ static void check(const char *fam, const char *path, int stream)
 		T_CHECK(name, want == got && want > 0, "predicted %llu, allocated %llu", (unsigned long long)want,
 			(unsigned long long)got);
 	}
+	long nd = -1;
+	int rd = -1;
 	if (rc == 0) {
 		store_set_predict(m.store, 1);
 		rc = decode_allocs(&m, &n, &e);
+		rd = m.cfg->n_mtp_layers > 0 ? draft_allocs(&m, &nd, &e) : 1;
 		coli_engine_close(&m);
 	}
 	snprintf(name, sizeof(name), "alloc: %s %s: 8 decode tokens allocate nothing", fam, stream ? "streamed" : "in RAM");
 	T_CHECK(name, rc == 0 && n == 0, "rc %d, %ld allocations: %s", rc, n, e.msg);
+	snprintf(name, sizeof(name), "alloc: %s %s: 6 rounds of drafts, verify and rollback allocate nothing", fam,
+		 stream ? "streamed" : "in RAM");
+	if (rd != 1)
+		T_CHECK(name, rd == 0 && nd == 0, "rc %d, %ld allocations: %s", rd, nd, e.msg);
 }
 
 int main(void)

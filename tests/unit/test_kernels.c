@@ -344,6 +344,28 @@ static void check_threads(const char *isa, const tmat *t, const float *X)
 	free(out[1]);
 }
 
+/* mat_mul of n <= COLI_EXACT_N tokens: each token's row has mat_vec's bits (kernels.h: what a
+ * speculative verify relies on to compute what decode steps would). */
+static void check_exact(const char *isa, const tmat *t, const float *X)
+{
+	char name[160];
+	int64_t rows = t->m.rows, cols = t->m.cols, bad = -1;
+	float *Y = calloc((size_t)(COLI_EXACT_N * rows), sizeof(float)), *y = calloc((size_t)rows, sizeof(float));
+	for (int n = 1; n <= COLI_EXACT_N && bad < 0; n++) {
+		mat_mul(K, &t->m, X, n, Y);
+		for (int i = 0; i < n && bad < 0; i++) {
+			mat_vec(K, &t->m, X + i * cols, y);
+			for (int64_t r = 0; r < rows && bad < 0; r++)
+				bad = same_bits(y[r], Y[i * rows + r]) ? -1 : n * 1000000 + i * 10000 + r;
+		}
+	}
+	snprintf(name, sizeof(name), "%s %s mat_mul of 1..%d tokens has mat_vec's bits", isa, t->name, COLI_EXACT_N);
+	T_CHECK(name, bad < 0, "n %lld, token %lld, row %lld differ", (long long)(bad / 1000000),
+		(long long)(bad / 10000 % 100), (long long)(bad % 10000));
+	free(Y);
+	free(y);
+}
+
 static void check_matrix(const char *isa, coli_enc enc, int64_t rows, int64_t cols, int64_t b0, int64_t b1)
 {
 	tmat t;
@@ -364,6 +386,7 @@ static void check_matrix(const char *isa, coli_enc enc, int64_t rows, int64_t co
 	check_vec_t(isa, &t, rows / 3, rows / 2 + 1);
 	check_row(isa, &t);
 	check_threads(isa, &t, X);
+	check_exact(isa, &t, X);
 	free(X);
 	tmat_free(&t);
 }
@@ -429,7 +452,7 @@ static const char *const isas[] = {"scalar", "avx2", "avx512"};
 
 static void check_isa(const char *isa)
 {
-	static const int64_t shapes[][2] = {{37, 160}, {19, 1000}, {5, 33}, {300, 1000}};
+	static const int64_t shapes[][2] = {{37, 160}, {19, 1000}, {5, 33}, {300, 1000}, {9, 4200}};
 	coli_err e;
 	if (use(isa, 2, &e) < 0) {
 		printf("SKIP %s kernels: %s\n", isa, e.msg);

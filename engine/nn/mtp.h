@@ -1,0 +1,20 @@
+/* mtp.h: what the decoder stack (forward.c) and the MTP head (mtp.c) share (internal). */
+#ifndef COLI_MTP_H
+#define COLI_MTP_H
+
+#include "engine.h"
+
+/* forward.c: decoder layer l over the n rows of the working memory's residual X, at positions
+ * kv->n .. kv->n + n - 1 (kv->n is the caller's to advance). */
+int fwd_layer(coli_engine *m, coli_kv *kv, int l, int n, int32_t *ids, float *wts, coli_err *e);
+/* forward.c: floats per token and layer of the KV cache: GQA k / v, MLA latent / rope key. */
+void fwd_kv_widths(const coli_model *c, int *k, int *v);
+
+/* mtp.c: before a forward batch of n tokens whose first is next: the last queued row's token
+ * set to next, and the queue taken in by the MTP layer when n more rows would not fit. */
+int mtp_make_room(coli_engine *m, coli_mtp *s, int32_t next, int n, coli_err *e);
+/* mtp.c: after the batch (positions p0 ..): its n rows' final hidden states (the working
+ * memory's N) queued. */
+void mtp_take(coli_engine *m, coli_mtp *s, const int32_t *tokens, int n, int p0);
+
+#endif

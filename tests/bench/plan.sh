@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# plan.sh: `make bench-plan`: coli-plan's predictions against measured runs on real routing, and
+# the planner's configuration against a grid search over the manual knobs. Needs root: memory
+# and blkio cgroups (v1), loop devices, drop_caches.
+#
+# A synthetic model of the real trace's shape (qwen3_moe, 128 experts, top-6, hidden 2048, expert
+# FFN 768, 32 heads of 128, 4 KV heads; COLI_BENCH_PLAN_LAYERS of the trace's 48 layers, default
+# 24, so that the model and two loop-device copies fit the disk), every run driven by
+# `coli-run --route-from` with the real Qwen3-30B-A3B trace (tests/data/traces): its prompt
+# positions and the first half of its decode teach the usage file; each measured run prefills the
+# trace's positions up to the second half and decodes that half (the planner gets the first
+# half's usage counts and routing). Configurations: memory caps
+# (COLI_BENCH_PLAN_CAPS GiB at 48 layers, default "3 5 8", scaled to the layers run: the fixed
+# part as it is, the rest x layers / 48) x one disk (loop device A, throttled) or two (A + a
+# mirror on B) x usage learned or none. For each: probe in the cgroups (so it sees the cap and
+# the throttles), plan (the cap's default budget), run with --plan under the cap, page cache
+# dropped: predicted against measured tokens/s and hit rate, peak RSS against the budget. Then a
+# grid over the manual knobs at the same budget (prefetch on and off, each with the default pins
+# and none; with prefetch off, 1 thread and queue depths 1 and 16) for the middle cap with usage,
+# on each disk setup: the best the grid finds against the plan's run.
+# Environment: COLI_BENCH_DIR (build/bench), COLI_BENCH_REPS (1), COLI_BENCH_PLAN_MBS (throttles
+# of A and B, default "400 200"), COLI_BENCH_PLAN_TOKENS (decode tokens measured, default 64),
+# COLI_BENCH_PLAN_GRID (0 skips the grid). Markdown on stdout, progress on stderr.
+set -eu
+shopt -s inherit_errexit
+cd "$(dirname "$0")/../.."
+. tests/bench/lib.sh
+need_root plan.sh "memory and blkio cgroups, loop devices, drop_caches"
+dir=${COLI_BENCH_DIR:-build/bench}
+reps=${COLI_BENCH_REPS:-1}
+layers=${COLI_BENCH_PLAN_LAYERS:-24}
+caps=${COLI_BENCH_PLAN_CAPS:-3 5 8}
+read -r bw_a bw_b <<<"${COLI_BENCH_PLAN_MBS:-400 200}"
+ntok=${COLI_BENCH_PLAN_TOKENS:-64}
+grid=${COLI_BENCH_PLAN_GRID:-1}
+trace=tests/data/traces/qwen3-30b-a3b.route.csv
+mkdir -p "$dir"
+cmds=()
+record() { cmds+=("$*"); }
+trap cleanup EXIT
+trap 'trap - INT TERM; kill_tree $$; exit 130' INT TERM
+
+# The trace: prompt positions, all positions; the measured run decodes the last ntok of them.
+n_pos=$(awk -F, '$1 == "0" && $2 != "" { if ($3 + 1 > n) n = $3 + 1 } END { print n }' "$trace")
+n_prompt=$(awk -F, '$1 == "0" && $2 == "0" { if ($3 + 1 > n) n = $3 + 1 } END { print n }' "$trace")
+half=$(( n_prompt + (n_pos - n_prompt) / 2 ))
+[ $((n_pos - ntok)) -ge "$half" ] || { say "plan.sh: $ntok tokens reach into the first half (positions < $half)"; exit 2; }
+ids() { seq 1 "$1" | paste -sd' '; }
+
+shape="--family qwen3_moe --layers $layers --experts 128 --top-k 6 --hidden 2048 --expert-ffn 768 --heads 32 --kv-heads 4 --head-dim 128 --fp8 --measure 0 --seed 13"
+model=$(model_of plan-q4 "$shape")
+gb=$(( ($(bytes_of "$model") >> 30) + 2 ))
+
+memcg=$(cgroup_new memory cap); cgroups+=("$memcg")
+blkcg=$(cgroup_new blkio throttle); cgroups+=("$blkcg")
+loop_disk plan-a "$gb"; loop_a=$loop_dev
+loop_disk plan-b "$gb"; loop_b=$loop_dev
+copy_to "$model" "$dir/mnt-plan-a" "$dir/plan-q4.args"
+copy_to "$model" "$dir/mnt-plan-b" "$dir/plan-q4.args"
+A=$dir/mnt-plan-a/model.coli B=$dir/mnt-plan-b/model.coli
+echo "$(cat "/sys/block/$(basename "$loop_a")/dev") $((bw_a * 1000000))" > "$blkcg/blkio.throttle.read_bps_device"
+echo "$(cat "/sys/block/$(basename "$loop_b")/dev") $((bw_b * 1000000))" > "$blkcg/blkio.throttle.read_bps_device"
+record "coli-synth $shape; coli-convert; copies on two ext4 loop devices (losetup --direct-io=on) throttled by blkio to $bw_a and $bw_b MB/s"
+
+# The usage of the first half: the prompt positions and the first half of the decode.
+usage0=$dir/plan-half.coli_usage
+rm -f "$usage0"
+say "learning the usage of positions 0..$((half - 1))"
+learn=$(coli_json_run "$dir/plan-ids.txt" bin/coli-run -m "$model" --stream --route-from "$trace" --prompt-ids "$(ids "$n_prompt")" \
+	-n $((half - n_prompt + 1)) --ignore-eos --print-ids --usage "$usage0" --json)
+# The prefetch recall of that run: with replayed routing the model's own router predicts the next
+# layer, so it mostly misses; the planner is told what this workload measured, as a user would.
+recall=$(jget "$learn" stream.prefetch.recall)
+say "  $(summary "$learn"), prefetch recall $recall"
+record "coli-run -m MODEL --stream --route-from $trace --prompt-ids '1..$n_prompt' -n $((half - n_prompt + 1)) --ignore-eos --usage $usage0 --json   # its stream.prefetch.recall ($recall) goes to coli-plan --recall"
+
+# The first half's routing, for coli-plan --routing: the trace cut before position $half.
+routing0=$dir/plan-half.route.csv
+awk -F, -v h="$half" '/^#/ || $1 == "turn" || $3 + 0 < h' "$trace" >"$routing0"
+record "awk -F, -v h=$half '/^#/ || \$1 == \"turn\" || \$3 + 0 < h' $trace > $routing0   # the first half's routing"
+prompt=$(ids $((n_pos - ntok)))
+# The cap of caps GiB at 48 layers for this model: the fixed part (from a plan), the rest scaled.
+cap_mib() {
+	local fixed
+	fixed=$(bin/coli-plan -q "$A" --probe "$dir/plan-probe.json" --ram 64 -o "$dir/plan-fixed.json" &&
+		tr -d '\n' <"$dir/plan-fixed.json" | bin/coli-json budget)
+	awk -v c="$1" -v l="$layers" -v d="$(echo "$fixed" | bin/coli-json dense)" -v k="$(echo "$fixed" | bin/coli-json kv)" \
+		-v b="$(echo "$fixed" | bin/coli-json buffers)" 'BEGIN {f = d + k + b; printf "%d", (f + (c * 2^30 - f) * l / 48) / 2^20}'
+}
+probe() { in_cgroup "$memcg $blkcg" bin/coli-plan probe -q --disk "$dir/mnt-plan-a" --disk "$dir/mnt-plan-b" -o "$dir/plan-probe.json"; }
+
+# One measured run: page cache dropped, under the cap and the throttles; its JSON line.
+measure() {
+	local out st=0
+	drop
+	echo 0 > "$memcg/memory.max_usage_in_bytes"
+	out=$(coli_json_run "$dir/plan-ids.txt" in_cgroup "$memcg $blkcg" bin/coli-run -m "$A" --route-from "$trace" \
+		--prompt-ids "$prompt" -n $((ntok + 1)) --ignore-eos --print-ids --json "$@") || st=$?
+	[ "$st" = 0 ] || { say "plan.sh: coli-run $* failed (exit $st): $(cat "$dir/plan-ids.txt.err")"; exit 1; }
+	echo "$out"
+}
+cg_max() { echo $(( $(cat "$memcg/memory.max_usage_in_bytes") >> 20 )); }
+
+say "probing $dir/mnt-plan-a and $dir/mnt-plan-b (in the blkio cgroup: the throttled bandwidths)"
+probe
+record "coli-plan probe --disk $dir/mnt-plan-a --disk $dir/mnt-plan-b -o $dir/plan-probe.json   # in the blkio (and for each cap the memory) cgroup; the later probes reuse the CPU's and disks' figures"
+rows=() errs=() herrs=()
+config() {
+	local cap=$1 disks=$2 use=$3 mib plan=$dir/plan.json args=() out
+	mib=$(cap_mib "$cap")
+	echo $((mib << 20)) > "$memcg/memory.limit_in_bytes"
+	probe
+	[ "$use" = usage ] && cp "$usage0" "$dir/plan-u.coli_usage" && args+=(--usage "$dir/plan-u.coli_usage" --routing "$routing0")
+	[ "$disks" = 2 ] && args+=(--mirror "$B")
+	bin/coli-plan -q "$A" --probe "$dir/plan-probe.json" --ctx 256 --recall "$recall" -o "$plan" "${args[@]}"
+	local runs="" i
+	for i in $(seq "$reps"); do
+		[ "$use" = usage ] && cp "$usage0" "$dir/plan-u.coli_usage"
+		out=$(measure --plan "$plan")
+		runs+="$(tok_s "$out") $(hit_rate "$out") $(rss_of "$out") $(cg_max)"$'\n'
+		say "  cap $cap ($mib MiB), $disks disk(s), $use: $(summary "$out")"
+	done
+	local j ptok phit btok mtok mhit
+	j=$(tr -d '\n' <"$plan")
+	ptok=$(echo "$j" | bin/coli-json predicted.warm.tok_s) phit=$(echo "$j" | bin/coli-json predicted.hit_rate)
+	btok=$(echo "$j" | bin/coli-json budget.budget)
+	mtok=$(echo "$runs" | awk 'NF {print $1}' | median) mhit=$(echo "$runs" | awk 'NF {print $2}' | median)
+	errs+=("$(awk -v p="$ptok" -v m="$mtok" 'BEGIN {printf "%.1f", (p - m) / m * 100}')")
+	herrs+=("$(awk -v p="$phit" -v m="$mhit" 'BEGIN {printf "%.1f", p * 100 - m}')")
+	rows+=("$(printf '| %s | %d | %d | %s | %.2f | %s | %s%% | %.1f | %s | %s pts | %s | %.0f | %s |' "$cap" "$mib" "$disks" "$use" \
+		"$ptok" "$mtok" "${errs[-1]}" "$(awk -v h="$phit" 'BEGIN {print h * 100}')" "$mhit" "${herrs[-1]}" \
+		"$(echo "$runs" | awk 'NF {print $3}' | sort -n | tail -1)" "$(awk -v b="$btok" 'BEGIN {print b / 2^20}')" \
+		"$(echo "$runs" | awk 'NF {print $4}' | sort -n | tail -1)")")
+	plan_tok=$mtok
+}
+
+# The grid at one cap with usage: the knobs by hand at the plan's budget; the best against the plan.
+grid_rows=()
+grid_search() {
+	local cap=$1 disks=$2 ram best=0 best_knobs="" out t knobs mirror=()
+	[ "$disks" = 2 ] && mirror=(--mirror "$B")
+	ram=$(tr -d '\n' <"$dir/plan.json" | bin/coli-json knobs.ram)
+	for knobs in "--prefetch on" "--prefetch on --pins 0" "--prefetch off" "--prefetch off --pins 0" \
+		"--prefetch off --threads 1" "--prefetch off --queue-depth 1" "--prefetch off --queue-depth 16"; do
+		cp "$usage0" "$dir/plan-u.coli_usage"
+		out=$(measure --ram "$ram" --usage "$dir/plan-u.coli_usage" "${mirror[@]}" $knobs)
+		t=$(tok_s "$out")
+		say "  grid: --ram $ram $knobs: $(summary "$out")"
+		awk -v a="$t" -v b="$best" 'BEGIN {exit !(a > b)}' && best=$t best_knobs="--ram $ram ${knobs:-(defaults)}"
+	done
+	grid_rows+=("| $cap | $disks | $plan_tok | $best | $(awk -v p="$plan_tok" -v b="$best" 'BEGIN {printf "%.2f", p / b}') | \`$best_knobs\` |")
+}
+
+for cap in $caps; do
+	for disks in 1 2; do
+		for use in usage none; do
+			say "cap $cap GiB, $disks disk(s), usage: $use"
+			config "$cap" "$disks" "$use"
+			mid=$(echo "$caps" | awk '{print $(int((NF + 1) / 2))}')
+			if [ "$grid" = 1 ] && [ "$cap" = "$mid" ] && [ "$use" = usage ]; then grid_search "$cap" "$disks"; fi
+		done
+	done
+done
+record "per configuration: coli-plan probe (in the memory and blkio cgroups) --disk $dir/mnt-plan-a --disk $dir/mnt-plan-b; coli-plan $A --probe P --ctx 256 --recall $recall [--usage U --routing $routing0] [--mirror $B] -o plan.json; echo 3 > /proc/sys/vm/drop_caches; (in the cgroups) coli-run -m $A --plan plan.json --route-from $trace --prompt-ids '1..$((n_pos - ntok))' -n $((ntok + 1)) --ignore-eos --print-ids --json"
+
+echo "### coli-plan: predicted against measured ($layers of 48 layers, $(awk -v b="$(bytes_of "$model")" 'BEGIN {printf "%.2f", b / 2^30}') GiB; disks A $bw_a MB/s, B $bw_b MB/s; real routing)"
+echo
+echo "| cap GiB (48 layers) | cap MiB (this model) | disks | usage | predicted tok/s | measured tok/s | error | predicted hit % | measured hit % | error | peak RSS MiB | budget MiB | cgroup max MiB |"
+echo "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+printf '%s\n' "${rows[@]}"
+echo
+echo "Median absolute error: tokens/s $(printf '%s\n' "${errs[@]}" | tr -d - | median)% (goal 10%), hit rate $(printf '%s\n' "${herrs[@]}" | tr -d - | median) points (goal 2)."
+if [ ${#grid_rows[@]} -gt 0 ]; then
+	echo
+	echo "| cap GiB | disks | plan's run tok/s | best of the grid tok/s | plan / best (goal >= 0.97) | best knobs |"
+	echo "|---:|---:|---:|---:|---:|---|"
+	printf '%s\n' "${grid_rows[@]}"
+fi
+echo
+echo "Medians of $reps run(s), $ntok decode tokens (trace positions $((n_pos - ntok))..$((n_pos - 1))), page cache dropped before each run. $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; commit $(commit), $(date -u +%Y-%m-%d). Commands:"
+echo
+echo '```'
+printf '%s\n' "${cmds[@]}"
+echo '```'
