@@ -7,7 +7,7 @@ WARN    := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototy
 CFLAGS  ?=
 CFLAGS  += $(OPT) $(WARN) -D_GNU_SOURCE -pthread -Iformats -Iengine -MMD -MP $(EXTRA_CFLAGS)
 LDFLAGS += -pthread $(EXTRA_LDFLAGS)
-LIBS    := -ljansson -lz -lm -lpcre2-8 -lutf8proc -luring
+LIBS    := -ljansson -lz -lm -lpcre2-8 -lutf8proc -luring -larchive
 
 B := build
 LIB_SRC  := $(wildcard formats/*.c)
@@ -55,7 +55,7 @@ $(B)/%.o: %.c
 
 # Unit tests see the tools' own headers and the engine's internals (tools see only the public
 # headers of formats/ and engine/).
-$(B)/tests/unit/%.o: CFLAGS += -Irun -Iconvert
+$(B)/tests/unit/%.o: CFLAGS += -Irun -Iconvert -Iprofile
 
 $(LIBCOLI): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -122,7 +122,7 @@ FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fn
 FUZZ_LIBS    := $(patsubst %.c,$(FUZZ_B)/obj/%.o,$(wildcard engine/tok/*.c)) $(FUZZ_B)/obj/libcoli.a
 # -max_len per target (NAME:bytes): room to grow beyond the largest seed
 FUZZ_LEN     := safetensors:8192 index:4096 config:4096 tokenizer:16384 container:32768 usage:4096 \
-                kv:16384 trace:8192 route:8192 mirror:4096 probe:8192 plan:16384
+                kv:16384 trace:8192 route:8192 mirror:4096 probe:8192 plan:16384 bundle:16384
 fuzz-build:
 	@$(MAKE) --no-print-directory B=$(FUZZ_B)/obj CC=$(FUZZ_CC) \
 	  OPT="-O1 -g -fsanitize=fuzzer-no-link $(FUZZ_SAN)" $(FUZZ_LIBS)

@@ -128,6 +128,16 @@ typedef struct coli_sim_opts {
 				* hit nor miss (as pins are read): LFU with the experts of highest
 				* count (coli_pins_choose per layer, or over all), BELADY with those
 				* used first in the sequence (ties lower layer, then lower id) */
+	/* Byte budgets, eviction after the batch (0: the slots above). A pool holds experts whose
+	 * costs sum to at most budget: each expert of layer l costs cost[l] (NULL: 1 each), budget per
+	 * layer, or in all (global); capacity is unused. A batch is played in its order (hits and
+	 * misses interleaved), its misses all made resident, then the pool's lowest (key, last use)
+	 * residents outside the batch evicted until it fits: a batch larger than the budget stays
+	 * resident until later batches evict it (the semantics of BigMoeOnEdge's route-replay.py). SLRU's
+	 * protected segment is then at most 80% of the pool's residents. Not with warm. */
+	int bytes;
+	const double *cost;    /* [n_layers], each > 0; NULL: 1 */
+	double budget;         /* > 0 */
 } coli_sim_opts;
 
 typedef struct coli_sim_batch {

@@ -24,6 +24,8 @@ struct coli_sim {
 	int *next;            /* [max_batches x max_batch] BELADY: the batch using member j next */
 	double *score;        /* [L x E] warm: what the preload ranks by */
 	int *list;            /* [max(E, L x E when global, cap)] chosen experts */
+	double *used;         /* [pools] bytes mode: the costs of the residents */
+	double *cost;         /* [L] bytes mode: an expert's cost per layer */
 	coli_sim_stats *st;   /* [L] */
 	uint64_t now, stamp;
 	int fresh;            /* started and not yet run: a warm preload is due */
@@ -33,6 +35,33 @@ struct coli_sim {
 #define SLRU_PROTECTED_NUM 4
 #define SLRU_PROTECTED_DEN 5
 
+/* Bytes mode: the budget, the costs, no warm start. */
+static int check_bytes(const coli_sim_opts *o, coli_err *e)
+{
+	if (!(o->budget > 0 && o->budget < 1e300))
+		return coli_errf(e, COLI_EUSAGE, "cache simulator: budget %g: expected > 0", o->budget);
+	for (int l = 0; o->cost && l < o->n_layers; l++)
+		if (!(o->cost[l] > 0 && o->cost[l] < 1e300))
+			return coli_errf(e, COLI_EUSAGE, "cache simulator: cost[%d] %g: expected > 0", l, o->cost[l]);
+	if (o->warm)
+		return coli_errf(e, COLI_EUSAGE, "cache simulator: a warm start is defined for slot capacities only");
+	return 0;
+}
+
+/* Bytes mode: the slots a pool may need, its budget over its cheapest expert plus two batches
+ * (one left above the budget, one being played), at most its experts. */
+static long long bytes_room(const coli_sim_opts *o)
+{
+	double least = 1;
+	long long span = (long long)(o->global ? o->n_layers : 1) * o->n_experts;
+	for (int l = 0; o->cost && l < o->n_layers; l++)
+		least = l == 0 || o->cost[l] < least ? o->cost[l] : least;
+	double fit = o->budget / least;
+	long long room = fit > (double)span ? span : (long long)fit;
+	room = (room > o->max_batch ? room : o->max_batch) + o->max_batch;
+	return room < span ? room : span;
+}
+
 static int check_opts(const coli_sim_opts *o, coli_err *e)
 {
 	if (o->policy < COLI_SIM_LRU || o->policy > COLI_SIM_BELADY)
@@ -40,6 +69,12 @@ static int check_opts(const coli_sim_opts *o, coli_err *e)
 	if (o->n_layers < 1 || o->n_experts < 1 || (long long)o->n_layers * o->n_experts > INT_MAX)
 		return coli_errf(e, COLI_EUSAGE, "cache simulator: %d layers x %d experts: expected 1.. each, product <= %d",
 				 o->n_layers, o->n_experts, INT_MAX);
+	if (o->bytes && (o->max_batch < 1 || check_bytes(o, e) < 0))
+		return o->max_batch < 1 ? coli_errf(e, COLI_EUSAGE, "cache simulator: max_batch %d: expected >= 1", o->max_batch)
+					: -1;
+	if (o->bytes)
+		return o->policy == COLI_SIM_BELADY && o->max_batches < 0
+			       ? coli_errf(e, COLI_EUSAGE, "cache simulator: max_batches %d is negative", o->max_batches) : 0;
 	if (o->max_batch < 1 || o->capacity < o->max_batch)
 		return coli_errf(e, COLI_EUSAGE, "cache simulator: capacity %d: expected >= max_batch %d >= 1", o->capacity,
 				 o->max_batch);
@@ -64,9 +99,14 @@ static int alloc_all(coli_sim *s, coli_err *e)
 	s->mark = calloc(ge, sizeof(*s->mark)), s->first = calloc(ge, sizeof(*s->first));
 	s->next = belady ? calloc(nx ? nx : 1, sizeof(*s->next)) : NULL, s->score = calloc(ge, sizeof(*s->score));
 	s->list = calloc(nl, sizeof(*s->list)), s->st = calloc((size_t)s->o.n_layers, sizeof(*s->st));
+	s->used = calloc((size_t)s->pools, sizeof(*s->used)), s->cost = calloc((size_t)s->o.n_layers, sizeof(*s->cost));
 	if (s->n && s->expert && s->key && s->tick && s->where && s->pinned && s->count && s->mark && s->first &&
-	    (s->next || !belady) && s->score && s->list && s->st)
+	    (s->next || !belady) && s->score && s->list && s->st && s->used && s->cost) {
+		for (int l = 0; l < s->o.n_layers; l++)
+			s->cost[l] = s->o.cost ? s->o.cost[l] : 1;
+		s->o.cost = NULL; /* not kept: s->cost is the copy */
 		return 0;
+	}
 	return coli_errf(e, COLI_ENOMEM, "out of memory for a cache simulator of %zu slots over %zu experts", slots, ge);
 }
 
@@ -79,7 +119,8 @@ int coli_sim_open(coli_sim **out, const coli_sim_opts *o, coli_err *e)
 	if (!s)
 		return coli_errf(e, COLI_ENOMEM, "out of memory for a cache simulator");
 	s->o = *o;
-	s->pools = o->global ? 1 : o->n_layers, s->cap = o->capacity;
+	/* bytes mode: pools x room <= n_layers x n_experts <= INT_MAX (check_opts) */
+	s->pools = o->global ? 1 : o->n_layers, s->cap = o->bytes ? (int)bytes_room(o) : o->capacity;
 	if (alloc_all(s, e) < 0) {
 		coli_sim_close(s);
 		return -1;
@@ -95,6 +136,7 @@ void coli_sim_close(coli_sim *s)
 		return;
 	free(s->n), free(s->expert), free(s->key), free(s->tick), free(s->where), free(s->pinned);
 	free(s->count), free(s->mark), free(s->first), free(s->next), free(s->score), free(s->list), free(s->st);
+	free(s->used), free(s->cost);
 	free(s);
 }
 
@@ -105,6 +147,7 @@ void coli_sim_start(coli_sim *s, const double *counts, int pins)
 	for (size_t g = 0; g < ge; g++)
 		s->where[g] = -1, s->pinned[g] = 0, s->count[g] = counts ? counts[g] : 0;
 	memset(s->n, 0, (size_t)s->pools * sizeof(*s->n));
+	memset(s->used, 0, (size_t)s->pools * sizeof(*s->used));
 	memset(s->st, 0, (size_t)L * sizeof(*s->st));
 	for (int l = 0; counts && pins > 0 && l < L; l++) {
 		int got = coli_pins_choose(counts + (size_t)l * (size_t)E, E, pins < E ? pins : E, s->list);
@@ -128,7 +171,8 @@ static void slru_promote(coli_sim *s, int pool, int i)
 			if (j != i && (lru < 0 || s->tick[j] < s->tick[lru]))
 				lru = j;
 		}
-	if (prot > s->cap * SLRU_PROTECTED_NUM / SLRU_PROTECTED_DEN && lru >= 0)
+	int most = (s->o.bytes ? s->n[pool] : s->cap) * SLRU_PROTECTED_NUM / SLRU_PROTECTED_DEN;
+	if (prot > most && lru >= 0)
 		s->key[lru] = 0, s->tick[lru] = ++s->now;
 }
 
@@ -188,6 +232,40 @@ static void play(coli_sim *s, const coli_sim_batch *b, const int *next)
 	for (int j = 0, g; j < b->n; j++)
 		if (!s->pinned[g = base + b->experts[j]] && s->where[g] < 0)
 			st->misses++, touch(s, pool, place(s, pool, g), 0, g, next ? next[j] : 0);
+}
+
+/* Bytes mode: slot i emptied, the pool's last slot moved into it. */
+static void drop(coli_sim *s, int pool, int i)
+{
+	int last = pool * s->cap + --s->n[pool], g = s->expert[i];
+	s->where[g] = -1, s->used[pool] -= s->cost[g / s->o.n_experts];
+	if (i != last) {
+		s->expert[i] = s->expert[last], s->key[i] = s->key[last], s->tick[i] = s->tick[last];
+		s->where[s->expert[i]] = i;
+	}
+}
+
+/* Bytes mode: one batch in its order, misses all made resident, then the pool evicted to its
+ * budget sparing the batch. */
+static void play_bytes(coli_sim *s, const coli_sim_batch *b, const int *next)
+{
+	int base = b->layer * s->o.n_experts, pool = pool_of(s, b->layer);
+	coli_sim_stats *st = &s->st[b->layer];
+	s->stamp++;
+	for (int j = 0; j < b->n; j++)
+		s->mark[base + b->experts[j]] = s->stamp, s->count[base + b->experts[j]] += 1;
+	for (int j = 0, g, i; j < b->n; j++)
+		if (s->pinned[g = base + b->experts[j]]) {
+			st->hits++, st->pin_hits++;
+		} else if (s->where[g] >= 0) {
+			st->hits++, touch(s, pool, s->where[g], 1, g, next ? next[j] : 0);
+		} else {
+			i = pool * s->cap + s->n[pool]++;
+			s->expert[i] = g, s->where[g] = i, s->used[pool] += s->cost[b->layer];
+			st->misses++, touch(s, pool, i, 0, g, next ? next[j] : 0);
+		}
+	for (int v; s->used[pool] > s->o.budget && (v = victim(s, pool)) >= 0;)
+		drop(s, pool, v);
 }
 
 static int check_batch(coli_sim *s, const coli_sim_batch *b, int k, coli_err *e)
@@ -264,7 +342,7 @@ int coli_sim_run(coli_sim *s, const coli_sim_batch *seq, int n, coli_err *e)
 		preload(s);
 	s->fresh = 0;
 	for (int k = 0; k < n; k++)
-		play(s, &seq[k], belady ? s->next + (size_t)k * (size_t)s->o.max_batch : NULL);
+		(s->o.bytes ? play_bytes : play)(s, &seq[k], belady ? s->next + (size_t)k * (size_t)s->o.max_batch : NULL);
 	return 0;
 }
 

@@ -23,7 +23,8 @@ for tool in coli-diskbench coli-membench coli-replay coli-json coli-tracestat; d
 done
 
 # Subcommands: "TOOL SUB" with its --help verbatim in docs/TOOL.md.
-for sub in "coli-plan" "coli-plan probe" "coli-plan mirror stage" "coli-plan mirror verify"; do
+for sub in "coli-plan" "coli-plan probe" "coli-plan mirror stage" "coli-plan mirror verify" \
+	"coli-profile" "coli-profile report" "coli-profile replay" "coli-profile datapoint" "coli-profile compare"; do
 	test_expect_success "$sub: --help exits 0 and docs/${sub%% *}.md carries it verbatim" '
 		$sub --help >help &&
 		while IFS= read -r line; do
@@ -42,7 +43,8 @@ for tool in coli-convert coli-run; do
 done
 
 for tool in coli-convert coli-run coli-synth coli-diskbench coli-membench coli-replay coli-json coli-tracestat \
-	"coli-plan" "coli-plan probe" "coli-plan mirror stage" "coli-plan mirror verify"; do
+	"coli-plan" "coli-plan probe" "coli-plan mirror stage" "coli-plan mirror verify" \
+	"coli-profile" "coli-profile report" "coli-profile replay" "coli-profile datapoint" "coli-profile compare"; do
 	test_expect_success "$tool: no line of --help is wider than 100 columns" '
 		$tool --help >help &&
 		test -s help &&
