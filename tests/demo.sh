@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # demo.sh: `make demo`: a synthetic MoE checkpoint -> coli-convert -> coli-run (streamed, learned) ->
-# coli-plan (probe, plan) -> coli-run --plan (traced).
+# coli-plan (probe, plan) -> coli-run --plan (traced) -> coli-profile report.
 # Everything goes to build/demo/ (rerunning starts over).
 set -eu
 cd "$(dirname "$0")/.."
@@ -31,4 +31,6 @@ step "10. plan a run in 0.25 GiB from the probe and the usage learned above, eac
   "bin/coli-plan $out/model.coli --probe $out/probe.json --usage $out/usage.coli_usage --ram 0.25 --ctx 512 -o $out/plan.json --explain"
 step "11. run the plan, traced, the figures as JSON: predicted against measured, where each token's time went" \
   "bin/coli-run -q -m $out/model.coli --plan $out/plan.json --prompt 'The capital of France is' -n 24 --ignore-eos --json --trace $out/run.coli_trace | tail -n 1 && bin/coli-tracestat $out/run.coli_trace"
-printf '\nDemo done. Container: %s/model.coli, plan: %s/plan.json, trace: %s/run.coli_trace (docs/coli-convert.md, docs/coli-plan.md, docs/coli-run.md, formats/plan.md, formats/trace.md).\n' "$out" "$out" "$out"
+step "12. where the time went: the attribution, the verdict and the plots of that run" \
+  "bin/coli-profile report $out/run.coli_trace --probe $out/probe.json --plan $out/plan.json -o $out/report"
+printf '\nDemo done. The report: %s/report/report.html (and report.md beside it). Container: %s/model.coli, plan: %s/plan.json, trace: %s/run.coli_trace (docs/coli-convert.md, docs/coli-plan.md, docs/coli-run.md, docs/coli-profile.md).\n' "$out" "$out" "$out" "$out"
