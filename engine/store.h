@@ -157,6 +157,9 @@ typedef struct coli_events {
 	void *ctx;
 } coli_events;
 
+/* The streaming store's eviction policies (policy.h's simulator has both, COLI_SIM_LRU/LFU). */
+enum { STORE_CACHE_LRU, STORE_CACHE_LFU };
+
 /* Options of the streaming store. */
 typedef struct store_stream_opts {
 	int cache_slots;          /* LRU slots per MoE layer, beside the pins; 0: top_k x 4 */
@@ -169,6 +172,9 @@ typedef struct store_stream_opts {
 	int io;                   /* STORE_IO_THREADS_POOL (pread threads) or STORE_IO_URING (one
 				   * thread owning an io_uring; the threads, with an event,
 				   * when the kernel refuses it) */
+	int cache_policy;         /* which cached expert a miss evicts: STORE_CACHE_LRU (the least
+				   * recently used) or STORE_CACHE_LFU (the least used: the usage counts
+				   * given + the gets of this run; ties the least recent) */
 	int qd;                   /* reads in flight per copy (1..STORE_MAX_QD); 0: the backend's
 				   * default (STORE_IO_THREADS, STORE_URING_DEPTH) */
 	const char *const *mirrors; /* folders holding the same container, read alongside it */

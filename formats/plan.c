@@ -10,7 +10,7 @@
 #include "fileio.h"
 
 const char *const coli_plan_knobs[] = {
-	"ram", "ctx", "threads", "cache-slots", "pins", "usage", "prefetch", "io", "queue-depth", "mirror", "draft", NULL,
+	"ram", "ctx", "threads", "cache-slots", "pins", "cache-policy", "usage", "prefetch", "io", "queue-depth", "mirror", "draft", NULL,
 };
 
 int coli_plan_knob_index(const char *name)
@@ -174,7 +174,7 @@ static int read_knobs(const reader *r, json_t *root)
 	json_object_foreach(k, name, v) {
 		if (coli_plan_knob_index(name) < 0)
 			return coli_errf(r->e, COLI_EDATA, "%s: knobs.%s: not an option coli-run takes from a plan "
-					 "(knobs: ram, ctx, threads, cache-slots, pins, usage, prefetch, io, queue-depth, mirror, draft)", r->path, name);
+					 "(knobs: ram, ctx, threads, cache-slots, pins, cache-policy, usage, prefetch, io, queue-depth, mirror, draft)", r->path, name);
 		int rc = 0;
 		if (json_is_array(v) && strcmp(name, "mirror") == 0)
 			for (size_t i = 0; rc == 0 && i < json_array_size(v); i++)

@@ -12,6 +12,7 @@
 
 #include "fileio.h"
 #include "planner.h"
+#include "store.h"
 
 #define GIB 1073741824.0
 
@@ -159,13 +160,10 @@ static void describe(plan *p)
 			  "helps", p->layers[fewest].layer, lo, p->top_k);
 }
 
-int plan_cache(plan *p, coli_err *e)
+/* The cache of every layer under the current policy (p->cache_policy): the curves, the budget
+ * allocated along them, the choice taken; its bytes read per token saved into *saved. */
+static int plan_policy(plan *p, double *saved, coli_err *e)
 {
-	if (plan_distributions(p, e) < 0)
-		return -1;
-	if (all_fit(p))
-		return 0;
-	p->stream = 1;
 	curve *cv = coli_calloc((size_t)p->n_moe, sizeof(*cv), e);
 	int rc = cv ? 0 : -1;
 	double left = p->fixed.left;
@@ -176,10 +174,41 @@ int plan_cache(plan *p, coli_err *e)
 	if (rc == 0) {
 		allocate(p, cv, left);
 		take_choice(p, cv);
-		describe(p);
+		*saved = 0;
+		for (int i = 0; i < p->n_moe; i++)
+			*saved += p->layers[i].hit * p->top_k * p->layers[i].record;
 	}
 	for (int i = 0; cv && i < p->n_moe; i++)
 		free(cv[i].cache), free(cv[i].pins), free(cv[i].hit);
 	free(cv);
 	return rc;
+}
+
+/* Both eviction policies planned; the one that saves more reads kept (LRU on a tie). */
+int plan_cache(plan *p, coli_err *e)
+{
+	if (plan_distributions(p, e) < 0)
+		return -1;
+	if (all_fit(p))
+		return 0;
+	p->stream = 1;
+	double lru, lfu;
+	p->cache_policy = STORE_CACHE_LFU;
+	if (plan_policy(p, &lfu, e) < 0)
+		return -1;
+	double lfu_hit = p->hit;
+	p->cache_policy = STORE_CACHE_LRU;
+	if (plan_policy(p, &lru, e) < 0)
+		return -1;
+	double lru_hit = p->hit;
+	if (lfu > lru * 1.005) {
+		p->cache_policy = STORE_CACHE_LFU;
+		if (plan_policy(p, &lfu, e) < 0)
+			return -1;
+	}
+	plan_note_add(p, "cache-policy", p->cache_policy == STORE_CACHE_LFU ? "lfu" : "lru", "the simulator's hit rate "
+		      "with the caches planned for each: %.1f%% evicting the least used (lfu), %.1f%% the least "
+		      "recently used (lru)", lfu_hit * 100, lru_hit * 100);
+	describe(p);
+	return 0;
 }

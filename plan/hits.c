@@ -18,6 +18,7 @@
 
 #include "fileio.h"
 #include "planner.h"
+#include "store.h"
 
 #define ALPHA_STEPS 240     /* the alpha searched on a log grid from 1e-3 to 1e5 */
 #define WARMUP_TOKENS 128  /* replayed before the hit rate is counted: the steady state */
@@ -179,7 +180,8 @@ static void replay(const plan *p, const plan_layer *L, const double *counts, int
 		   int warm, int to, double h[2])
 {
 	int k = p->top_k < L->n_experts ? p->top_k : L->n_experts, n = to - from;
-	coli_sim_opts so = {.policy = COLI_SIM_LRU, .n_layers = 1, .n_experts = L->n_experts,
+	coli_sim_opts so = {.policy = p->cache_policy == STORE_CACHE_LFU ? COLI_SIM_LFU : COLI_SIM_LRU, .n_layers = 1,
+			    .n_experts = L->n_experts,
 			    .capacity = cache - pins, .max_batch = k, .max_batches = n};
 	coli_sim *s = NULL;
 	coli_err e = {0, ""};

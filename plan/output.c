@@ -7,6 +7,7 @@
 
 #include "fileio.h"
 #include "planner.h"
+#include "store.h"
 
 #define GIB 1073741824.0
 
@@ -62,6 +63,7 @@ static json_t *knobs_json(const plan *p)
 		return k;
 	json_object_set_new(k, "ram", json_real(p->budget / GIB));
 	json_object_set_new(k, "cache-slots", per_layer(p, 0));
+	json_object_set_new(k, "cache-policy", json_string(p->cache_policy == STORE_CACHE_LFU ? "lfu" : "lru"));
 	if (p->usage.counts) {
 		json_object_set_new(k, "usage", json_string(p->usage_abs));
 		json_object_set_new(k, "pins", per_layer(p, 1));

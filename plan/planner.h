@@ -79,6 +79,7 @@ typedef struct plan {
 	plan_layer *layers;       /* [n_moe] */
 	double hit;               /* over layers, weighted by routings */
 	double hit_pins;          /* the pins' share of it: the cold hit rate */
+	int cache_policy;         /* STORE_CACHE_LRU or STORE_CACHE_LFU: the one predicted better */
 	int threads, prefetch, io, qd;
 	plan_copy copies[PLAN_MAX_COPIES];
 	int n_copies;

@@ -14,6 +14,7 @@ static const char *const synopsis[] = {
 
 static const coli_choice on_off[] = {{"on", 1}, {"off", 0}, {NULL, 0}};
 static const coli_choice crc_on_off[] = {{"on", 0}, {"off", 1}, {NULL, 0}};
+static const coli_choice cache_policies[] = {{"lru", STORE_CACHE_LRU}, {"lfu", STORE_CACHE_LFU}, {NULL, 0}};
 static const coli_choice io_modes[] = {
 	{"uring", STORE_IO_URING}, {"threads", STORE_IO_THREADS_POOL}, {"mmap", STORE_IO_MMAP},
 	{NULL, 0},
@@ -27,7 +28,8 @@ static int greedy(const coli_option *opt, const char *arg, coli_err *e)
 	return 0;
 }
 
-static const run_opts defaults = {.n_gen = 128, .top_p = 1.0f, .pins = -1, .prefetch = -1, .draft_oracle_rate = 1};
+static const run_opts defaults = {.n_gen = 128, .top_p = 1.0f, .pins = -1, .prefetch = -1, .draft_oracle_rate = 1,
+				  .cache_policy = STORE_CACHE_LFU};
 static run_opts o;
 
 /* A count for every MoE layer, or a list of one count per MoE layer. */
@@ -113,6 +115,10 @@ static const coli_option options[] = {
 			  "per MoE layer when streaming, pins included, or a list of one count per MoE "
 			  "layer (MTP included; as coli-plan writes it) (implies --stream; default top_k x "
 			  "4, or what --ram leaves)", .implies = &o.stream),
+	COLI_OPT_CHOICE(0, "cache-policy", &o.cache_policy, cache_policies, "which cached expert (beside the "
+			"pins) a miss replaces when streaming: the least used (lfu, the default: the --usage "
+			"counts read at start + this run's uses; ties the least recent) or the least recently "
+			"used (lru) (implies --stream)", .implies = &o.stream),
 	COLI_OPT_CHOICE(0, "prefetch", &o.prefetch, on_off, "when streaming, predict the next "
 			"layer's experts while decoding and read them ahead (default on)"),
 	COLI_OPT_CHOICE(0, "io", &o.io, io_modes, "when streaming, read experts through one "
@@ -161,8 +167,8 @@ static const coli_option options[] = {
 	COLI_OPT_FLAG(0, "json", &o.json, "print the closing statistics as one line of JSON, the last "
 		      "line of stdout (after the generated text or ids), instead of text lines on stderr"),
 	COLI_OPT_STRING(0, "plan", &o.plan, "FILE", "run as plan.json (coli-plan) says: its knobs (--ram, "
-			"--ctx, --threads, --cache-slots, --pins, --usage, --prefetch, --io, --queue-depth, "
-			"--mirror, --draft) as if "
+			"--ctx, --threads, --cache-slots, --pins, --cache-policy, --usage, --prefetch, --io, "
+			"--queue-depth, --mirror, --draft) as if "
 			"given here (giving one here too is an error); refused for another container or "
 			"machine; the closing statistics compare its predictions with the run"),
 	COLI_OPT_STRING(0, "tokenizer", &o.tokenizer, "FILE",

@@ -22,6 +22,7 @@ static const knob_fields fields[] = {
 	{"threads", {F(threads)}, {S(threads)}},
 	{"cache-slots", {F(cache_slots), F(cache_list), F(n_cache_list)}, {S(cache_slots), S(cache_list), S(n_cache_list)}},
 	{"pins", {F(pins), F(pins_list), F(n_pins_list)}, {S(pins), S(pins_list), S(n_pins_list)}},
+	{"cache-policy", {F(cache_policy)}, {S(cache_policy)}},
 	{"usage", {F(usage)}, {S(usage)}},
 	{"prefetch", {F(prefetch)}, {S(prefetch)}},
 	{"io", {F(io)}, {S(io)}},

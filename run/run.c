@@ -642,7 +642,7 @@ static int setup(runner *r, coli_err *e)
 	if (usage_open(r, e) < 0)
 		return -1;
 	coli_engine_opts mo = {.stream = o->stream, .mmap = o->io == STORE_IO_MMAP, .threads = o->threads};
-	mo.so = (store_stream_opts){.cache_slots = o->cache_slots, .usage = r->usage.counts, .io = o->io, .qd = o->qd,
+	mo.so = (store_stream_opts){.cache_slots = o->cache_slots, .usage = r->usage.counts, .io = o->io, .qd = o->qd, .cache_policy = o->cache_policy,
 				    .mirrors = o->mirrors, .n_mirrors = o->n_mirrors, .no_crc = o->no_crc,
 				    .events = {print_event, NULL}};
 	if (test_hooks(&mo, e) < 0)

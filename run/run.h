@@ -50,6 +50,7 @@ typedef struct run_opts {
 	int *pins_list, n_pins_list;   /* --pins P0,P1,...: the same */
 	int io;                   /* --io: STORE_IO_THREADS_POOL, STORE_IO_URING or STORE_IO_MMAP */
 	int qd;                   /* --queue-depth N: reads in flight per disk; 0: the backend's 8 */
+	int cache_policy;         /* --cache-policy: STORE_CACHE_LRU or STORE_CACHE_LFU */
 	const char *mirrors[8];   /* --mirror DIR (repeatable): copies of the container */
 	int n_mirrors;
 	int no_crc;               /* --crc off */

@@ -93,12 +93,21 @@ static int evictable(const slot *p, const int *list, int n, int prefetching)
 	return !prefetching || ((p->state == S_READY || p->stale) && !listed(p->expert, list, n));
 }
 
-/* The least recently used evictable slot; -1 when none. */
+/* Whether slot a is evicted before slot b: the least used first under LFU (ties and LRU: the
+ * least recently used). */
+static int evicts_first(const stream_layer *L, const slot *a, const slot *b)
+{
+	if (L->count && L->count[a->expert] != L->count[b->expert])
+		return L->count[a->expert] < L->count[b->expert];
+	return a->last < b->last;
+}
+
+/* The evictable slot the policy evicts first; -1 when none. */
 static int lru_slot(const stream_layer *L, const int *list, int n, int prefetching)
 {
 	int lru = -1;
 	for (int i = 0; i < L->work; i++)
-		if (evictable(&L->slots[i], list, n, prefetching) && (lru < 0 || L->slots[i].last < L->slots[lru].last))
+		if (evictable(&L->slots[i], list, n, prefetching) && (lru < 0 || evicts_first(L, &L->slots[i], &L->slots[lru])))
 			lru = i;
 	return lru;
 }
@@ -309,6 +318,8 @@ static const coli_expert *pinned_get(stream_store *s, stream_layer *L, int x)
 		return NULL;
 	pthread_mutex_lock(&s->mu);
 	s->st.hits++, s->st.pin_hits++;
+	if (L->count)
+		L->count[x] += 1;
 	trace_outcome(s, &L->pins[L->pinned[x]], 1);
 	pthread_mutex_unlock(&s->mu);
 	return &L->pins[L->pinned[x]].view;
@@ -321,6 +332,8 @@ static const coli_expert *use_slot(stream_store *s, stream_layer *L, int i, coli
 	p->refs++;
 	p->stale = 0;
 	p->last = ++s->tick;
+	if (L->count)
+		L->count[p->expert] += 1;
 	trace_outcome(s, p, 0);
 	while (p->state == S_FLIGHT)
 		pthread_cond_wait(&s->done, &s->mu);
@@ -442,7 +455,7 @@ static void stream_close(coli_store *base)
 				free(s->layers[l].slots[i].chunk_t0);
 		free(s->layers[l].slots);
 		free(s->layers[l].where);
-		free(s->layers[l].pred), free(s->layers[l].pred_read);
+		free(s->layers[l].pred), free(s->layers[l].pred_read), free(s->layers[l].count);
 		for (int i = 0; s->layers[l].pins && i < s->layers[l].n_pins; i++)
 			free(s->layers[l].pins[i].buf), free(s->layers[l].pins[i].chunk_crc),
 				free(s->layers[l].pins[i].chunk_t0);
@@ -530,6 +543,19 @@ static int layer_pins(const store_stream_opts *o, int layer)
 	return o->layer_pins ? o->layer_pins[layer] : o->pins;
 }
 
+/* LFU: the layer's use counts, starting from its usage counts (row of ne) when given. */
+static int init_counts(stream_layer *L, const store_stream_opts *o, int ne, coli_err *e)
+{
+	const coli_lexperts *x = L->x;
+	if (!(L->count = coli_calloc((size_t)x->n_experts, sizeof(*L->count), e)))
+		return -1;
+	for (int k = 0; o->usage && k < x->n_experts && k < ne; k++) {
+		double v = o->usage[(size_t)x->layer * (size_t)ne + (size_t)k];
+		L->count[k] = v > 0 ? v : 0;
+	}
+	return 0;
+}
+
 /* Every MoE layer's slots, the replicas, then each layer's pins read and checked. */
 static int open_layers(stream_store *s, const store_stream_opts *o, int keep, coli_err *e)
 {
@@ -539,6 +565,8 @@ static int open_layers(stream_store *s, const store_stream_opts *o, int keep, co
 	for (int i = 0; rc == 0 && i < c->layout.n_elayers; i++) {
 		const coli_lexperts *x = &c->layout.elayers[i];
 		rc = init_layer(s, x, n_records, layer_slots(o, x->layer, keep), e);
+		if (rc == 0 && o && o->cache_policy == STORE_CACHE_LFU)
+			rc = init_counts(&s->layers[x->layer], o, c->model.n_experts, e);
 		n_records += (uint64_t)x->n_experts;
 	}
 	if (rc == 0)
@@ -560,6 +588,8 @@ int store_stream_open(coli_store **out, const coli_container *c, const store_str
 	int top_k = c->model.top_k > 0 ? c->model.top_k : 1, n = o ? o->cache_slots : 0;
 	if (n < 0)
 		return coli_errf(e, COLI_EUSAGE, "cache slots: %d is negative", n);
+	if (o && o->cache_policy != STORE_CACHE_LRU && o->cache_policy != STORE_CACHE_LFU)
+		return coli_errf(e, COLI_EUSAGE, "cache policy %d is not LRU or LFU", o->cache_policy);
 	if (o && (o->qd < 0 || o->qd > STORE_MAX_QD))
 		return coli_errf(e, COLI_EUSAGE, "queue depth %d is not in 1..%d", o->qd, STORE_MAX_QD);
 	if (o && o->chunk % 4096)

@@ -49,6 +49,7 @@ typedef struct stream_layer {
 	int *pinned;              /* [n_experts] -> index in pins, -1 when not pinned; NULL: none */
 	slot *pins;               /* [n_pins]: read and checked at open, never evicted */
 	int n_pins;
+	double *count;            /* [n_experts] LFU: the usage counts given + this run's gets; NULL: LRU */
 	int *pred, *pred_read;    /* [top_k] the last prediction, its reads queued */
 	int n_pred;               /* 0: none */
 } stream_layer;

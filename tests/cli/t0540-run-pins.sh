@@ -57,6 +57,22 @@ for fam in qwen3_moe deepseek_v3; do
 	'
 done
 
+test_expect_success "--cache-policy lru and lfu (the default) give the RAM tokens; a bad policy exits 2" '
+	M=$SCRATCH/qwen3_moe.coli && p="$(ids_of "$FIX/qwen3_moe-tiny/prompt_ids.i32.bin")" &&
+	coli-run -q -m "$M" --prompt-ids "$p" -n 16 --ignore-eos --print-ids >ram &&
+	for pol in lru lfu; do
+		cp "$SCRATCH/qwen3_moe.coli_usage" u.coli_usage &&
+		coli-run -q -m "$M" --prompt-ids "$p" -n 16 --ignore-eos --print-ids --usage u.coli_usage --pins 0 --prefetch off \
+			--cache-slots 5 --cache-policy $pol --json >$pol &&
+		head -1 $pol >ids && cmp ram ids || exit 1
+	done &&
+	cp "$SCRATCH/qwen3_moe.coli_usage" u.coli_usage &&
+	coli-run -q -m "$M" --prompt-ids "$p" -n 16 --ignore-eos --print-ids --usage u.coli_usage --pins 0 --prefetch off \
+		--cache-slots 5 --json >dflt &&
+	test "$(tail -1 dflt | coli-json stream.hits)" = "$(tail -1 lfu | coli-json stream.hits)" &&
+	expect_exit 2 coli-run -m "$M" --prompt-ids "1" --cache-policy fifo && err_has "--cache-policy"
+'
+
 test_expect_success "usage: --pins x exits 2 naming the option" '
 	expect_exit 2 coli-run -m "$SCRATCH/qwen3_moe.coli" --prompt-ids "1" --pins x && err_has "--pins" &&
 	expect_exit 2 coli-run -m "$SCRATCH/qwen3_moe.coli" --prompt-ids "1" --pins -1 && err_has "--pins"

@@ -1,6 +1,6 @@
 /* test_policy.c: the cache policy (engine/policy.h): the RAM budget split with its messages, the
  * pin order, and the cache simulator's policies on sequences worked out by hand; then the
- * simulator's pins + LRU against the streaming store itself on the same decode steps. */
+ * simulator's pins + LRU and LFU against the streaming store itself on the same decode steps. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -407,19 +407,20 @@ static int make_steps(const coli_container *c, coli_sim_batch *seq, int32_t (*id
 
 /* The store's counters against the simulator's pins + LRU on the same steps. */
 static void compare_store(const coli_container *c, const coli_sim_batch *seq, int n, const double *usage,
-			  int slots, int pins)
+			  int slots, int pins, int lfu)
 {
 	coli_err e = {0, ""};
 	coli_store *st = NULL;
 	coli_sim *s = NULL;
-	store_stream_opts so = {.cache_slots = slots, .pins = pins, .usage = usage};
+	store_stream_opts so = {.cache_slots = slots, .pins = pins, .usage = usage,
+				.cache_policy = lfu ? STORE_CACHE_LFU : STORE_CACHE_LRU};
 	int L = c->model.n_layers + c->model.n_mtp_layers, k = c->model.top_k, rc = store_stream_open(&st, c, &so, &e);
 	for (int i = 0; rc == 0 && i < n; i++)
 		rc = store_step(st, &seq[i], &e);
 	store_stats got = {0};
 	if (rc == 0)
 		store_get_stats(st, &got);
-	coli_sim_opts o = {.policy = COLI_SIM_LRU, .n_layers = L, .n_experts = c->model.n_experts, .capacity = slots,
+	coli_sim_opts o = {.policy = lfu ? COLI_SIM_LFU : COLI_SIM_LRU, .n_layers = L, .n_experts = c->model.n_experts, .capacity = slots,
 			   .max_batch = k};
 	if (rc == 0 && (rc = coli_sim_open(&s, &o, &e)) == 0) {
 		coli_sim_start(s, usage, pins);
@@ -427,8 +428,8 @@ static void compare_store(const coli_container *c, const coli_sim_batch *seq, in
 	}
 	coli_sim_stats want = rc == 0 ? coli_sim_stats_of(s, -1) : (coli_sim_stats){0, 0, 0};
 	char name[128];
-	snprintf(name, sizeof(name), "sim: the streaming store's decode steps, %d slots + %d pins: the same hits and misses",
-		 slots, pins);
+	snprintf(name, sizeof(name), "sim: the streaming store's decode steps, %s, %d slots + %d pins: the same hits and "
+		 "misses", lfu ? "LFU" : "LRU", slots, pins);
 	T_CHECK(name, rc == 0 && got.hits == want.hits && got.misses == want.misses && got.pin_hits == want.pin_hits &&
 		want.misses > 0 && want.hits > want.pin_hits, "rc %d (%s): store %llu/%llu/%llu, sim %llu/%llu/%llu", rc,
 		e.msg, (unsigned long long)got.hits, (unsigned long long)got.misses, (unsigned long long)got.pin_hits,
@@ -459,10 +460,12 @@ static void test_store(void)
 		for (int i = 0; i < n; i++) /* the counts of the same steps: pins that matter */
 			for (int j = 0; j < seq[i].n; j++)
 				usage[(size_t)seq[i].layer * (size_t)E + (size_t)seq[i].experts[j]] += 1;
-		compare_store(c, seq, n, usage, c->model.top_k, 0);
-		compare_store(c, seq, n, usage, c->model.top_k * 2, 0);
-		compare_store(c, seq, n, usage, c->model.top_k + 1, 3);
-		compare_store(c, seq, n, usage, c->model.top_k * 2, c->model.top_k);
+		for (int lfu = 0; lfu < 2; lfu++) {
+			compare_store(c, seq, n, usage, c->model.top_k, 0, lfu);
+			compare_store(c, seq, n, usage, c->model.top_k * 2, 0, lfu);
+			compare_store(c, seq, n, usage, c->model.top_k + 1, 3, lfu);
+			compare_store(c, seq, n, usage, c->model.top_k * 2, c->model.top_k, lfu);
+		}
 	}
 	free(seq), free(ids), free(usage);
 	coli_container_close(c);
