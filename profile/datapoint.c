@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "bundle_io.h"
+#include "machine.h"
 #include "datapoint.h"
 #include "fileio.h"
 #include "options.h"
@@ -186,11 +187,9 @@ static json_t *env_json(dp *d, const prof_trace *t)
 	uname(&u);
 	proc_field("/proc/cpuinfo", "model name", cpu, sizeof(cpu));
 	proc_field("/proc/meminfo", "MemTotal", mem, sizeof(mem));
-	FILE *f = fopen("/sys/fs/cgroup/memory.max", "r");
-	if (f && fgets(limit, sizeof(limit), f))
-		limit[strcspn(limit, "\n")] = 0;
-	if (f)
-		fclose(f);
+	double cg = coli_machine_cgroup_limit(); /* this process's cgroups, v1 or v2, ancestors included */
+	if (cg > 0)
+		snprintf(limit, sizeof(limit), "%.2f GiB", cg / 1073741824.0);
 	json_t *disks = json_array();
 	for (int k = 0; k < t->n_copies; k++)
 		json_array_append_new(disks, json_pack("{s:s, s:s}", "dir", t->dir[k], "device", t->dev[k]));
