@@ -122,7 +122,7 @@ FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fn
 FUZZ_LIBS    := $(patsubst %.c,$(FUZZ_B)/obj/%.o,$(wildcard engine/tok/*.c)) $(FUZZ_B)/obj/libcoli.a
 # -max_len per target (NAME:bytes): room to grow beyond the largest seed
 FUZZ_LEN     := safetensors:8192 index:4096 config:4096 tokenizer:16384 container:32768 usage:4096 \
-                kv:16384 trace:8192 route:8192 mirror:4096 probe:8192 plan:16384 bundle:16384 section:4096
+                kv:16384 trace:8192 route:8192 mirror:4096 probe:8192 plan:16384 bundle:16384 section:4096 journal:16384
 fuzz-build:
 	@$(MAKE) --no-print-directory B=$(FUZZ_B)/obj CC=$(FUZZ_CC) \
 	  OPT="-O1 -g -fsanitize=fuzzer-no-link $(FUZZ_SAN)" $(FUZZ_LIBS)

@@ -10,6 +10,7 @@
 
 #include "convert.h"
 #include "fileio.h"
+#include "journal.h"
 
 static json_t *crc_arrays(const coli_layout *L, json_t **records)
 {
@@ -41,65 +42,65 @@ int journal_save(const conv *cv, const journal *j, coli_err *e)
 	return rc;
 }
 
-static int restore_crcs(conv *cv, json_t *t, json_t *r, const char *path, coli_err *e)
+/* The CRCs computed before the interruption, back into the layout (their counts checked). */
+static int restore_crcs(conv *cv, const coli_journal *jr, const char *path, coli_err *e)
 {
 	coli_layout *L = &cv->ct.layout;
 	size_t k = 0, n_records = 0;
 	for (int i = 0; i < L->n_elayers; i++)
 		n_records += (size_t)L->elayers[i].n_experts;
-	if (json_array_size(r) != n_records)
-		return coli_errf(e, COLI_EDATA, "%s: record_crc: %zu entries, expected %zu", path,
-				 json_array_size(r), n_records);
-	if (json_array_size(t) != (size_t)L->n_tensors)
-		return coli_errf(e, COLI_EDATA, "%s: tensor_crc: %zu entries, expected %d", path,
-				 json_array_size(t), L->n_tensors);
+	if (jr->n_record_crc != n_records)
+		return coli_errf(e, COLI_EDATA, "%s: record_crc: %zu entries, expected %zu", path, jr->n_record_crc, n_records);
+	if (jr->n_tensor_crc != (size_t)L->n_tensors)
+		return coli_errf(e, COLI_EDATA, "%s: tensor_crc: %zu entries, expected %d", path, jr->n_tensor_crc,
+				 L->n_tensors);
 	for (int i = 0; i < L->n_tensors; i++)
-		L->tensors[i].crc = (uint32_t)json_integer_value(json_array_get(t, (size_t)i));
+		L->tensors[i].crc = jr->tensor_crc[i];
 	for (int i = 0; i < L->n_elayers; i++)
-		for (int x = 0; x < L->elayers[i].n_experts; x++, k++) {
-			L->elayers[i].crc[x] = (uint32_t)json_integer_value(json_array_get(r, k));
-		}
+		for (int x = 0; x < L->elayers[i].n_experts; x++, k++)
+			L->elayers[i].crc[x] = jr->record_crc[k];
+	return 0;
+}
+
+/* The journal against the conversion about to resume it. */
+static int matches(const conv *cv, const coli_journal *jr, coli_err *e)
+{
+	if (strcmp(jr->identity, cv->ct.identity_hex) != 0 || jr->jobs != cv->n_jobs)
+		return coli_errf(e, COLI_EDATA, "%s: an unfinished conversion of another model or other options (identity "
+				 "%.12s, now %.12s); use --force to start over", cv->o->out, jr->identity, cv->ct.identity_hex);
+	if (jr->allow_nonfinite && !cv->o->allow_nonfinite)
+		return coli_errf(e, COLI_EDATA, "%s: the interrupted conversion ran with --allow-nonfinite and may have kept "
+				 "non-finite values; resume it with --allow-nonfinite or use --force to start over", cv->o->out);
+	if (strcmp(jr->source, cv->source_hex) != 0)
+		return coli_errf(e, COLI_EDATA, "%s: the source checkpoint changed (shard sizes or modification times) since "
+				 "the interrupted conversion; use --force to start over", cv->o->out);
 	return 0;
 }
 
 int journal_load(conv *cv, journal *j, coli_err *e)
 {
 	char *path = coli_path_join(cv->o->out, JOURNAL_FILE), *text = NULL;
-	const char *id = NULL, *source = NULL;
-	json_t *t = NULL, *r = NULL;
-	json_int_t jobs = 0, next = 0, cc = 0, sc = 0;
-	int nonfinite = 0;
-	json_error_t je;
-	int rc = 0;
+	size_t len = 0;
+	coli_journal jr;
+	memset(&jr, 0, sizeof(jr));
 	if (!path)
 		return coli_errf(e, COLI_ENOMEM, "out of memory");
 	if (access(path, F_OK) != 0) {
 		free(path);
 		return 0;
 	}
-	json_t *o = coli_read_file(path, &text, NULL, e) < 0 ? NULL : json_loads(text, 0, &je);
-	if (!o || json_unpack(o, "{s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:o, s:o}", "identity", &id, "source", &source,
-			      "allow_nonfinite", &nonfinite, "jobs", &jobs, "next_job",
-			      &next, "codes_crc", &cc, "scales_crc", &sc, "tensor_crc", &t, "record_crc", &r) < 0)
-		rc = text ? coli_errf(e, COLI_EDATA, "%s: unreadable journal (remove the folder or use --force)", path) : -1;
-	else if (strcmp(id, cv->ct.identity_hex) != 0 || jobs != cv->n_jobs || next < 0 || next > jobs)
-		rc = coli_errf(e, COLI_EDATA,
-			       "%s: an unfinished conversion of another model or other options (identity %.12s, now %.12s); use --force to start over",
-			       cv->o->out, id, cv->ct.identity_hex);
-	else if (nonfinite && !cv->o->allow_nonfinite)
-		rc = coli_errf(e, COLI_EDATA, "%s: the interrupted conversion ran with --allow-nonfinite and may have kept non-finite values; resume it with --allow-nonfinite or use --force to start over",
-			       cv->o->out);
-	else if (strcmp(source, cv->source_hex) != 0)
-		rc = coli_errf(e, COLI_EDATA,
-			       "%s: the source checkpoint changed (shard sizes or modification times) since the interrupted conversion; use --force to start over",
-			       cv->o->out);
-	else
-		rc = restore_crcs(cv, t, r, path, e);
+	int rc = coli_read_file(path, &text, &len, e);
+	if (rc == 0)
+		rc = coli_journal_parse(text, len, path, &jr, e);
+	if (rc == 0)
+		rc = matches(cv, &jr, e);
+	if (rc == 0)
+		rc = restore_crcs(cv, &jr, path, e);
 	if (rc == 0) {
-		*j = (journal){(int)next, (uint32_t)cc, (uint32_t)sc};
+		*j = (journal){(int)jr.next_job, jr.codes_crc, jr.scales_crc};
 		rc = 1;
 	}
-	json_decref(o);
+	coli_journal_release(&jr);
 	free(text);
 	free(path);
 	return rc;
