@@ -145,7 +145,7 @@ static int runs(dp *d, coli_err *e)
 	if (o.no_drop)
 		snprintf(d->dropped, sizeof(d->dropped), "not dropped (--no-drop-caches)");
 	else if (prof_drop_caches(&de) < 0)
-		snprintf(d->dropped, sizeof(d->dropped), "%s", de.msg);
+		snprintf(d->dropped, sizeof(d->dropped), "%.200s", de.msg); /* the reason, cut to fit */
 	else
 		snprintf(d->dropped, sizeof(d->dropped), "dropped before the cold run");
 	if (de.code && !o.quiet)
