@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 
+#include "container.h"
 #include "error.h"
 
 /* ---- usage and pins -------------------------------------------------------------------------- */
@@ -79,6 +80,10 @@ typedef struct coli_budget {
 	int pins, slots;       /* pins and LRU slots per MoE layer: the streaming store's options
 				* (with lists: the most of one layer) */
 } coli_budget;
+
+/* The container's part of in: dense (dense.bin + mtp.bin), record (one expert record of every
+ * MoE layer, MTP included, summed) and max_experts; the other fields untouched. */
+void coli_budget_container(const coli_container *ct, coli_budget_in *in);
 
 /* The expert cache per MoE layer: --cache-slots records (pins included; default top_k x
  * COLI_CACHE_PER_TOP_K), or with a budget what it leaves beyond the fixed part, in whole

@@ -209,18 +209,30 @@ static int not_container(const char *dir, coli_err *e)
 	return coli_errf(e, COLI_EIO, "%s/%s: %s (not a coli container)", dir, COLI_MANIFEST_FILE, strerror(ENOENT));
 }
 
-int coli_container_open(coli_container **out, const char *dir, coli_err *e)
+int coli_container_open_manifest(coli_container **out, const char *dir, coli_err *e)
 {
 	*out = NULL;
-	if (exists(dir, COLI_MANIFEST_FILE, 1))
-		return not_container(dir, e);
 	coli_container *c = coli_calloc(1, sizeof(*c), e);
 	if (!c)
 		return -1;
 	for (int s = 0; s < COLI_SEC_COUNT; s++)
 		c->fd[s] = -1;
 	c->dir = strdup(dir);
-	int rc = c->dir ? coli_manifest_read(c, e) : coli_errf(e, COLI_ENOMEM, "out of memory");
+	if ((c->dir ? coli_manifest_read(c, e) : coli_errf(e, COLI_ENOMEM, "out of memory")) < 0) {
+		coli_container_close(c);
+		return -1;
+	}
+	*out = c;
+	return 0;
+}
+
+int coli_container_open(coli_container **out, const char *dir, coli_err *e)
+{
+	*out = NULL;
+	if (exists(dir, COLI_MANIFEST_FILE, 1))
+		return not_container(dir, e);
+	coli_container *c;
+	int rc = coli_container_open_manifest(&c, dir, e);
 	for (int s = 0; rc == 0 && s < COLI_SEC_COUNT; s++)
 		rc = open_section(c, (coli_section)s, e);
 	if (rc == 0)

@@ -51,6 +51,10 @@ typedef struct coli_container {
 int coli_container_open(coli_container **out, const char *dir, coli_err *e);
 void coli_container_close(coli_container *c); /* accepts NULL */
 
+/* Only manifest.coli read, as a container description (layout, record CRCs, identity), the
+ * section files not opened (fd[] -1): for a mirror folder, whose partial copy has no dense.bin. */
+int coli_container_open_manifest(coli_container **out, const char *dir, coli_err *e);
+
 /* Dense or MTP tensor by name; NULL when absent. */
 const coli_ltensor *coli_container_tensor(const coli_container *c, const char *name);
 

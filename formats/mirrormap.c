@@ -151,20 +151,3 @@ uint64_t coli_mirror_records(const coli_container *c)
 		n += (uint64_t)c->layout.elayers[i].n_experts;
 	return n;
 }
-
-int coli_mirror_manifest_open(coli_container **out, const char *dir, coli_err *e)
-{
-	*out = NULL;
-	coli_container *c = coli_calloc(1, sizeof(*c), e);
-	if (!c)
-		return -1;
-	for (int s = 0; s < COLI_SEC_COUNT; s++)
-		c->fd[s] = -1;
-	c->dir = strdup(dir);
-	if ((c->dir ? coli_manifest_read(c, e) : coli_errf(e, COLI_ENOMEM, "out of memory")) < 0) {
-		coli_container_close(c);
-		return -1;
-	}
-	*out = c;
-	return 0;
-}

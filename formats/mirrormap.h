@@ -56,9 +56,4 @@ void coli_mirror_map_release(coli_mirror_map *m); /* accepts a zeroed or release
 /* The expert records of container c: how many (main and MTP layers). */
 uint64_t coli_mirror_records(const coli_container *c);
 
-/* A mirror folder's manifest.coli read as a container description: layout, record CRCs,
- * identity, without opening the section files (a partial mirror has no dense.bin); fd[] are
- * -1. Close with coli_container_close. */
-int coli_mirror_manifest_open(coli_container **out, const char *dir, coli_err *e);
-
 #endif

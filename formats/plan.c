@@ -172,9 +172,13 @@ static int read_knobs(const reader *r, json_t *root)
 	if (!k)
 		return -1;
 	json_object_foreach(k, name, v) {
-		if (coli_plan_knob_index(name) < 0)
-			return coli_errf(r->e, COLI_EDATA, "%s: knobs.%s: not an option coli-run takes from a plan "
-					 "(knobs: ram, ctx, threads, cache-slots, pins, cache-policy, usage, prefetch, io, queue-depth, mirror, draft)", r->path, name);
+		if (coli_plan_knob_index(name) < 0) {
+			char list[256] = "";
+			for (int i = 0, n = 0; coli_plan_knobs[i]; i++)
+				n += snprintf(list + n, sizeof(list) - (size_t)n, "%s%s", i ? ", " : "", coli_plan_knobs[i]);
+			return coli_errf(r->e, COLI_EDATA, "%s: knobs.%s: not an option coli-run takes from a plan (knobs: %s)",
+					 r->path, name, list);
+		}
 		int rc = 0;
 		if (json_is_array(v) && strcmp(name, "mirror") == 0)
 			for (size_t i = 0; rc == 0 && i < json_array_size(v); i++)

@@ -122,12 +122,7 @@ static int fixed_part(plan *p, coli_err *e)
 			       .has_usage = p->usage.counts != NULL};
 	in->work = (double)coli_engine_work_bytes(m, COLI_MAX_BATCH);
 	in->kv = (double)coli_kv_token_bytes(m) * ((double)p->a->ctx + 1);
-	in->dense = (double)ct->layout.section_size[COLI_SEC_DENSE] + (double)ct->layout.section_size[COLI_SEC_MTP];
-	for (int i = 0; i < ct->layout.n_elayers; i++) {
-		in->record += (double)ct->layout.elayers[i].record_size;
-		if (ct->layout.elayers[i].n_experts > in->max_experts)
-			in->max_experts = ct->layout.elayers[i].n_experts;
-	}
+	coli_budget_container(ct, in);
 	in->usage_known = coli_usage_known(p->usage.counts, p->usage.n_layers, p->usage.n_experts);
 	if (coli_budget_split(in, &p->fixed, e) < 0)
 		return -1;

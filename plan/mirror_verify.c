@@ -106,7 +106,7 @@ int verify_run(const char *dir, const char *model, coli_progress_fn fn, void *ct
 	memset(r, 0, sizeof(*r));
 	int fd = -1, rc = path ? 0 : coli_errf(e, COLI_ENOMEM, "out of memory");
 	if (rc == 0)
-		rc = coli_mirror_manifest_open(&c, dir, e);
+		rc = coli_container_open_manifest(&c, dir, e);
 	if (rc == 0 && model)
 		rc = same_manifest(dir, model, e);
 	if (rc == 0)

@@ -453,18 +453,6 @@ static double draft_bytes(const run_opts *o, const coli_model *c, int batch, int
 	       4.0 * (2 * COLI_DRAFT_MAX + 3) * c->vocab_size;
 }
 
-/* The container's part of the budget split: the dense part, one record of every MoE layer
- * (MTP included) and the most experts of one. */
-static void container_sizes(const coli_container *ct, coli_budget_in *in)
-{
-	in->dense = (double)ct->layout.section_size[COLI_SEC_DENSE] + (double)ct->layout.section_size[COLI_SEC_MTP];
-	for (int i = 0; i < ct->layout.n_elayers; i++) {
-		in->record += (double)ct->layout.elayers[i].record_size;
-		if (ct->layout.elayers[i].n_experts > in->max_experts)
-			in->max_experts = ct->layout.elayers[i].n_experts;
-	}
-}
-
 /* --cache-slots LIST / --pins LIST: one count per MoE layer of the container (each cache at most
  * the layer's experts), into the split's lists; r->lists holds them and the per-layer figures the
  * split returns. */
@@ -531,7 +519,7 @@ static int cache_plan(runner *r, coli_engine_opts *mo, coli_err *e)
 	in.kv = (double)coli_kv_token_bytes(c) * ((double)context_extra(o, n) + 1);
 	if (o->session && stat(o->session, &sb) == 0) /* the resumed tokens' KV: at most the file */
 		in.kv += (double)sb.st_size;
-	container_sizes(ct, &in);
+	coli_budget_container(ct, &in);
 	if (in.cache_slots > in.max_experts) /* a layer never caches more than its experts */
 		in.cache_slots = in.max_experts;
 	if (rc == 0)

@@ -53,6 +53,17 @@ static int split_lists(const coli_budget_in *in, int top_k, coli_budget *b, coli
 	return 0;
 }
 
+void coli_budget_container(const coli_container *ct, coli_budget_in *in)
+{
+	in->dense = (double)ct->layout.section_size[COLI_SEC_DENSE] + (double)ct->layout.section_size[COLI_SEC_MTP];
+	in->record = 0, in->max_experts = 0;
+	for (int i = 0; i < ct->layout.n_elayers; i++) {
+		in->record += (double)ct->layout.elayers[i].record_size;
+		if (ct->layout.elayers[i].n_experts > in->max_experts)
+			in->max_experts = ct->layout.elayers[i].n_experts;
+	}
+}
+
 /* budget / GIB is the --ram value exactly (GIB is a power of two). */
 int coli_budget_split(const coli_budget_in *in, coli_budget *out, coli_err *e)
 {
