@@ -89,6 +89,14 @@ void coli_kv_release(coli_kv *kv);
 int coli_forward(coli_engine *m, coli_kv *kv, const int32_t *tokens, int n, float *logits, float *last,
 	    coli_routing_log *routing, coli_err *e);
 
+/* Decode's attention core (scores, softmax, the weighted values; not the projections), for a
+ * planner's cost model: its multiply-adds for one token at KV position pos over all layers, and
+ * in *threaded whether the engine shares them over its threads (else one thread does them). */
+double coli_attn_decode_fmas(const coli_model *c, int pos, int *threaded);
+/* Multiply-adds per second of the engine's attention core on the calling thread: one query head
+ * of hd dimensions against n cached positions, repeated for seconds (0 when memory is short). */
+double coli_attn_core_rate(int hd, int n, double seconds);
+
 /* Weight bytes one decode token reads: every dense matrix of the main layers, top_k experts
  * per MoE layer, lm_head (the embedding row and norms are negligible and left out). */
 uint64_t coli_engine_bytes_per_token(const coli_engine *m);

@@ -23,12 +23,14 @@ typedef struct field {
 	size_t size;      /* F_STR: the buffer (the text fits in size - 1 bytes) */
 	double lo, hi;    /* F_NUM: lo < v <= hi when lo_open, else lo <= v <= hi; F_INT, F_STR (length): [lo, hi] */
 	int lo_open;
+	int optional;     /* F_NUM: absent reads as 0 (a field a later revision of version 1 added) */
 } field;
 
-#define NUM(s, k, lo, hi, open) {#k, F_NUM, offsetof(s, k), 0, lo, hi, open}
-#define INT(s, k, lo, hi) {#k, F_INT, offsetof(s, k), 0, lo, hi, 0}
-#define UNS(s, k, lo, hi) {#k, F_UNS, offsetof(s, k), 0, lo, hi, 0}
-#define STR(s, k, min) {#k, F_STR, offsetof(s, k), sizeof(((s *)0)->k), min, sizeof(((s *)0)->k) - 1, 0}
+#define NUM(s, k, lo, hi, open) {#k, F_NUM, offsetof(s, k), 0, lo, hi, open, 0}
+#define INT(s, k, lo, hi) {#k, F_INT, offsetof(s, k), 0, lo, hi, 0, 0}
+#define UNS(s, k, lo, hi) {#k, F_UNS, offsetof(s, k), 0, lo, hi, 0, 0}
+#define STR(s, k, min) {#k, F_STR, offsetof(s, k), sizeof(((s *)0)->k), min, sizeof(((s *)0)->k) - 1, 0, 0}
+#define OPT(s, k, hi) {#k, F_NUM, offsetof(s, k), 0, 0, hi, 0, 1} /* [0, hi], 0 when absent */
 
 static const field top_fields[] = {
 	NUM(coli_probe, taken, 0, TIME_MAX, 1),
@@ -46,10 +48,11 @@ static const field top_fields[] = {
 	NUM(coli_probe, int8_bps_all, 0, BPS_MAX, 1),
 	NUM(coli_probe, int4_prefill_bps_all, 0, BPS_MAX, 1),
 	NUM(coli_probe, int8_prefill_bps_all, 0, BPS_MAX, 1),
+	OPT(coli_probe, attn_fma_per_s, BPS_MAX),
 	NUM(coli_probe, ram_total, 0, BYTES_MAX, 1),
 	NUM(coli_probe, ram_available, 0, BYTES_MAX, 0),
 	STR(coli_probe, gpus, 1),
-	{NULL, F_NUM, 0, 0, 0, 0, 0},
+	{NULL, F_NUM, 0, 0, 0, 0, 0, 0},
 };
 
 static const field disk_fields[] = {
@@ -62,10 +65,11 @@ static const field disk_fields[] = {
 	NUM(coli_probe_disk, free_bytes, 0, BYTES_MAX, 0),
 	NUM(coli_probe_disk, record_bytes, 4096, 0x1p30, 0),
 	NUM(coli_probe_disk, file_bytes, 4096, 0x1p50, 0),
+	OPT(coli_probe_disk, burst_bps, BPS_MAX),
 	NUM(coli_probe_disk, buffered_bps, 0, BPS_MAX, 1),
 	NUM(coli_probe_disk, latency_s, 0, 1000, 1),
 	NUM(coli_probe_disk, taken, 0, TIME_MAX, 1),
-	{NULL, F_NUM, 0, 0, 0, 0, 0},
+	{NULL, F_NUM, 0, 0, 0, 0, 0, 0},
 };
 
 /* ---- ranges, on the struct ---- */
@@ -205,6 +209,8 @@ static int read_field(json_t *o, const field *f, void *s, const char *name, cons
 	json_t *v = json_object_get(o, f->key);
 	char *p = (char *)s + f->off;
 	if (f->kind == F_NUM) {
+		if (!v && f->optional)
+			return *(double *)p = 0, 0;
 		if (!json_is_number(v))
 			return bad_type(e, name, where, f->key, "a number", v);
 		*(double *)p = json_number_value(v);

@@ -6,15 +6,16 @@
  *   { "format": "coli-probe", "version": 1, "taken": unix seconds,
  *     "cpu_model", "isa", "physical_cores", "logical_cpus", "kernels", "cpu_taken",
  *     "mem_bps_1", "mem_bps_all", "int4_bps_1", "int4_bps_all", "int8_bps_1", "int8_bps_all",
- *     "int4_prefill_bps_all", "int8_prefill_bps_all",
+ *     "int4_prefill_bps_all", "int8_prefill_bps_all", "attn_fma_per_s",
  *     "ram_total", "ram_available", "cgroup_limit" (bytes or "none"), "gpus",
  *     "disks": [ { "dir", "dev", "major", "minor", "identity", "fs", "free_bytes",
  *                  "record_bytes", "file_bytes", "qd": [..], "direct_bps": [..],
- *                  "buffered_bps", "latency_s", "taken" } ] }
+ *                  "burst_bps", "buffered_bps", "latency_s", "taken" } ] }
  *
  * Bandwidths in bytes per second, sizes in bytes, times in seconds. The reader checks every
  * field's type and range and names the file and field of the first bad one; fields it does not
- * know are ignored (a later revision of version 1 may add some). Written atomically. */
+ * know are ignored (a later revision of version 1 may add some; the revision's fields are read as 0,
+ * "not measured", from a file without them). Written atomically. */
 #ifndef COLI_PROBE_H
 #define COLI_PROBE_H
 
@@ -26,6 +27,7 @@
 #define COLI_PROBE_MAX_DISKS 8
 #define COLI_PROBE_MAX_QD 8
 #define COLI_PROBE_PREFILL_TOKENS 64 /* tokens per product of the prefill figures */
+#define COLI_PROBE_BURST_RECORDS 4   /* records per burst of burst_bps, read at this queue depth */
 
 typedef struct coli_probe_disk {
 	char dir[4096];          /* the folder as given (absolute) */
@@ -38,6 +40,7 @@ typedef struct coli_probe_disk {
 	double file_bytes;       /* size of the scratch file the reads were spread over */
 	int n_qd; int qd[COLI_PROBE_MAX_QD];
 	double direct_bps[COLI_PROBE_MAX_QD]; /* O_DIRECT random reads, bytes/s at qd[i] */
+	double burst_bps;        /* the same in bursts after idle time (a throttle's allowance); 0: not measured */
 	double buffered_bps;     /* the same reads through the page cache, cold, qd 1 */
 	double latency_s;        /* one 4 KiB O_DIRECT read, median */
 	double taken;            /* unix time of the measurement */
@@ -52,6 +55,7 @@ typedef struct coli_probe {
 	double mem_bps_1, mem_bps_all;                 /* memory read bandwidth, 1 thread / all */
 	double int4_bps_1, int4_bps_all, int8_bps_1, int8_bps_all; /* weight bytes/s of the kernels' decode matvec */
 	double int4_prefill_bps_all, int8_prefill_bps_all; /* weight bytes x tokens / s, 64 tokens per product */
+	double attn_fma_per_s;   /* the attention core's multiply-adds per second, 1 thread; 0: not measured */
 	char kernels[32];        /* the kernel variant measured ("avx512", ...) */
 	char gpus[256];          /* "none found" or a list */
 	double cpu_taken;        /* unix time of the CPU measurements */

@@ -4,7 +4,9 @@
  * Seconds per decode token, at the middle of a --ctx context (position ctx / 2):
  *   experts    each MoE layer's top_k records / the kernels' measured speed for their bits
  *   attention  the attention matrices (self_attn.*) / the kernels' speed for their encoding,
- *              + the KV cache read / the memory bandwidth
+ *              + the attention core at position ctx / 2: its multiply-adds (the engine's count)
+ *              at the probe's rate (x threads where the engine shares them), or the KV cache
+ *              read at the memory bandwidth when that takes longer
  *   other      every other dense matrix (routers, shared experts, dense MLPs, lm_head) the same
  *              way, + OTHER_PER_LAYER per layer (norms, RoPE, sums: measured small)
  *   disk       the misses' reads not hidden: a layer's misses (top_k x (1 - hit) records) are read
@@ -12,7 +14,10 @@
  *              queue depth, balanced so they finish together, a copy serving only records it
  *              holds), while the layer's hits are multiplied; with prefetch, --recall (the
  *              share of next-layer predictions the routing chose, as coli-run reports it) of
- *              them are read during the previous layer's compute instead.
+ *              them are read during the previous layer's compute instead. A layer's reads
+ *              go at the probe's burst rate where it beats the sustained one (a throttled
+ *              device's allowance, refilled while the CPU computes), but never faster on
+ *              average: a token takes at least its reads at the sustained rates.
  * Warm: the planned hit rate; cold: only the pins hit (the LRU slots start empty). */
 #include <math.h>
 #include <stdlib.h>
@@ -73,10 +78,18 @@ static double disk_bps(const coli_probe_disk *d, double qd)
 	return d->direct_bps[d->n_qd - 1];
 }
 
+/* How much faster disk d reads a burst after idle time than it sustains (1 when not, or not
+ * measured): the probe's burst rate over its sustained rate at the burst's queue depth. */
+static double burst_factor(const coli_probe_disk *d)
+{
+	double f = d->burst_bps > 0 ? d->burst_bps / disk_bps(d, COLI_PROBE_BURST_RECORDS) : 1;
+	return f > 1 ? f : 1;
+}
+
 /* Seconds to read m records of rec bytes from the copies together, balanced so they finish
  * together: a partial copy serves only the records it holds (misses taken as spread evenly over
- * the records), the full copies the rest. */
-static double read_time(const plan *p, double m, double rec)
+ * the records), the full copies the rest; in a burst (each copy's burst factor) or sustained. */
+static double read_time(const plan *p, double m, double rec, int burst)
 {
 	if (m <= 0)
 		return 0;
@@ -84,13 +97,26 @@ static double read_time(const plan *p, double m, double rec)
 	if (qd > p->qd)
 		qd = p->qd;
 	for (int i = 0; i < p->n_copies; i++) {
-		double b = disk_bps(p->copies[i].disk, qd);
+		const coli_probe_disk *d = p->copies[i].disk;
+		double b = disk_bps(d, qd) * (burst ? burst_factor(d) : 1);
 		all += b;
 		full += p->copies[i].held >= 1 ? b : 0;
 		held = p->copies[i].held < held ? p->copies[i].held : held;
 	}
 	double t = bytes / all, t_full = (1 - held) * bytes / full;
-	return (t > t_full ? t : t_full) + p->copies[0].disk->latency_s;
+	return t > t_full ? t : t_full;
+}
+
+/* Seconds per token of the attention core at position pos (see the head comment). */
+static double attn_core_time(const plan *p, int pos)
+{
+	const coli_model *m = &p->ct->model;
+	int threaded;
+	double fmas = coli_attn_decode_fmas(m, pos, &threaded), kv = (double)coli_kv_token_bytes(m) * (pos + 1);
+	double mem = kv / (p->threads > 1 ? p->probe.mem_bps_all : p->probe.mem_bps_1);
+	double rate = p->probe.attn_fma_per_s * (threaded ? p->threads : 1);
+	double core = rate > 0 ? fmas / rate : 0; /* 0: a probe of revision 1.0, without the figure */
+	return core > mem ? core : mem;
 }
 
 /* The predicted speed at hit rates hit(layer) (warm: the plan's, cold: the pins'). */
@@ -101,23 +127,27 @@ static coli_plan_speed speed(const plan *p, int cold)
 	double att, rest;
 	dense_time(p, &att, &rest);
 	const coli_model *m = &p->ct->model;
-	double kv = (double)coli_kv_token_bytes(m) * p->a->ctx / 2;
-	s.attention_s = att + kv / (p->threads > 1 ? p->probe.mem_bps_all : p->probe.mem_bps_1);
+	s.attention_s = att + attn_core_time(p, p->a->ctx / 2);
 	s.other_s = rest + OTHER_PER_LAYER * m->n_layers;
-	double compute_layer = (att + rest) / (m->n_layers > 0 ? m->n_layers : 1);
+	double compute_layer = (att + rest) / (m->n_layers > 0 ? m->n_layers : 1), sustained = 0;
 	for (int i = 0; i < p->n_moe; i++) {
 		const plan_layer *L = &p->layers[i];
 		double h = cold ? L->hit_pins : L->hit, x = p->top_k * L->record / kernel_bps(p, p->ct->bits[0]);
 		s.experts_s += x;
 		if (!p->stream)
 			continue;
-		double disk = read_time(p, p->top_k * (1 - h), L->record);
+		double miss = p->top_k * (1 - h), disk = read_time(p, miss, L->record, 1);
+		disk += miss > 0 ? p->copies[0].disk->latency_s : 0;
 		double hidden = x * h; /* the hits multiplied while the misses arrive */
 		if (p->prefetch)
 			hidden += fmin(p->a->recall * disk, compute_layer) - (1 - p->a->recall) * WRONG_COST * disk;
 		s.disk_s += disk > hidden ? disk - hidden : 0;
+		sustained += read_time(p, miss, L->record, 0);
 	}
-	s.tok_s = 1 / (s.experts_s + s.attention_s + s.other_s + s.disk_s);
+	double compute = s.experts_s + s.attention_s + s.other_s;
+	if (compute + s.disk_s < sustained) /* the sustained rates bound the average */
+		s.disk_s = sustained - compute;
+	s.tok_s = 1 / (compute + s.disk_s);
 	return s;
 }
 
@@ -237,6 +267,19 @@ static void choose_qd(plan *p)
 		      p->top_k, d->dev, list);
 }
 
+/* A note for each copy whose bursts read faster than it sustains. */
+static void note_bursts(plan *p)
+{
+	for (int i = 0; p->stream && i < p->n_copies; i++) {
+		const coli_probe_disk *d = p->copies[i].disk;
+		if (burst_factor(d) > 1.05)
+			plan_note_add(p, "disk", d->dev, "%s reads bursts of %d records after idle time at %.2f GB/s, %.1fx "
+				      "what it sustains (%.2f GB/s: a throttle's allowance): a layer's misses are timed at the "
+				      "burst rate, a token's reads at the sustained rate at least", d->dev, COLI_PROBE_BURST_RECORDS,
+				      d->burst_bps / 1e9, burst_factor(d), disk_bps(d, COLI_PROBE_BURST_RECORDS) / 1e9);
+	}
+}
+
 int plan_cost(plan *p, coli_err *e)
 {
 	(void)e;
@@ -247,6 +290,7 @@ int plan_cost(plan *p, coli_err *e)
 		plan_note_add(p, "io", "threads", "%d pread threads per disk: measured as fast as one io_uring on these "
 			      "machines, which also checks each chunk on one thread", p->qd);
 	shares(p);
+	note_bursts(p);
 	choose_prefetch(p);
 	if (p->ct->model.n_mtp_layers > 0)
 		plan_note_add(p, "draft", "auto", "%d MTP layer(s): coli-run measures the drafts' acceptance and a verify's "

@@ -149,7 +149,7 @@ static int check_opts(probe_disk_opts *d, probe_cpu_opts *c, coli_err *e)
 		return coli_errf(e, COLI_EUSAGE, "--record-bytes: %llu is not a multiple of 4096 in 4096..1073741824",
 				 (unsigned long long)d->record_bytes);
 	d->file_bytes = (uint64_t)(o.disk_mib ? o.disk_mib : 512) << 20;
-	if (d->file_bytes / d->record_bytes < 4)
+	if (d->file_bytes / d->record_bytes < COLI_PROBE_BURST_RECORDS)
 		return coli_errf(e, COLI_EUSAGE, "--disk-mib: %llu MiB hold %llu records of %llu bytes; at least 4 wanted",
 				 (unsigned long long)(d->file_bytes >> 20), (unsigned long long)(d->file_bytes / d->record_bytes),
 				 (unsigned long long)d->record_bytes);
@@ -188,18 +188,20 @@ static int load_cache(const char *path, const coli_probe *now, coli_probe *old, 
 	return 1;
 }
 
-/* The CPU measurements of old, when taken with the kernel variant this CPU runs. */
+/* The CPU measurements of old, when taken with the kernel variant this CPU runs (and complete:
+ * a probe of revision 1.0 lacks the attention core's). */
 static int reuse_cpu(coli_probe *p, const coli_probe *old, const char *path)
 {
 	char variant[32], t[32];
 	coli_err e = {0, ""};
-	if (probe_cpu_variant(variant, sizeof(variant), &e) < 0 || strcmp(variant, old->kernels))
+	if (old->attn_fma_per_s <= 0 || probe_cpu_variant(variant, sizeof(variant), &e) < 0 || strcmp(variant, old->kernels))
 		return 0;
 	memcpy(p->kernels, old->kernels, sizeof(p->kernels));
 	p->mem_bps_1 = old->mem_bps_1, p->mem_bps_all = old->mem_bps_all;
 	p->int4_bps_1 = old->int4_bps_1, p->int4_bps_all = old->int4_bps_all;
 	p->int8_bps_1 = old->int8_bps_1, p->int8_bps_all = old->int8_bps_all;
 	p->int4_prefill_bps_all = old->int4_prefill_bps_all, p->int8_prefill_bps_all = old->int8_prefill_bps_all;
+	p->attn_fma_per_s = old->attn_fma_per_s;
 	p->cpu_taken = old->cpu_taken;
 	note("reused from %s: the CPU measurements (%s, %s kernels) taken %s; --force measures anew", path,
 	     old->cpu_model, old->kernels, when(old->cpu_taken, t, sizeof(t)));
@@ -262,7 +264,7 @@ static int plan_disks(coli_probe *p, const coli_probe *old, const probe_disk_opt
 		}
 		else if (src)
 			todo[i] = 2 + (int)(src - p->disks); /* measured once, for the first folder on it */
-		else if (old && (src = same_device(k, old->disks, old->n_disks, (double)d->record_bytes))) {
+		else if (old && (src = same_device(k, old->disks, old->n_disks, (double)d->record_bytes)) && src->burst_bps > 0) {
 			take_measurement(k, src);
 			note("reused from %s: %s on %s (%u:%u), measured %s; --force measures anew", path, k->dir, k->dev,
 			     k->major, k->minor, when(src->taken, t, sizeof(t)));
@@ -311,6 +313,7 @@ static void print_summary(const coli_probe *p)
 	       "(%d tokens) int4 %.1f, int8 %.1f GB/s\n", p->kernels, p->int4_bps_1 / G, p->int4_bps_all / G,
 	       p->int8_bps_1 / G, p->int8_bps_all / G, p->physical_cores, COLI_PROBE_PREFILL_TOKENS,
 	       p->int4_prefill_bps_all / G, p->int8_prefill_bps_all / G);
+	printf("attention core: %.2f G multiply-adds/s (1 thread)\n", p->attn_fma_per_s / G);
 	char a[32], b[32], c[32];
 	printf("ram      %s total, %s available; memory cgroup limit %s\n", human(p->ram_total, a, sizeof(a)),
 	       human(p->ram_available, b, sizeof(b)), p->cgroup_limit > 0 ? human(p->cgroup_limit, c, sizeof(c)) : "none");
@@ -321,7 +324,8 @@ static void print_summary(const coli_probe *p)
 		       d->minor, d->fs, human(d->free_bytes, a, sizeof(a)), d->record_bytes / 1024);
 		for (int q = 0; q < d->n_qd; q++)
 			printf(" qd %d %.0f MB/s%s", d->qd[q], d->direct_bps[q] / 1e6, q + 1 < d->n_qd ? "," : ";");
-		printf(" buffered %.0f MB/s; 4 KiB read %.0f us\n", d->buffered_bps / 1e6, d->latency_s * 1e6);
+		printf(" bursts of %d after idle time %.0f MB/s; buffered %.0f MB/s; 4 KiB read %.0f us\n",
+		       COLI_PROBE_BURST_RECORDS, d->burst_bps / 1e6, d->buffered_bps / 1e6, d->latency_s * 1e6);
 	}
 	if (!p->n_disks)
 		printf("disks    none probed (--disk DIR)\n");

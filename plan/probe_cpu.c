@@ -1,6 +1,7 @@
 /* probe_cpu.c: the engine's kernels timed on Qwen3-30B-A3B expert matrices (gate and up
  * 768 x 2048, down 2048 x 768, gs64 int4 and int8), decode (a token's 8 experts per dispatch,
- * as the MoE block does) and prefill (64 tokens per product); and the memory read bandwidth. */
+ * as the MoE block does) and prefill (64 tokens per product); its attention core (a head of 128
+ * against 256 positions); and the memory read bandwidth. */
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "engine.h"
 #include "fileio.h"
 #include "kernels.h"
 #include "layout.h"
@@ -18,6 +20,8 @@
 #define HIDDEN 2048
 #define FFN 768
 #define TOP_K 8       /* experts per decode token (Qwen3-30B-A3B) */
+#define ATT_DIM 128   /* head_dim of the attention core's timing */
+#define ATT_POS 256   /* cached positions it attends to */
 
 /* ---- memory read bandwidth ---- */
 
@@ -226,6 +230,11 @@ int probe_cpu_measure(coli_probe *p, const probe_cpu_opts *o, coli_err *e)
 	}
 	if (rc == 0)
 		rc = kernels_of(&r, COLI_ENC_Q8, o->seconds, q8, e);
+	if (rc == 0) {
+		probe_progress("cpu: attention core, 1 thread");
+		if (!(p->attn_fma_per_s = coli_attn_core_rate(ATT_DIM, ATT_POS, o->seconds)))
+			rc = coli_errf(e, COLI_ENOMEM, "out of memory timing the attention core");
+	}
 	if (rc == 0) {
 		snprintf(p->kernels, sizeof(p->kernels), "%s", coli_kernels_isa(r.kall));
 		p->int4_bps_1 = q4[0], p->int4_bps_all = q4[1], p->int4_prefill_bps_all = q4[2];

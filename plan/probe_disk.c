@@ -1,5 +1,6 @@
 /* probe_disk.c: a folder's read speeds: O_DIRECT random records at several queue depths (one
- * thread per request in flight, as coli-run's pread backend), buffered reads, 4 KiB latency. */
+ * thread per request in flight, as coli-run's pread backend), the same in bursts after idle
+ * time, buffered reads, 4 KiB latency. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -19,6 +20,8 @@
 #define WRITE_CHUNK (8u << 20) /* bytes per write of the scratch file */
 #define LAT_READS 256          /* 4 KiB reads for the latency median, at most */
 #define MIB (1024.0 * 1024.0)
+#define BURST_IDLE_MIN 0.02    /* s: the least idle time before a burst */
+#define BURSTS_MIN 4           /* bursts measured, at least */
 
 /* ---- the scratch file, removed on SIGINT/SIGTERM too ---- */
 
@@ -148,9 +151,10 @@ static int write_file(int fd, const coli_probe_disk *d, uint64_t total, coli_err
 
 /* Random whole-record reads by qd threads, each taking the next index of a pseudo-random order,
  * until the deadline; a pass over every record at the most when once is set (buffered reads:
- * a record read twice would come from the page cache). */
+ * a record read twice would come from the page cache), limit records when limit > 0. */
 typedef struct reads {
 	int fd, failed, once;
+	long limit;
 	uint64_t size;
 	long count, step, start; /* record k of a pass: (start + k x step) mod count, step coprime */
 	double deadline;
@@ -167,7 +171,7 @@ static void *read_lane(void *arg)
 	memset(buf, 0, r->size);
 	for (;;) {
 		long k = atomic_fetch_add(&r->next, 1);
-		if ((r->once && k >= r->count) || (k > 0 && coli_now() >= r->deadline))
+		if ((r->once && k >= r->count) || (r->limit > 0 && k >= r->limit) || (k > 0 && coli_now() >= r->deadline))
 			break;
 		off_t off = (off_t)((uint64_t)((r->start + k % r->count * r->step) % r->count) * r->size);
 		ssize_t n = pread(r->fd, buf, r->size, off);
@@ -246,7 +250,32 @@ static double latency(int fd, uint64_t file_bytes, double seconds, coli_err *e)
 	return t[n / 2];
 }
 
-/* Each queue depth's O_DIRECT rate into d, then the buffered rate through a new descriptor. */
+/* O_DIRECT reads in bursts of COLI_PROBE_BURST_RECORDS records at that queue depth, each after
+ * an idle time of twice the burst at the best sustained rate (a token bucket refilled): bytes
+ * over the time spent reading, BURSTS_MIN bursts at least, within seconds otherwise. */
+static double burst_rate(reads *r, const coli_probe_disk *d, double seconds, coli_err *e)
+{
+	double best = 0, busy = 0, bytes = (double)COLI_PROBE_BURST_RECORDS * (double)r->size;
+	for (int i = 0; i < d->n_qd; i++)
+		best = d->direct_bps[i] > best ? d->direct_bps[i] : best;
+	double idle = 2 * bytes / best, end = coli_now() + seconds;
+	idle = idle > BURST_IDLE_MIN ? idle : BURST_IDLE_MIN;
+	int n = 0;
+	r->limit = COLI_PROBE_BURST_RECORDS;
+	for (; n < BURSTS_MIN || coli_now() < end; n++) {
+		struct timespec ts = {(time_t)idle, (long)((idle - (double)(time_t)idle) * 1e9)};
+		nanosleep(&ts, NULL);
+		double rate = read_rate(r, COLI_PROBE_BURST_RECORDS, 1e9, d->dir, e);
+		if (rate < 0)
+			return -1;
+		busy += bytes / rate;
+	}
+	r->limit = 0;
+	return (double)n * bytes / busy;
+}
+
+/* Each queue depth's O_DIRECT rate into d, the burst rate, then the buffered rate through a new
+ * descriptor. */
 static int measure_reads(int fd, coli_probe_disk *d, const probe_disk_opts *o, coli_err *e)
 {
 	reads r = {.fd = fd, .size = o->record_bytes, .count = (long)(o->file_bytes / o->record_bytes)};
@@ -257,6 +286,9 @@ static int measure_reads(int fd, coli_probe_disk *d, const probe_disk_opts *o, c
 		rc = (d->direct_bps[i] = read_rate(&r, o->qd[i], o->seconds, d->dir, e)) < 0 ? -1 : 0;
 	}
 	d->n_qd = o->n_qd;
+	probe_progress("disk %s: O_DIRECT bursts of %d records after idle time", d->dir, COLI_PROBE_BURST_RECORDS);
+	if (rc == 0) /* the file holds 4 records at least (probe.c) */
+		rc = (d->burst_bps = burst_rate(&r, d, o->seconds, e)) < 0 ? -1 : 0;
 	probe_progress("disk %s: buffered reads", d->dir);
 	r.once = 1;
 	r.fd = rc == 0 ? open(scratch, O_RDONLY | O_CLOEXEC) : -1;

@@ -37,7 +37,7 @@ int probe_disk_check(const coli_probe_disk *d, const probe_disk_opts *o, coli_er
 
 /* Writes the scratch file in d->dir, measures the 4 KiB latency, the O_DIRECT random record
  * reads at each queue depth and the buffered ones, removes the file (also on SIGINT/SIGTERM);
- * fills record_bytes, file_bytes, qd, direct_bps, buffered_bps, latency_s, taken. */
+ * fills record_bytes, file_bytes, qd, direct_bps, burst_bps, buffered_bps, latency_s, taken. */
 int probe_disk_measure(coli_probe_disk *d, const probe_disk_opts *o, coli_err *e);
 
 #endif

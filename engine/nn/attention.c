@@ -30,16 +30,22 @@ static void clip(float *x, int n, float c)
 		x[i] = x[i] < -c ? -c : x[i] > c ? c : x[i];
 }
 
-/* One query head against cached positions 0..last: softmax(q.k * scale) . v. */
+void attn_head(const float *q, const float *k, int64_t k_stride, const float *v, int64_t v_stride, int hd, int n,
+	       float scale, float *att, float *out)
+{
+	for (int t = 0; t < n; t++)
+		att[t] = dot(q, k + (int64_t)t * k_stride, hd) * scale;
+	softmax(att, n);
+	memset(out, 0, (size_t)hd * sizeof(float));
+	for (int t = 0; t < n; t++)
+		axpy(out, att[t], v + (int64_t)t * v_stride, hd);
+}
+
+/* One query head against cached positions 0..last of layer l's KV head kvh. */
 static void attend(const float *q, const coli_kv *kv, int l, int kvh, int hd, int last, float scale,
 		   float *att, float *out)
 {
-	for (int t = 0; t <= last; t++)
-		att[t] = dot(q, kv->k[l] + (int64_t)t * kv->k_width + kvh * hd, hd) * scale;
-	softmax(att, last + 1);
-	memset(out, 0, (size_t)hd * sizeof(float));
-	for (int t = 0; t <= last; t++)
-		axpy(out, att[t], kv->v[l] + (int64_t)t * kv->v_width + kvh * hd, hd);
+	attn_head(q, kv->k[l] + kvh * hd, kv->k_width, kv->v[l] + kvh * hd, kv->v_width, hd, last + 1, scale, att, out);
 }
 
 /* q, k, v projections of the batch, normed, clipped and rotated, keys/values cached. */
@@ -107,7 +113,7 @@ int attn_gqa(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, fl
 	gqa_job j = {m, kv, l, Q, A};
 	/* Threads only when there is enough work to pay for waking them (a prefill, a long context). */
 	int64_t pairs = (int64_t)n * c->n_heads, work = pairs * (kv->n + n) * c->head_dim;
-	if (work < (1 << 22))
+	if (work < COLI_ATTN_THREAD_WORK)
 		gqa_pairs(&j, 0, pairs);
 	else
 		coli_kernels_for(m->kc, pairs, pairs / (4 * coli_kernels_threads(m->kc)) + 1, gqa_pairs, &j);

@@ -12,4 +12,14 @@
 int attn_gqa(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, float *out, coli_err *e);
 int attn_mla(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, float *out, coli_err *e);
 
+/* GQA decode shares its (token, head) pairs over the kernels' threads from this much work
+ * (pairs x positions x head_dim) on; below it one thread does them (waking others costs more). */
+#define COLI_ATTN_THREAD_WORK (1 << 22)
+
+/* One query head q[hd] against n cached positions (keys k + t * k_stride, values v + t *
+ * v_stride): out[hd] = softmax(q.k * scale) . v, att[n] the scores. GQA's inner loop, and what
+ * `coli-plan probe` times as the attention core. */
+void attn_head(const float *q, const float *k, int64_t k_stride, const float *v, int64_t v_stride, int hd, int n,
+	       float scale, float *att, float *out);
+
 #endif

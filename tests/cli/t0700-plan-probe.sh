@@ -31,7 +31,8 @@ test_expect_success "a folder on the real disk: device, filesystem and the measu
 	test "$(j disks.0.record_bytes)" = 2510848.0 && test "$(j disks.0.file_bytes)" = 16777216.0 &&
 	test "$(j disks.0.qd)" = "[1,4]" &&
 	awk -v a="$(j disks.0.direct_bps.0)" -v b="$(j disks.0.direct_bps.1)" -v c="$(j disks.0.buffered_bps)" \
-		-v l="$(j disks.0.latency_s)" "BEGIN { exit !(a > 0 && b > 0 && c > 0 && l > 0 && l < 1) }" &&
+		-v l="$(j disks.0.latency_s)" -v u="$(j disks.0.burst_bps)" \
+		"BEGIN { exit !(a > 0 && b > 0 && c > 0 && u > 0 && l > 0 && l < 1) }" &&
 	test -z "$(ls -A "$REAL")" && test ! -e p.json.tmp
 '
 test_expect_success "the CPU and memory facts are the system's" '
@@ -40,7 +41,7 @@ test_expect_success "the CPU and memory facts are the system's" '
 	test "$(j ram_total)" = "$(awk "/^MemTotal:/ { printf \"%.0f.0\", \$2 * 1024 }" /proc/meminfo)" &&
 	test "$(j logical_cpus)" = "$(nproc)" &&
 	case "$(j kernels)" in scalar|avx2|avx512) ;; *) exit 1 ;; esac &&
-	for f in mem_bps_1 mem_bps_all int4_bps_1 int4_bps_all int8_bps_1 int8_bps_all int4_prefill_bps_all; do
+	for f in mem_bps_1 mem_bps_all int4_bps_1 int4_bps_all int8_bps_1 int8_bps_all int4_prefill_bps_all attn_fma_per_s; do
 		awk -v v="$(j $f)" "BEGIN { exit !(v > 1e6) }" || { echo "$f: $(j $f)" >&2; exit 1; }
 	done &&
 	if ls /dev/nvidia[0-9]* /dev/dri/renderD* /dev/kfd >/dev/null 2>&1; then test "$(j gpus)" != "none found";
@@ -51,9 +52,10 @@ test_expect_success "the summary on stdout, one line per part" '
 	probe --disk "$REAL" -o p.json --force >out 2>err &&
 	grep -q "^cpu      .*: [0-9]* physical cores, [0-9]* logical CPUs$" out &&
 	grep -q "^kernels  .*: decode int4 [0-9.]* / [0-9.]* GB/s" out &&
+	grep -q "^attention core: [0-9.]* G multiply-adds/s (1 thread)$" out &&
 	grep -q "^ram      .* total, .* available; memory cgroup limit " out &&
 	grep -q "^gpus     " out &&
-	grep -q "^disk     $REAL: .* qd 1 [0-9]* MB/s, qd 4 [0-9]* MB/s; buffered [0-9]* MB/s; 4 KiB read [0-9]* us$" out &&
+	grep -q "^disk     $REAL: .* qd 1 [0-9]* MB/s, qd 4 [0-9]* MB/s; bursts of 4 after idle time [0-9]* MB/s; buffered [0-9]* MB/s; 4 KiB read [0-9]* us$" out &&
 	test ! -s err
 '
 
@@ -83,6 +85,13 @@ else
 		! grep -q reused err &&
 		test "$(j disks.0.direct_bps)" != "$(coli-json disks.0.direct_bps <first)" &&
 		! coli-json disks.1 <out >/dev/null 2>&1
+	'
+	test_expect_success "a probe of revision 1.0 (no attention core, no burst figure) is measured again" '
+		probe -q --disk "$L" -o p.json &&
+		python3 -c "import json,sys; p=json.load(open(sys.argv[1])); del p[\"attn_fma_per_s\"]; del p[\"disks\"][0][\"burst_bps\"]; json.dump(p, open(sys.argv[1], \"w\"))" p.json &&
+		probe --disk "$L" -o p.json --json >out 2>err &&
+		! grep -q reused err &&
+		awk -v a="$(j attn_fma_per_s)" -v b="$(j disks.0.burst_bps)" "BEGIN { exit !(a > 0 && b > 0) }"
 	'
 	test_expect_success "another record size is measured again; two folders on one device measured once" '
 		probe --disk "$L" -o p.json >/dev/null 2>&1 &&

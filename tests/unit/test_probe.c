@@ -23,7 +23,7 @@ static void sample(coli_probe *p)
 	p->ram_total = 24e9, p->ram_available = 20e9, p->cgroup_limit = 3.0 * (1 << 30);
 	p->mem_bps_1 = 41.5e9, p->mem_bps_all = 60.25e9;
 	p->int4_bps_1 = 1.0 / 3 * 1e10, p->int4_bps_all = 2e10, p->int8_bps_1 = 9e9, p->int8_bps_all = 1.7e10;
-	p->int4_prefill_bps_all = 3e10, p->int8_prefill_bps_all = 5e10;
+	p->int4_prefill_bps_all = 3e10, p->int8_prefill_bps_all = 5e10, p->attn_fma_per_s = 4.5e9;
 	snprintf(p->kernels, sizeof(p->kernels), "avx2");
 	snprintf(p->gpus, sizeof(p->gpus), "none found");
 	p->cpu_taken = 1.7e9, p->taken = 1.7e9 + 5.5;
@@ -38,7 +38,7 @@ static void sample(coli_probe *p)
 		d->free_bytes = 5e10, d->record_bytes = 2510848, d->file_bytes = 512 << 20;
 		d->n_qd = 3, d->qd[0] = 1, d->qd[1] = 4, d->qd[2] = 16;
 		d->direct_bps[0] = 1.1e9, d->direct_bps[1] = 2.2e9, d->direct_bps[2] = 3.3e9 / 7;
-		d->buffered_bps = 8e8, d->latency_s = 4.76e-5, d->taken = 1.7e9 + 3;
+		d->burst_bps = 2.5e9, d->buffered_bps = 8e8, d->latency_s = 4.76e-5, d->taken = 1.7e9 + 3;
 	}
 }
 
@@ -112,6 +112,8 @@ static const bad_case cases[] = {
 	{"direct_bps' count", "disks.1.direct_bps", "[1e9, 2e9]", "disks[1].direct_bps: 2 entries, qd has a different count"},
 	{"a direct_bps of 0", "disks.1.direct_bps.1", "0", "disks[1].direct_bps[1]: 0 out of range (0, 1e+15]"},
 	{"a direct_bps' type", "disks.1.direct_bps.0", "null", "disks[1].direct_bps[0]: null, expected a number"},
+	{"a negative optional figure", "attn_fma_per_s", "-1", "attn_fma_per_s: -1 out of range [0, 1e+15]"},
+	{"an optional figure's type", "disks.1.burst_bps", "\"fast\"", "disks[1].burst_bps: a string, expected a number"},
 };
 
 /* The sample's JSON with one field changed, parsed: the message, or "" when it was accepted. */
@@ -158,6 +160,8 @@ static void check_lenient(const coli_probe *p)
 		{"an integer where a number is expected", "ram_total", "24000000000", ""},
 		{"\"none\" for cgroup_limit", "cgroup_limit", "\"none\"", ""},
 		{"no disks", "disks", "[]", ""},
+		{"a probe without revision 1.1's attn_fma_per_s", "attn_fma_per_s", NULL, ""},
+		{"a probe without revision 1.1's burst_bps", "disks.0.burst_bps", NULL, ""},
 	};
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		coli_err e = {0, ""};
@@ -169,6 +173,25 @@ static void check_lenient(const coli_probe *p)
 	check_text("{\"format\": ", "t.json: line 1", "parse: refuses text that is not JSON, with its place");
 	check_text("[1]", "t.json: an array, expected a JSON object", "parse: refuses a top level that is not an object");
 	check_text("{\"format\": \"coli-probe\", \"format\": \"coli-probe\"}", "duplicate", "parse: refuses a duplicate key");
+}
+
+/* Revision 1.1's optional figures read as 0 ("not measured") from a file without them. */
+static void check_optional(const coli_probe *p)
+{
+	coli_probe old = *p, q;
+	coli_err e = {0, ""};
+	char *text = coli_probe_json(p, 0, &e);
+	json_t *root = text ? json_loads(text, 0, NULL) : NULL;
+	set(root, "attn_fma_per_s", NULL);
+	set(root, "disks.1.burst_bps", NULL);
+	char *t = json_dumps(root, JSON_COMPACT);
+	old.attn_fma_per_s = 0, old.disks[1].burst_bps = 0;
+	int rc = t ? coli_probe_parse(t, strlen(t), "old.json", &q, &e) : -1;
+	T_CHECK("parse: a probe of revision 1.0 reads its missing figures as 0, the rest as written",
+		rc == 0 && !memcmp(&q, &old, sizeof(q)), "rc %d: %s", rc, e.msg);
+	free(text);
+	free(t);
+	json_decref(root);
 }
 
 static void check_roundtrip(const coli_probe *p)
@@ -259,6 +282,7 @@ int main(void)
 	check_roundtrip(&p);
 	check_cases(&p);
 	check_lenient(&p);
+	check_optional(&p);
 	check_machine(tmp);
 	unlink(path);
 	T_EXIT();

@@ -1,0 +1,41 @@
+/* attn_cost.c: what decode's attention core costs, for coli-plan's model: its multiply-adds per
+ * token and a timing of the engine's own inner loop (attn_head). */
+#include <stdlib.h>
+
+#include "clock.h"
+#include "engine.h"
+#include "nn/attention.h"
+
+double coli_attn_decode_fmas(const coli_model *c, int pos, int *threaded)
+{
+	double per; /* multiply-adds per (query head, cached position) */
+	if (c->attn == COLI_ATTN_MLA) {
+		per = 2.0 * c->kv_lora_rank + c->qk_rope_head_dim; /* scores on the latent and the rope part, values */
+		*threaded = 0;
+	} else {
+		per = 2.0 * c->head_dim;
+		*threaded = (double)c->n_heads * (pos + 1) * c->head_dim >= COLI_ATTN_THREAD_WORK;
+	}
+	return (double)c->n_layers * c->n_heads * (pos + 1) * per;
+}
+
+double coli_attn_core_rate(int hd, int n, double seconds)
+{
+	float *k = malloc((size_t)n * hd * sizeof(float)), *v = malloc((size_t)n * hd * sizeof(float));
+	float *q = malloc((size_t)hd * sizeof(float)), *out = malloc((size_t)hd * sizeof(float));
+	float *att = malloc((size_t)n * sizeof(float));
+	double rate = 0;
+	if (k && v && q && out && att) {
+		for (int64_t i = 0; i < (int64_t)n * hd; i++)
+			k[i] = (float)(i % 17) / 17 - 0.5f, v[i] = (float)(i % 13) / 13 - 0.5f;
+		for (int i = 0; i < hd; i++)
+			q[i] = (float)(i % 7) / 7 - 0.5f;
+		long calls = 0;
+		double t0 = coli_now(), end = t0 + seconds;
+		for (; calls < 16 || coli_now() < end; calls++)
+			attn_head(q, k, hd, v, hd, hd, n, 0.088f, att, out);
+		rate = (double)calls * n * 2.0 * hd / (coli_now() - t0);
+	}
+	free(k), free(v), free(q), free(out), free(att);
+	return rate;
+}
