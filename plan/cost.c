@@ -86,23 +86,34 @@ static double burst_factor(const coli_probe_disk *d)
 	return f > 1 ? f : 1;
 }
 
+static int cmp_desc(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x > y ? -1 : x < y;
+}
+
 /* Seconds to read m records of rec bytes from the copies together, balanced so they finish
  * together: a partial copy serves only the records it holds (misses taken as spread evenly over
- * the records), the full copies the rest; in a burst (each copy's burst factor) or sustained. */
+ * the records), the full copies the rest; in a burst (each copy's burst factor) or sustained.
+ * A record is read whole from one copy: m records keep at most m copies busy (the fastest; with
+ * m < 1, a layer's one miss, when it has one, is read by one copy). */
 static double read_time(const plan *p, double m, double rec, int burst)
 {
 	if (m <= 0)
 		return 0;
-	double qd = ceil(m / p->n_copies), all = 0, full = 0, held = 1, bytes = m * rec;
+	double qd = ceil(m / p->n_copies), all = 0, full = 0, held = 1, bytes = m * rec, b[PLAN_MAX_COPIES];
 	if (qd > p->qd)
 		qd = p->qd;
 	for (int i = 0; i < p->n_copies; i++) {
 		const coli_probe_disk *d = p->copies[i].disk;
-		double b = disk_bps(d, qd) * (burst ? burst_factor(d) : 1);
-		all += b;
-		full += p->copies[i].held >= 1 ? b : 0;
+		b[i] = disk_bps(d, qd) * (burst ? burst_factor(d) : 1);
+		full += p->copies[i].held >= 1 ? b[i] : 0;
 		held = p->copies[i].held < held ? p->copies[i].held : held;
 	}
+	qsort(b, (size_t)p->n_copies, sizeof(*b), cmp_desc);
+	double busy = m > 1 ? m : 1; /* copies kept busy */
+	for (int i = 0; i < p->n_copies; i++)
+		all += b[i] * fmin(fmax(busy - i, 0), 1);
 	double t = bytes / all, t_full = (1 - held) * bytes / full;
 	return t > t_full ? t : t_full;
 }

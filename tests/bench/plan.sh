@@ -104,7 +104,7 @@ cg_max() { echo $(( $(cat "$memcg/memory.max_usage_in_bytes") >> 20 )); }
 say "probing $dir/mnt-plan-a and $dir/mnt-plan-b (in the blkio cgroup: the throttled bandwidths)"
 probe
 record "coli-plan probe --disk $dir/mnt-plan-a --disk $dir/mnt-plan-b -o $dir/plan-probe.json   # in the blkio (and for each cap the memory) cgroup; the later probes reuse the CPU's and disks' figures"
-rows=() errs=() herrs=()
+rows=() errs=() herrs=() uerrs=() nerrs=()
 config() {
 	local cap=$1 disks=$2 use=$3 mib plan=$dir/plan.json args=() out
 	mib=$(cap_mib "$cap")
@@ -127,6 +127,7 @@ config() {
 	mtok=$(echo "$runs" | awk 'NF {print $1}' | median) mhit=$(echo "$runs" | awk 'NF {print $2}' | median)
 	errs+=("$(awk -v p="$ptok" -v m="$mtok" 'BEGIN {printf "%.1f", (p - m) / m * 100}')")
 	herrs+=("$(awk -v p="$phit" -v m="$mhit" 'BEGIN {printf "%.1f", p * 100 - m}')")
+	if [ "$use" = usage ]; then uerrs+=("${errs[-1]}"); else nerrs+=("${errs[-1]}"); fi
 	rows+=("$(printf '| %s | %d | %d | %s | %.2f | %s | %s%% | %.1f | %s | %s pts | %s | %.0f | %s |' "$cap" "$mib" "$disks" "$use" \
 		"$ptok" "$mtok" "${errs[-1]}" "$(awk -v h="$phit" 'BEGIN {print h * 100}')" "$mhit" "${herrs[-1]}" \
 		"$(echo "$runs" | awk 'NF {print $3}' | sort -n | tail -1)" "$(awk -v b="$btok" 'BEGIN {print b / 2^20}')" \
@@ -169,7 +170,7 @@ echo "| cap GiB (48 layers) | cap MiB (this model) | disks | usage | predicted t
 echo "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${rows[@]}"
 echo
-echo "Median absolute error: tokens/s $(printf '%s\n' "${errs[@]}" | tr -d - | median)% (goal 10%), hit rate $(printf '%s\n' "${herrs[@]}" | tr -d - | median) points (goal 2)."
+echo "Median absolute error: tokens/s $(printf '%s\n' "${errs[@]}" | tr -d - | median)% (goal 10%), hit rate $(printf '%s\n' "${herrs[@]}" | tr -d - | median) points (goal 2); tokens/s with usage $(printf '%s\n' "${uerrs[@]}" | tr -d - | median)%, without $(printf '%s\n' "${nerrs[@]}" | tr -d - | median)%."
 if [ ${#grid_rows[@]} -gt 0 ]; then
 	echo
 	echo "| cap GiB | disks | plan's run tok/s | best of the grid tok/s | plan / best (goal >= 0.97) | best knobs |"
