@@ -73,10 +73,8 @@ static void gqa_project(const coli_engine *m, const layer_w *L, coli_kv *kv, int
 		clip(q, qw, (float)c->clip_qkv);
 		clip(k, kw, (float)c->clip_qkv);
 		clip(V + (int64_t)i * kw, kw, (float)c->clip_qkv);
-		for (int h = 0; h < c->n_heads; h++)
-			rope_apply(m->rope, q + h * hd, kv->n + i);
-		for (int h = 0; h < c->n_kv_heads; h++)
-			rope_apply(m->rope, k + h * hd, kv->n + i);
+		rope_apply(m->rope, q, c->n_heads, hd, kv->n + i);
+		rope_apply(m->rope, k, c->n_kv_heads, hd, kv->n + i);
 	}
 }
 
@@ -144,11 +142,12 @@ static void mla_project(const coli_engine *m, const layer_w *L, coli_kv *kv, int
 		float *kr = kv->v[l] + (int64_t)(kv->n + i) * rd;  /* [rope] rotated shared key, cached */
 		rmsnorm(cl, ckv, L->kv_a_norm, lat, 1e-6f);
 		memcpy(kr, ckv + lat, (size_t)rd * sizeof(float));
-		rope_apply(m->rope, kr, kv->n + i);
+		rope_apply(m->rope, kr, 1, 0, kv->n + i);
 	}
 }
 
-/* Absorbed MLA for one head of one token: scores against the latent, values from it. */
+/* Absorbed MLA for one head of one token (its rope part already rotated): scores against the
+ * latent, values from it. */
 static void mla_head(const coli_engine *m, const layer_w *L, const coli_kv *kv, int l, int h, float *q, int pos,
 		     fwd_ws *w, float *out)
 {
@@ -156,7 +155,6 @@ static void mla_head(const coli_engine *m, const layer_w *L, const coli_kv *kv, 
 	const coli_model *c = m->cfg;
 	int nope = c->qk_nope_head_dim, rd = c->qk_rope_head_dim, lat = c->kv_lora_rank, vd = c->v_head_dim;
 	int64_t band = (int64_t)h * (nope + vd);
-	rope_apply(m->rope, q + nope, pos);
 	memset(w->qc, 0, (size_t)lat * sizeof(float));
 	mat_vec_t_acc(m->kc, &L->kv_b, band, nope, q, w->qc); /* qc = W_kb_h^T q_nope */
 	for (int t = 0; t <= pos; t++)
@@ -177,10 +175,12 @@ int attn_mla(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, fl
 	fwd_ws *w = m->ws;
 	(void)e;
 	mla_project(m, L, kv, l, X, n, w);
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
+		rope_apply(m->rope, w->Q + (int64_t)i * c->n_heads * qk + c->qk_nope_head_dim, c->n_heads, qk, kv->n + i);
 		for (int h = 0; h < c->n_heads; h++)
 			mla_head(m, L, kv, l, h, w->Q + ((int64_t)i * c->n_heads + h) * qk, kv->n + i, w,
 				 w->A + ((int64_t)i * c->n_heads + h) * vd);
+	}
 	mat_mul(m->kc, &L->o, w->A, n, out);
 	add_bias(out, L->o_bias, n, c->hidden_size);
 	return 0;

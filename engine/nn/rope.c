@@ -72,16 +72,19 @@ void rope_release(rope *r)
 	r->inv_freq = NULL;
 }
 
-void rope_apply(const rope *r, float *x, int pos)
+void rope_apply(const rope *r, float *x, int n_heads, int stride, int pos)
 {
 	int half = r->dim / 2;
 	for (int i = 0; i < half; i++) {
 		float f = r->inv_freq[i] * (float)pos;
-		float c = cosf(f) * r->attn_factor, s = sinf(f) * r->attn_factor;
-		float *a = r->interleave ? &x[2 * i] : &x[i], *b = r->interleave ? &x[2 * i + 1] : &x[i + half];
-		float x0 = *a, x1 = *b;
-		*a = x0 * c - x1 * s;
-		*b = x1 * c + x0 * s;
+		float c = cosf(f) * r->attn_factor, s = sinf(f) * r->attn_factor; /* once for all the heads */
+		int ia = r->interleave ? 2 * i : i, ib = r->interleave ? 2 * i + 1 : i + half;
+		for (int h = 0; h < n_heads; h++) {
+			float *a = x + (int64_t)h * stride + ia, *b = x + (int64_t)h * stride + ib;
+			float x0 = *a, x1 = *b;
+			*a = x0 * c - x1 * s;
+			*b = x1 * c + x0 * s;
+		}
 	}
 }
 

@@ -18,8 +18,9 @@ typedef struct rope {
 int rope_init(rope *r, const coli_model *m, coli_err *e);
 void rope_release(rope *r);
 
-/* Rotates x[0 .. dim) of one head for position pos. */
-void rope_apply(const rope *r, float *x, int pos);
+/* Rotates x[h * stride .. h * stride + dim) of n_heads heads for position pos (the cos and sin
+ * computed once for all of them). */
+void rope_apply(const rope *r, float *x, int n_heads, int stride, int pos);
 
 /* YaRN's attention-scale multiplier for MLA (mscale(factor, mscale_all_dim)^2), else 1. */
 double rope_mla_scale(const coli_model *m);
