@@ -7,6 +7,7 @@
 #include "nn/blocks.h"
 #include "nn/ws.h"
 #include "fileio.h"
+#include "hot.h"
 #include "kernels/pool.h"
 
 /* Per-head RMSNorm (qwen3_moe, glm4_moe) or one over the whole projection (olmoe). */
@@ -30,14 +31,72 @@ static void clip(float *x, int n, float c)
 		x[i] = x[i] < -c ? -c : x[i] > c ? c : x[i];
 }
 
-void attn_head(const float *q, const float *k, int64_t k_stride, const float *v, int64_t v_stride, int hd, int n,
-	       float scale, float *att, float *out)
+typedef float v16 __attribute__((vector_size(64))); /* 16 floats: one AVX-512 register */
+
+/* 16 floats from p, unaligned (a statement expression: a function returning a vector would
+ * change the ABI in the baseline build of the callers). */
+#define load16(p) ({ v16 v_; memcpy(&v_, (p), sizeof(v_)); v_; })
+
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v4 __attribute__((vector_size(16)));
+
+/* The sum of a vector's 16 lanes, as a tree of halves (4 dependent adds, not 16). */
+static inline __attribute__((always_inline)) float sum16(const v16 *s)
 {
-	for (int t = 0; t < n; t++)
+	v8 h = __builtin_shufflevector(*s, *s, 0, 1, 2, 3, 4, 5, 6, 7) +
+	       __builtin_shufflevector(*s, *s, 8, 9, 10, 11, 12, 13, 14, 15);
+	v4 f = __builtin_shufflevector(h, h, 0, 1, 2, 3) + __builtin_shufflevector(h, h, 4, 5, 6, 7);
+	return (f[0] + f[2]) + (f[1] + f[3]);
+}
+
+/* Scores of 4 positions at once (keys k0 + i * k_stride), 16 lanes of partial sums each, 4
+ * chains in flight; the dims past a multiple of 16 added one by one. */
+static inline __attribute__((always_inline)) void scores4(const float *restrict q, const float *restrict k0,
+							  int64_t k_stride, int hd, float scale, float *restrict att)
+{
+	v16 s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
+	const float *k1 = k0 + k_stride, *k2 = k1 + k_stride, *k3 = k2 + k_stride;
+	int d = 0;
+	for (; d + 16 <= hd; d += 16) {
+		v16 x = load16(q + d);
+		s0 += x * load16(k0 + d), s1 += x * load16(k1 + d), s2 += x * load16(k2 + d), s3 += x * load16(k3 + d);
+	}
+	float t[4] = {sum16(&s0), sum16(&s1), sum16(&s2), sum16(&s3)};
+	for (int i = 0; i < 4; i++) {
+		for (int e = d; e < hd; e++)
+			t[i] += q[e] * k0[i * k_stride + e];
+		att[i] = t[i] * scale;
+	}
+}
+
+/* out[hd] += the 4 positions' values v0 + i * v_stride weighted by a[i], 16 lanes at a time. */
+static inline __attribute__((always_inline)) void axpy4(float *restrict out, const float *restrict a,
+							const float *restrict v0, int64_t v_stride, int hd)
+{
+	const float *v1 = v0 + v_stride, *v2 = v1 + v_stride, *v3 = v2 + v_stride;
+	int d = 0;
+	for (; d + 16 <= hd; d += 16) {
+		v16 o = load16(out + d) + ((a[0] * load16(v0 + d) + a[1] * load16(v1 + d)) +
+					   (a[2] * load16(v2 + d) + a[3] * load16(v3 + d)));
+		memcpy(out + d, &o, sizeof(o));
+	}
+	for (; d < hd; d++)
+		out[d] += (a[0] * v0[d] + a[1] * v1[d]) + (a[2] * v2[d] + a[3] * v3[d]);
+}
+
+COLI_HOT void attn_head(const float *q, const float *k, int64_t k_stride, const float *v, int64_t v_stride, int hd,
+			int n, float scale, float *att, float *out)
+{
+	int t = 0;
+	for (; t + 4 <= n; t += 4)
+		scores4(q, k + (int64_t)t * k_stride, k_stride, hd, scale, att + t);
+	for (; t < n; t++)
 		att[t] = dot(q, k + (int64_t)t * k_stride, hd) * scale;
 	softmax(att, n);
 	memset(out, 0, (size_t)hd * sizeof(float));
-	for (int t = 0; t < n; t++)
+	for (t = 0; t + 4 <= n; t += 4) /* four positions per pass over out */
+		axpy4(out, att + t, v + (int64_t)t * v_stride, v_stride, hd);
+	for (; t < n; t++)
 		axpy(out, att[t], v + (int64_t)t * v_stride, hd);
 }
 

@@ -1,0 +1,88 @@
+/* test_attention.c: decode attention's core and its cost as the planner reads it: attn_head
+ * against a double-precision reference (head dims and position counts off the 16- and 4-wide
+ * blocks too), the multiply-adds per token counted by hand for GQA and MLA shapes, the
+ * threading threshold, and a timing that gives a rate. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "model.h"
+#include "nn/attention.h"
+#include "t.h"
+
+/* softmax(q.k * scale) . v in double, for one head. */
+static void reference(const float *q, const float *k, const float *v, int stride, int hd, int n, float scale, double *out)
+{
+	double *a = malloc((size_t)n * sizeof(*a)), mx = -INFINITY, sum = 0;
+	for (int t = 0; t < n; t++) {
+		a[t] = 0;
+		for (int d = 0; d < hd; d++)
+			a[t] += (double)q[d] * k[t * stride + d];
+		a[t] *= scale;
+		mx = a[t] > mx ? a[t] : mx;
+	}
+	for (int t = 0; t < n; t++)
+		sum += a[t] = exp(a[t] - mx);
+	for (int d = 0; d < hd; d++) {
+		out[d] = 0;
+		for (int t = 0; t < n; t++)
+			out[d] += a[t] / sum * v[t * stride + d];
+	}
+	free(a);
+}
+
+static void check_head(int hd, int n)
+{
+	int stride = hd + 3; /* keys and values of one KV head among others */
+	float *k = malloc((size_t)n * stride * sizeof(float)), *v = malloc((size_t)n * stride * sizeof(float));
+	float *q = malloc((size_t)hd * sizeof(float)), *out = malloc((size_t)hd * sizeof(float));
+	float *att = malloc((size_t)n * sizeof(float));
+	double *want = malloc((size_t)hd * sizeof(double)), worst = 0;
+	srand(7);
+	for (int i = 0; i < n * stride; i++)
+		k[i] = (float)rand() / RAND_MAX - 0.5f, v[i] = (float)rand() / RAND_MAX - 0.5f;
+	for (int i = 0; i < hd; i++)
+		q[i] = 2.0f * ((float)rand() / RAND_MAX - 0.5f);
+	attn_head(q, k, stride, v, stride, hd, n, 1.0f / sqrtf((float)hd), att, out);
+	reference(q, k, v, stride, hd, n, 1.0f / sqrtf((float)hd), want);
+	for (int d = 0; d < hd; d++)
+		worst = fmax(worst, fabs(out[d] - want[d]));
+	char name[96];
+	snprintf(name, sizeof(name), "attn_head: head dim %d, %d positions, within 1e-6 of double precision", hd, n);
+	T_CHECK(name, worst < 1e-6, "worst difference %g", worst);
+	free(k), free(v), free(q), free(out), free(att), free(want);
+}
+
+/* The multiply-adds counted by hand: GQA (and its threading threshold), then MLA. */
+static void check_counts(void)
+{
+	coli_model g, a;
+	memset(&g, 0, sizeof(g));
+	memset(&a, 0, sizeof(a));
+	g.attn = COLI_ATTN_GQA, g.n_layers = 3, g.n_heads = 32, g.n_kv_heads = 4, g.head_dim = 128;
+	a.attn = COLI_ATTN_MLA, a.n_layers = 2, a.n_heads = 16, a.kv_lora_rank = 512, a.qk_rope_head_dim = 64;
+	int th = -1, th_below = -1, th_at = -1, th_mla = -1;
+	double f = coli_attn_decode_fmas(&g, 99, &th);
+	T_CHECK("gqa: layers x heads x positions x 2 head_dim", f == 3.0 * 32 * 100 * 256 && th == 0, "%g %d", f, th);
+	/* 32 heads x 128: positions x 4096 reaches 2^22 at 1024 positions (position 1023) */
+	coli_attn_decode_fmas(&g, 1022, &th_below);
+	coli_attn_decode_fmas(&g, 1023, &th_at);
+	T_CHECK("gqa: one thread below 2^22 of work, shared over the threads from it on", th_below == 0 && th_at == 1,
+		"%d %d", th_below, th_at);
+	f = coli_attn_decode_fmas(&a, 9999, &th_mla);
+	T_CHECK("mla: layers x heads x positions x (2 kv_lora_rank + rope dims), one thread",
+		f == 2.0 * 16 * 10000 * (2 * 512 + 64) && th_mla == 0, "%g %d", f, th_mla);
+}
+
+int main(void)
+{
+	check_head(128, 256);
+	check_head(20, 7);
+	check_head(16, 1);
+	check_head(33, 130);
+	check_counts();
+	double r = coli_attn_core_rate(128, 256, 0.01);
+	T_CHECK("rate: the core's timing gives multiply-adds per second", r > 1e6 && r < 1e13, "%g", r);
+	T_EXIT();
+}
