@@ -49,24 +49,32 @@ static inline __attribute__((always_inline)) float sum16(const v16 *s)
 	return (f[0] + f[2]) + (f[1] + f[3]);
 }
 
-/* Scores of 4 positions at once (keys k0 + i * k_stride), 16 lanes of partial sums each, 4
- * chains in flight; the dims past a multiple of 16 added one by one. */
-static inline __attribute__((always_inline)) void scores4(const float *restrict q, const float *restrict k0,
-							  int64_t k_stride, int hd, float scale, float *restrict att)
+/* Adds part a's products for 4 positions (keys a->k + (t + i) x a->stride) into s[i], 16 lanes
+ * at a time; the dims past a multiple of 16 into tail[i]. */
+static inline __attribute__((always_inline)) void part4(const attn_part *a, int t, v16 *restrict s, float *restrict tail)
 {
-	v16 s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
-	const float *k1 = k0 + k_stride, *k2 = k1 + k_stride, *k3 = k2 + k_stride;
+	const float *q = a->q, *k0 = a->k + (int64_t)t * a->stride;
+	const float *k1 = k0 + a->stride, *k2 = k1 + a->stride, *k3 = k2 + a->stride;
 	int d = 0;
-	for (; d + 16 <= hd; d += 16) {
+	for (; d + 16 <= a->dim; d += 16) {
 		v16 x = load16(q + d);
-		s0 += x * load16(k0 + d), s1 += x * load16(k1 + d), s2 += x * load16(k2 + d), s3 += x * load16(k3 + d);
+		s[0] += x * load16(k0 + d), s[1] += x * load16(k1 + d), s[2] += x * load16(k2 + d), s[3] += x * load16(k3 + d);
 	}
-	float t[4] = {sum16(&s0), sum16(&s1), sum16(&s2), sum16(&s3)};
-	for (int i = 0; i < 4; i++) {
-		for (int e = d; e < hd; e++)
-			t[i] += q[e] * k0[i * k_stride + e];
-		att[i] = t[i] * scale;
-	}
+	for (; d < a->dim; d++)
+		tail[0] += q[d] * k0[d], tail[1] += q[d] * k1[d], tail[2] += q[d] * k2[d], tail[3] += q[d] * k3[d];
+}
+
+/* Scores of positions t..t+3 over the parts (b may be NULL), 4 chains in flight. */
+static inline __attribute__((always_inline)) void scores4(const attn_part *a, const attn_part *b, int t, float scale,
+							  float *restrict att)
+{
+	v16 s[4] = {{0}, {0}, {0}, {0}};
+	float tail[4] = {0, 0, 0, 0};
+	part4(a, t, s, tail);
+	if (b)
+		part4(b, t, s, tail);
+	for (int i = 0; i < 4; i++)
+		att[t + i] = (sum16(&s[i]) + tail[i]) * scale;
 }
 
 /* out[hd] += the 4 positions' values v0 + i * v_stride weighted by a[i], 16 lanes at a time. */
@@ -84,27 +92,30 @@ static inline __attribute__((always_inline)) void axpy4(float *restrict out, con
 		out[d] += (a[0] * v0[d] + a[1] * v1[d]) + (a[2] * v2[d] + a[3] * v3[d]);
 }
 
-COLI_HOT void attn_head(const float *q, const float *k, int64_t k_stride, const float *v, int64_t v_stride, int hd,
-			int n, float scale, float *att, float *out)
+COLI_HOT void attn_head(const attn_part *a, const attn_part *b, const float *v, int64_t v_stride, int vd, int n,
+			float scale, float *att, float *out)
 {
 	int t = 0;
 	for (; t + 4 <= n; t += 4)
-		scores4(q, k + (int64_t)t * k_stride, k_stride, hd, scale, att + t);
-	for (; t < n; t++)
-		att[t] = dot(q, k + (int64_t)t * k_stride, hd) * scale;
+		scores4(a, b, t, scale, att);
+	for (; t < n; t++) {
+		float x = dot(a->q, a->k + (int64_t)t * a->stride, a->dim);
+		att[t] = (b ? x + dot(b->q, b->k + (int64_t)t * b->stride, b->dim) : x) * scale;
+	}
 	softmax(att, n);
-	memset(out, 0, (size_t)hd * sizeof(float));
+	memset(out, 0, (size_t)vd * sizeof(float));
 	for (t = 0; t + 4 <= n; t += 4) /* four positions per pass over out */
-		axpy4(out, att + t, v + (int64_t)t * v_stride, v_stride, hd);
+		axpy4(out, att + t, v + (int64_t)t * v_stride, v_stride, vd);
 	for (; t < n; t++)
-		axpy(out, att[t], v + (int64_t)t * v_stride, hd);
+		axpy(out, att[t], v + (int64_t)t * v_stride, vd);
 }
 
 /* One query head against cached positions 0..last of layer l's KV head kvh. */
 static void attend(const float *q, const coli_kv *kv, int l, int kvh, int hd, int last, float scale,
 		   float *att, float *out)
 {
-	attn_head(q, kv->k[l] + kvh * hd, kv->k_width, kv->v[l] + kvh * hd, kv->v_width, hd, last + 1, scale, att, out);
+	attn_part a = {q, kv->k[l] + kvh * hd, kv->k_width, hd};
+	attn_head(&a, NULL, kv->v[l] + kvh * hd, kv->v_width, hd, last + 1, scale, att, out);
 }
 
 /* q, k, v projections of the batch, normed, clipped and rotated, keys/values cached. */
@@ -216,13 +227,8 @@ static void mla_head(const coli_engine *m, const layer_w *L, const coli_kv *kv, 
 	int64_t band = (int64_t)h * (nope + vd);
 	memset(w->qc, 0, (size_t)lat * sizeof(float));
 	mat_vec_t_acc(m->kc, &L->kv_b, band, nope, q, w->qc); /* qc = W_kb_h^T q_nope */
-	for (int t = 0; t <= pos; t++)
-		att[t] = (dot(w->qc, kv->k[l] + (int64_t)t * lat, lat) + dot(q + nope, kv->v[l] + (int64_t)t * rd, rd)) *
-			    (float)m->attn_scale;
-	softmax(att, pos + 1);
-	memset(w->ctx, 0, (size_t)lat * sizeof(float));
-	for (int t = 0; t <= pos; t++)
-		axpy(w->ctx, att[t], kv->k[l] + (int64_t)t * lat, lat);
+	attn_part latent = {w->qc, kv->k[l], lat, lat}, rot = {q + nope, kv->v[l], rd, rd};
+	attn_head(&latent, &rot, kv->k[l], lat, lat, pos + 1, (float)m->attn_scale, att, w->ctx); /* values: the latent */
 	mat_vec_range(m->kc, &L->kv_b, band + nope, vd, w->ctx, out); /* v = W_vb_h ctx */
 }
 

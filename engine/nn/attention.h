@@ -16,10 +16,18 @@ int attn_mla(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, fl
  * (pairs x positions x head_dim) on; below it one thread does them (waking others costs more). */
 #define COLI_ATTN_THREAD_WORK (1 << 22)
 
-/* One query head q[hd] against n cached positions (keys k + t * k_stride, values v + t *
- * v_stride): out[hd] = softmax(q.k * scale) . v, att[n] the scores. GQA's inner loop, and what
- * `coli-plan probe` times as the attention core. */
-void attn_head(const float *q, const float *k, int64_t k_stride, const float *v, int64_t v_stride, int hd, int n,
-	       float scale, float *att, float *out);
+/* One part of a query head's scores: the query q[dim] against the cached keys k + t x stride. */
+typedef struct attn_part {
+	const float *q, *k;
+	int64_t stride;
+	int dim;
+} attn_part;
+
+/* One query head against n cached positions: out[vd] = softmax((a + b) * scale) . v, the scores
+ * a's products plus b's (b NULL: a's alone; MLA's latent and rotary parts), values v + t x
+ * v_stride, att[n] the scores. Decode's inner loop, and what `coli-plan probe` times as the
+ * attention core. */
+void attn_head(const attn_part *a, const attn_part *b, const float *v, int64_t v_stride, int vd, int n, float scale,
+	       float *att, float *out);
 
 #endif

@@ -33,7 +33,7 @@ double coli_attn_core_rate(int hd, int n, double seconds)
 		long calls = 0;
 		double t0 = coli_now(), end = t0 + seconds;
 		for (; calls < 16 || coli_now() < end; calls++)
-			attn_head(q, k, hd, v, hd, hd, n, 0.088f, att, out);
+			attn_head(&(attn_part){q, k, hd, hd}, NULL, v, hd, hd, n, 0.088f, att, out);
 		rate = (double)calls * n * 2.0 * hd / (coli_now() - t0);
 	}
 	free(k), free(v), free(q), free(out), free(att);

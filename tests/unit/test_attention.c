@@ -44,7 +44,7 @@ static void check_head(int hd, int n)
 		k[i] = (float)rand() / RAND_MAX - 0.5f, v[i] = (float)rand() / RAND_MAX - 0.5f;
 	for (int i = 0; i < hd; i++)
 		q[i] = 2.0f * ((float)rand() / RAND_MAX - 0.5f);
-	attn_head(q, k, stride, v, stride, hd, n, 1.0f / sqrtf((float)hd), att, out);
+	attn_head(&(attn_part){q, k, stride, hd}, NULL, v, stride, hd, n, 1.0f / sqrtf((float)hd), att, out);
 	reference(q, k, v, stride, hd, n, 1.0f / sqrtf((float)hd), want);
 	for (int d = 0; d < hd; d++)
 		worst = fmax(worst, fabs(out[d] - want[d]));
@@ -52,6 +52,44 @@ static void check_head(int hd, int n)
 	snprintf(name, sizeof(name), "attn_head: head dim %d, %d positions, within 1e-6 of double precision", hd, n);
 	T_CHECK(name, worst < 1e-6, "worst difference %g", worst);
 	free(k), free(v), free(q), free(out), free(att), free(want);
+}
+
+/* Two parts, as MLA: scores on a latent (also the values) plus a rotary part of other keys. */
+static void check_two_parts(int lat, int rd, int n)
+{
+	float *kl = malloc((size_t)n * lat * sizeof(float)), *kr = malloc((size_t)n * rd * sizeof(float));
+	float *ql = malloc((size_t)lat * sizeof(float)), *qr = malloc((size_t)rd * sizeof(float));
+	float *out = malloc((size_t)lat * sizeof(float)), *att = malloc((size_t)n * sizeof(float)), sc = 0.1f;
+	double *a = malloc((size_t)n * sizeof(double)), mx = -INFINITY, sum = 0, worst = 0;
+	srand(11);
+	for (int i = 0; i < n * lat; i++)
+		kl[i] = (float)rand() / RAND_MAX - 0.5f;
+	for (int i = 0; i < n * rd; i++)
+		kr[i] = (float)rand() / RAND_MAX - 0.5f;
+	for (int i = 0; i < lat; i++)
+		ql[i] = (float)rand() / RAND_MAX - 0.5f;
+	for (int i = 0; i < rd; i++)
+		qr[i] = (float)rand() / RAND_MAX - 0.5f;
+	attn_head(&(attn_part){ql, kl, lat, lat}, &(attn_part){qr, kr, rd, rd}, kl, lat, lat, n, sc, att, out);
+	for (int t = 0; t < n; t++) {
+		a[t] = 0;
+		for (int d = 0; d < lat; d++)
+			a[t] += (double)ql[d] * kl[t * lat + d];
+		for (int d = 0; d < rd; d++)
+			a[t] += (double)qr[d] * kr[t * rd + d];
+		mx = fmax(mx, a[t] *= sc);
+	}
+	for (int t = 0; t < n; t++)
+		sum += a[t] = exp(a[t] - mx);
+	for (int d = 0; d < lat; d++) {
+		double want = 0;
+		for (int t = 0; t < n; t++)
+			want += a[t] / sum * kl[t * lat + d];
+		worst = fmax(worst, fabs(out[d] - want));
+	}
+	T_CHECK("attn_head: two parts (MLA's latent, also the values, and rotary keys), within 1e-6", worst < 1e-6,
+		"worst difference %g", worst);
+	free(kl), free(kr), free(ql), free(qr), free(out), free(att), free(a);
 }
 
 /* The multiply-adds counted by hand: GQA (and its threading threshold), then MLA. */
@@ -81,6 +119,7 @@ int main(void)
 	check_head(20, 7);
 	check_head(16, 1);
 	check_head(33, 130);
+	check_two_parts(72, 8, 13);
 	check_counts();
 	double r = coli_attn_core_rate(128, 256, 0.01);
 	T_CHECK("rate: the core's timing gives multiply-adds per second", r > 1e6 && r < 1e13, "%g", r);
