@@ -28,6 +28,9 @@ const rp_policy rp_policies[] = {
 	 COLI_SIM_LRU, 0, 2, 0},
 	{"skew-lru", "LRU per layer, each layer's share sized by its prompt working set", COLI_SIM_LRU, 0, 0, 1},
 	{"skew-lfu", "LFU per layer, shares sized by the prompt working set", COLI_SIM_LFU, 0, 0, 1},
+	{"arc", "one ARC pool (adaptive replacement: recency and frequency lists, their ghosts steering the split)",
+	 COLI_SIM_ARC, 1, 0, 0},
+	{"layer-arc", "ARC per layer, the budget split evenly", COLI_SIM_ARC, 0, 0, 0},
 };
 const int rp_n_policies = (int)(sizeof(rp_policies) / sizeof(rp_policies[0]));
 
@@ -299,7 +302,7 @@ static const coli_option options[] = {
 	COLI_OPT_DOUBLE(0, "expert-mib", &o.expert_mib, "MiB", 0, 1 << 20, "what every expert costs, for --budget on "
 			"a .coli_trace (or to override a route trace's sizes)", .open_lo = 1),
 	COLI_OPT_STRING(0, "policy", &o.policies, "NAME,...", "the policies to replay (default all: min, lru, lfu, "
-			"layer-lru, layer-lfu, slru, layer-slru, layer-min, coli, coli-usage, skew-lru, skew-lfu)"),
+			"layer-lru, layer-lfu, slru, layer-slru, layer-min, coli, coli-usage, skew-lru, skew-lfu, arc, layer-arc)"),
 	COLI_OPT_FLAG(0, "json", &o.json, "print a JSON array of {\"policy\", \"budget_mib\" or \"slots\", "
 		      "\"hit_pct\"} instead"),
 	COLI_OPT_STRING('o', "output", &o.out, "DIR", "also plot hit rate against capacity (gnuplot): DIR/replay.png "
