@@ -1,6 +1,6 @@
 /* policy.h: the expert cache's policy, in one place: coli-run's RAM budget split (--ram,
  * --cache-slots, --pins), the pins chosen from usage counts, the usage decay, and a simulator of
- * expert caches that replays routing (coli-replay's study, docs/cache-policy.md).
+ * expert caches that replays routing (coli-profile replay, docs/cache-policy.md).
  *
  * Pure functions: no I/O, no printing, no environment, no globals. The simulator is the one
  * object: it allocates its memory at open, nothing per batch.
@@ -118,8 +118,16 @@ int coli_budget_split(const coli_budget_in *in, coli_budget *out, coli_err *e);
  *           included (ties least recent).
  *   BELADY  the next use: the resident used again furthest ahead goes (ties least recent);
  *           needs the whole sequence (MIN: the optimum for a cache without preload).
+ *   ARC     adaptive replacement (Megiddo & Modha): residents seen once (T1) and seen again (T2),
+ *           ghosts of the experts evicted from each (B1, B2, no data); a miss in B1 raises T1's
+ *           target p, one in B2 lowers it (by the cost x max(1, other ghost list / this one));
+ *           the victim is T1's least recent when |T1| > p (or = p on a B2 miss), else T2's
+ *           (either list when the other has no member outside the batch); a new expert
+ *           trims the ghosts to |T1| + |B1| <= c, or else all four lists <= 2c, c the pool's
+ *           capacity (bytes mode: its budget, sizes in costs; the trim comes before the batch's
+ *           eviction there). With batches of one expert and slots, the paper's algorithm.
  * Capacity per layer, or (global) one pool of capacity slots shared by all layers. */
-enum coli_sim_policy { COLI_SIM_LRU, COLI_SIM_SLRU, COLI_SIM_LFU, COLI_SIM_BELADY };
+enum coli_sim_policy { COLI_SIM_LRU, COLI_SIM_SLRU, COLI_SIM_LFU, COLI_SIM_BELADY, COLI_SIM_ARC };
 
 typedef struct coli_sim_opts {
 	int policy;            /* enum coli_sim_policy */

@@ -8,8 +8,11 @@
 
 #include "fileio.h"
 #include "options.h"
+#include "collapse.h"
+#include "dumps.h"
 #include "plots.h"
 #include "route.h"
+#include "study.h"
 #include "tracesum.h"
 #include "replay.h"
 
@@ -28,6 +31,9 @@ const rp_policy rp_policies[] = {
 	 COLI_SIM_LRU, 0, 2, 0},
 	{"skew-lru", "LRU per layer, each layer's share sized by its prompt working set", COLI_SIM_LRU, 0, 0, 1},
 	{"skew-lfu", "LFU per layer, shares sized by the prompt working set", COLI_SIM_LFU, 0, 0, 1},
+	{"arc", "one ARC pool (adaptive replacement: recency and frequency lists, their ghosts steering the split)",
+	 COLI_SIM_ARC, 1, 0, 0},
+	{"layer-arc", "ARC per layer, the budget split evenly", COLI_SIM_ARC, 0, 0, 0},
 };
 const int rp_n_policies = (int)(sizeof(rp_policies) / sizeof(rp_policies[0]));
 
@@ -280,10 +286,13 @@ static struct {
 	const char *budgets, *slots, *policies, *out;
 	double expert_mib;
 	int json, help;
+	int layers, experts, top_k, from, per_run; /* routing dumps */
 } o;
 
 static const char *const synopsis[] = {
-	"coli-profile replay TRACE|ROUTE.csv [--budget MiB,...] [--slots N,...] [--policy NAME,...] [--json]", NULL};
+	"coli-profile replay TRACE|ROUTE.csv [--budget MiB,...] [--slots N,...] [--policy NAME,...] [--json]",
+	"coli-profile replay --layers L --experts E --top-k K [--slots N,...] [--from R] [--per-run] ROUTING.i32...",
+	NULL};
 
 static const coli_option options[] = {
 	COLI_OPT_TEXT("Replays the routing of a trace (a route_trace v1 CSV, or a .coli_trace's routed experts) "
@@ -292,16 +301,27 @@ static const coli_option options[] = {
 		      "generated token one batch per layer; eviction follows each batch and spares its members; "
 		      "each expert costs its layer's record bytes (route-replay.py's semantics)."),
 	COLI_OPT_TEXT(""),
+	COLI_OPT_TEXT("With --layers, --experts and --top-k: routing dumps instead (coli-run --teacher-force "
+		      "--dump-routing; one file per run of a workload, in order), each position a decode step, "
+		      "the usage counts carried from run to run (pins and LFU learn from earlier runs); prints "
+		      "the routing collapse table and each policy's hit rate per size of --slots."),
+	COLI_OPT_TEXT(""),
 	COLI_OPT_STRING(0, "budget", &o.budgets, "MiB,...", "cache budgets in MiB, global or split evenly over the "
 			"layers (default 1000,2000,3000,4000 with a route trace)"),
 	COLI_OPT_STRING(0, "slots", &o.slots, "N,...", "cache sizes in experts per layer instead (default for a "
-			".coli_trace: top_k x 1, 2, 4, 8)"),
+			".coli_trace or routing dumps: top_k x 1, 2, 4, 8)"),
 	COLI_OPT_DOUBLE(0, "expert-mib", &o.expert_mib, "MiB", 0, 1 << 20, "what every expert costs, for --budget on "
 			"a .coli_trace (or to override a route trace's sizes)", .open_lo = 1),
 	COLI_OPT_STRING(0, "policy", &o.policies, "NAME,...", "the policies to replay (default all: min, lru, lfu, "
-			"layer-lru, layer-lfu, slru, layer-slru, layer-min, coli, coli-usage, skew-lru, skew-lfu)"),
+			"layer-lru, layer-lfu, slru, layer-slru, layer-min, coli, coli-usage, skew-lru, skew-lfu, arc, layer-arc)"),
 	COLI_OPT_FLAG(0, "json", &o.json, "print a JSON array of {\"policy\", \"budget_mib\" or \"slots\", "
 		      "\"hit_pct\"} instead"),
+	COLI_OPT_INT(0, "layers", &o.layers, "L", 1, 4096, "routing dumps: MoE layers in the files"),
+	COLI_OPT_INT(0, "experts", &o.experts, "E", 1, 65536, "routing dumps: routed experts per layer"),
+	COLI_OPT_INT(0, "top-k", &o.top_k, "K", 1, 65536, "routing dumps: experts per position"),
+	COLI_OPT_INT(0, "from", &o.from, "R", 1, 1 << 30, "routing dumps: count hits from run R on (default 2 "
+		     "with several files: the first has no earlier counts to learn from; 1 with one)"),
+	COLI_OPT_FLAG(0, "per-run", &o.per_run, "routing dumps: also a table of every run's hit rates per size"),
 	COLI_OPT_STRING('o', "output", &o.out, "DIR", "also plot hit rate against capacity (gnuplot): DIR/replay.png "
 			"and DIR/replay.svg, their data replay.dat"),
 	COLI_OPT_HELP(&o.help),
@@ -471,6 +491,56 @@ static int sizes(const rp_seq *s, double *sz, int *n, int *slots, coli_err *e)
 	return 0;
 }
 
+/* Routing dumps: the options that fit them, the slot sizes (K..E; default K, 2K, 4K, 8K up to E)
+ * and from (0-based) into sz and *from; -1 with e (COLI_EUSAGE). */
+static int dump_args(int n_files, int *sz, int *n_sz, int *from, coli_err *e)
+{
+	double v[RP_MAX_SIZES];
+	if (!o.layers || !o.experts || !o.top_k)
+		return coli_errf(e, COLI_EUSAGE, "routing dumps need --layers, --experts and --top-k together");
+	if (o.budgets || o.expert_mib > 0 || o.policies || o.json || o.out)
+		return coli_errf(e, COLI_EUSAGE, "%s: not with routing dumps (--slots sizes their study)",
+				 o.budgets ? "--budget" : o.expert_mib > 0 ? "--expert-mib" : o.policies ? "--policy"
+				 : o.json ? "--json" : "-o");
+	if (o.top_k > o.experts)
+		return coli_errf(e, COLI_EUSAGE, "--top-k %d exceeds --experts %d", o.top_k, o.experts);
+	if (n_files == 0)
+		return coli_errf(e, COLI_EUSAGE, "no ROUTING.i32 given");
+	*from = o.from ? o.from - 1 : n_files > 1;
+	if (*from >= n_files)
+		return coli_errf(e, COLI_EUSAGE, "--from %d: exceeds the %d files given", *from + 1, n_files);
+	*n_sz = 0;
+	for (int k = o.top_k; !o.slots && k <= o.experts && k <= 8 * o.top_k; k *= 2)
+		sz[(*n_sz)++] = k;
+	if (o.slots && parse_list("slots", o.slots, o.top_k, o.experts, v, n_sz, e) < 0)
+		return -1;
+	for (int i = 0; o.slots && i < *n_sz; i++)
+		if ((sz[i] = (int)v[i]) != v[i])
+			return coli_errf(e, COLI_EUSAGE, "--slots: %g is not a whole number of slots", v[i]);
+	return 0;
+}
+
+/* coli-profile replay --layers L --experts E --top-k K ... ROUTING.i32... */
+static int dump_main(int n, char **files)
+{
+	coli_err e = {0, ""};
+	int sz[RP_MAX_SIZES], n_sz = 0, from = 0;
+	if (dump_args(n, sz, &n_sz, &from, &e) < 0)
+		return usage(e.msg);
+	rp_dumps d;
+	int rc = rp_dumps_load(&d, o.layers, o.experts, o.top_k, files, n, &e);
+	if (rc == 0) {
+		printf("Routing (collapse check):\n\n");
+		rc = rp_collapse_print(&d, &e);
+	}
+	if (rc == 0)
+		printf("\n"), rc = rp_study_print(&d, sz, n_sz, from, o.per_run, &e);
+	if (rc < 0)
+		fprintf(stderr, "coli-profile: %s\n", e.msg);
+	rp_dumps_release(&d);
+	return rc < 0 ? coli_err_exit_status(&e) : 0;
+}
+
 int prof_replay_main(int argc, char **argv)
 {
 	coli_err e = {0, ""};
@@ -480,6 +550,11 @@ int prof_replay_main(int argc, char **argv)
 		return usage(NULL);
 	if (n < 0)
 		return usage(e.msg);
+	if (o.layers || o.experts || o.top_k)
+		return dump_main(n, argv);
+	if (o.from || o.per_run)
+		return usage(o.from ? "--from: routing dumps only (with --layers, --experts, --top-k)"
+				    : "--per-run: routing dumps only (with --layers, --experts, --top-k)");
 	if (n != 1)
 		return usage(n ? "give one TRACE" : "no TRACE given");
 	if (parse_policies(o.policies, use, &e) < 0)

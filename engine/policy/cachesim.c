@@ -1,9 +1,10 @@
-/* policy/cachesim.c: the expert cache simulator: LRU, SLRU, LFU and Belady's MIN over per-layer
- * or global pools, with pins and warm starts (policy.h). */
+/* policy/cachesim.c: the expert cache simulator: LRU, SLRU, LFU, ARC and Belady's MIN over
+ * per-layer or global pools, with pins and warm starts (policy.h). */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "arc.h"
 #include "policy.h"
 
 /* Experts are global ids g = layer x n_experts + expert. A pool is one layer's slots (or all
@@ -27,6 +28,7 @@ struct coli_sim {
 	double *used;         /* [pools] bytes mode: the costs of the residents */
 	double *cost;         /* [L] bytes mode: an expert's cost per layer */
 	coli_sim_stats *st;   /* [L] */
+	sim_arc arc;          /* ARC: its lists (arc.h) */
 	uint64_t now, stamp;
 	int fresh;            /* started and not yet run: a warm preload is due */
 };
@@ -64,7 +66,7 @@ static long long bytes_room(const coli_sim_opts *o)
 
 static int check_opts(const coli_sim_opts *o, coli_err *e)
 {
-	if (o->policy < COLI_SIM_LRU || o->policy > COLI_SIM_BELADY)
+	if (o->policy < COLI_SIM_LRU || o->policy > COLI_SIM_ARC)
 		return coli_errf(e, COLI_EUSAGE, "cache simulator: policy %d unknown", o->policy);
 	if (o->n_layers < 1 || o->n_experts < 1 || (long long)o->n_layers * o->n_experts > INT_MAX)
 		return coli_errf(e, COLI_EUSAGE, "cache simulator: %d layers x %d experts: expected 1.. each, product <= %d",
@@ -121,7 +123,10 @@ int coli_sim_open(coli_sim **out, const coli_sim_opts *o, coli_err *e)
 	s->o = *o;
 	/* bytes mode: pools x room <= n_layers x n_experts <= INT_MAX (check_opts) */
 	s->pools = o->global ? 1 : o->n_layers, s->cap = o->bytes ? (int)bytes_room(o) : o->capacity;
-	if (alloc_all(s, e) < 0) {
+	if (alloc_all(s, e) < 0 || (o->policy == COLI_SIM_ARC &&
+				    sim_arc_open(&s->arc, s->pools, (size_t)o->n_layers * (size_t)o->n_experts,
+						 o->bytes ? o->budget : o->capacity) < 0 &&
+				    coli_errf(e, COLI_ENOMEM, "out of memory for a cache simulator's ARC lists") < 0)) {
 		coli_sim_close(s);
 		return -1;
 	}
@@ -137,6 +142,8 @@ void coli_sim_close(coli_sim *s)
 	free(s->n), free(s->expert), free(s->key), free(s->tick), free(s->where), free(s->pinned);
 	free(s->count), free(s->mark), free(s->first), free(s->next), free(s->score), free(s->list), free(s->st);
 	free(s->used), free(s->cost);
+	if (s->arc.list)
+		sim_arc_close(&s->arc);
 	free(s);
 }
 
@@ -149,6 +156,8 @@ void coli_sim_start(coli_sim *s, const double *counts, int pins)
 	memset(s->n, 0, (size_t)s->pools * sizeof(*s->n));
 	memset(s->used, 0, (size_t)s->pools * sizeof(*s->used));
 	memset(s->st, 0, (size_t)L * sizeof(*s->st));
+	if (s->arc.list)
+		sim_arc_reset(&s->arc);
 	for (int l = 0; counts && pins > 0 && l < L; l++) {
 		int got = coli_pins_choose(counts + (size_t)l * (size_t)E, E, pins < E ? pins : E, s->list);
 		for (int j = 0; j < got; j++)
@@ -182,6 +191,8 @@ static void touch(coli_sim *s, int pool, int i, int hit, int g, int next)
 	s->tick[i] = ++s->now;
 	if (s->o.policy == COLI_SIM_SLRU && hit)
 		slru_promote(s, pool, i);
+	else if (s->o.policy == COLI_SIM_ARC)
+		s->key[i] = sim_arc_list(&s->arc, g) == ARC_T2;
 	else if (s->o.policy == COLI_SIM_LFU)
 		s->key[i] = s->count[g];
 	else if (s->o.policy == COLI_SIM_BELADY)
@@ -190,15 +201,26 @@ static void touch(coli_sim *s, int pool, int i, int hit, int g, int next)
 		s->key[i] = 0;
 }
 
-/* The resident of the pool with the lowest (key, tick) not in the current batch; -1 when none. */
+/* The resident of the pool with the lowest (key, tick) not in the current batch; -1 when none.
+ * ARC: the key is 0 in the list REPLACE takes from (T1 or T2), 1 in the other. */
 static int victim(const coli_sim *s, int pool)
 {
 	int v = -1, lo = pool * s->cap, hi = lo + s->n[pool];
-	for (int i = lo; i < hi; i++)
-		if (s->mark[s->expert[i]] != s->stamp &&
-		    (v < 0 || s->key[i] < s->key[v] || (s->key[i] == s->key[v] && s->tick[i] < s->tick[v])))
-			v = i;
+	double flip = s->o.policy == COLI_SIM_ARC && !sim_arc_take_t1(&s->arc, pool), kv = 0;
+	for (int i = lo; i < hi; i++) {
+		double k = flip ? 1 - s->key[i] : s->key[i];
+		if (s->mark[s->expert[i]] != s->stamp && (v < 0 || k < kv || (k == kv && s->tick[i] < s->tick[v])))
+			v = i, kv = k;
+	}
 	return v;
+}
+
+/* ARC's bookkeeping of a resident g evicted from the pool. */
+static void evicted(coli_sim *s, int pool, int g)
+{
+	s->where[g] = -1;
+	if (s->o.policy == COLI_SIM_ARC)
+		sim_arc_evicted(&s->arc, pool, g);
 }
 
 /* A slot of the pool for g: a free one, else the victim's (never -1: capacity >= max_batch). */
@@ -209,10 +231,24 @@ static int place(coli_sim *s, int pool, int g)
 		i = pool * s->cap + s->n[pool]++;
 	} else {
 		i = victim(s, pool);
-		s->where[s->expert[i]] = -1;
+		evicted(s, pool, s->expert[i]);
 	}
 	s->expert[i] = g, s->where[g] = i;
 	return i;
+}
+
+/* ARC: a hit on g; a miss on g before its eviction (done 0) and after (done 1). */
+static void arc_hit(coli_sim *s, int pool, int g)
+{
+	if (s->o.policy == COLI_SIM_ARC)
+		sim_arc_hit(&s->arc, pool, g);
+}
+
+static void arc_miss(coli_sim *s, int pool, int g, int done)
+{
+	double w = s->o.bytes ? s->cost[g / s->o.n_experts] : 1;
+	if (s->o.policy == COLI_SIM_ARC)
+		(done ? sim_arc_insert : sim_arc_miss)(&s->arc, pool, g, w);
 }
 
 /* One batch: every member counted and marked, then the hits used, then the misses placed.
@@ -228,17 +264,21 @@ static void play(coli_sim *s, const coli_sim_batch *b, const int *next)
 		if (s->pinned[g = base + b->experts[j]])
 			st->hits++, st->pin_hits++;
 		else if (s->where[g] >= 0)
-			st->hits++, touch(s, pool, s->where[g], 1, g, next ? next[j] : 0);
+			st->hits++, arc_hit(s, pool, g), touch(s, pool, s->where[g], 1, g, next ? next[j] : 0);
 	for (int j = 0, g; j < b->n; j++)
-		if (!s->pinned[g = base + b->experts[j]] && s->where[g] < 0)
-			st->misses++, touch(s, pool, place(s, pool, g), 0, g, next ? next[j] : 0);
+		if (!s->pinned[g = base + b->experts[j]] && s->where[g] < 0) {
+			arc_miss(s, pool, g, 0);
+			int i = place(s, pool, g);
+			arc_miss(s, pool, g, 1);
+			st->misses++, touch(s, pool, i, 0, g, next ? next[j] : 0);
+		}
 }
 
 /* Bytes mode: slot i emptied, the pool's last slot moved into it. */
 static void drop(coli_sim *s, int pool, int i)
 {
 	int last = pool * s->cap + --s->n[pool], g = s->expert[i];
-	s->where[g] = -1, s->used[pool] -= s->cost[g / s->o.n_experts];
+	evicted(s, pool, g), s->used[pool] -= s->cost[g / s->o.n_experts];
 	if (i != last) {
 		s->expert[i] = s->expert[last], s->key[i] = s->key[last], s->tick[i] = s->tick[last];
 		s->where[s->expert[i]] = i;
@@ -258,8 +298,9 @@ static void play_bytes(coli_sim *s, const coli_sim_batch *b, const int *next)
 		if (s->pinned[g = base + b->experts[j]]) {
 			st->hits++, st->pin_hits++;
 		} else if (s->where[g] >= 0) {
-			st->hits++, touch(s, pool, s->where[g], 1, g, next ? next[j] : 0);
+			st->hits++, arc_hit(s, pool, g), touch(s, pool, s->where[g], 1, g, next ? next[j] : 0);
 		} else {
+			arc_miss(s, pool, g, 0), arc_miss(s, pool, g, 1);
 			i = pool * s->cap + s->n[pool]++;
 			s->expert[i] = g, s->where[g] = i, s->used[pool] += s->cost[b->layer];
 			st->misses++, touch(s, pool, i, 0, g, next ? next[j] : 0);

@@ -9,7 +9,7 @@
 #  2. prefetch: `--prefetch on` against `off` (LRU, T slots, prompt 1): tokens/s, hit rate,
 #     the prediction's recall and the MiB per token read for wrong predictions.
 #  3. the routing of the learning runs (prompt + generated tokens, teacher-forced) through
-#     coli-replay: the collapse check (distinct experts per layer, overlap with the previous
+#     coli-profile replay: the collapse check (distinct experts per layer, overlap with the previous
 #     token) and the hit rates the trace replay predicts for the same runs (docs/cache-policy.md).
 # The model: build/bench/run-q4.coli, a synthetic qwen3_moe of 12 layers x 128 experts, top-8,
 # hidden 2048, expert FFN 768, int4 (4.0 GiB, 2.4 MiB expert records), made as tests/bench/run.sh
@@ -126,16 +126,16 @@ printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s, %s |\n' "$(pmed 1)" "
 echo
 
 # The routing of the learning runs (the tokens are the same whatever the cache), replayed.
-say "routing: teacher-forcing the $nruns runs' prompt + generated tokens, then coli-replay"
+say "routing: teacher-forcing the $nruns runs' prompt + generated tokens, then coli-profile replay"
 traces=()
 for i in $(seq "$nruns"); do
 	ids="$(prompt "$i") $(cut -d' ' -f1-"$ntok" "$dir/learn-ids-$i.txt")"
 	bin/coli-run -m "$model" --stream --prompt-ids "$ids" --teacher-force --dump-routing "$dir/learn-routing-$i.i32" -q >/dev/null
 	traces+=("$dir/learn-routing-$i.i32")
 done
-echo "### Routing of the runs and the trace replay at $total slots (coli-replay; docs/cache-policy.md)"
+echo "### Routing of the runs and the trace replay at $total slots (coli-profile replay; docs/cache-policy.md)"
 echo
-bin/coli-replay --layers 12 --experts 128 --top-k "$k" --slots "$total" --from 1 --per-run "${traces[@]}" |
+bin/coli-profile replay --layers 12 --experts 128 --top-k "$k" --slots "$total" --from 1 --per-run "${traces[@]}" |
 	sed -n '/^| run | trace/,$p'
 echo
 echo "Medians of $reps repetitions, page cache dropped before each coli-run; $ntok decode tokens after an 8-token prompt (prompt i: 8 ids drawn with awk srand(i)); hit rates and MiB/token over the decoded tokens (the replay counts every position as a decode step). Commit $(commit), $(date -u +%Y-%m-%d), $(nproc) cores. Commands:"
@@ -145,5 +145,5 @@ echo "rm -f $usage; for i in 1..$nruns: echo 3 > /proc/sys/vm/drop_caches; coli-
 echo "for i in 1..$nruns: echo 3 > /proc/sys/vm/drop_caches; coli-run -m $model --prompt-ids \"PROMPT i\" -n $((ntok + 1)) --ignore-eos --print-ids --stream --pins 0 --cache-slots $total"
 echo "echo 3 > /proc/sys/vm/drop_caches; coli-run -m $model --prompt-ids \"PROMPT 1\" -n $((ntok + 1)) --ignore-eos --print-ids --stream --pins 0 --cache-slots $total --prefetch off|on"
 echo "coli-run -m $model --stream --prompt-ids \"PROMPT i + GENERATED i\" --teacher-force --dump-routing $dir/learn-routing-i.i32"
-echo "coli-replay --layers 12 --experts 128 --top-k $k --slots $total --from 1 --per-run $dir/learn-routing-{1..$nruns}.i32"
+echo "coli-profile replay --layers 12 --experts 128 --top-k $k --slots $total --from 1 --per-run $dir/learn-routing-{1..$nruns}.i32"
 echo '```'

@@ -14,9 +14,10 @@
 # Both engines run the same weights: coli-synth writes the checkpoint (converted to a coli
 # container) and the GGUF from the same seed (coli-synth --gguf); the cold model's source is
 # fp8 (half the bytes on disk while converting), the GGUF holding the same fp8-decoded values.
-# Routing: coli's, teacher-forced over the prompt and its continuation (coli-replay: distinct
-# experts per layer, overlap with the previous token); llama.cpp's greedy choices teacher-forced
-# over coli's continuation (the share equal to coli's: both compute the same function).
+# Routing: coli's, teacher-forced over the prompt and its continuation (coli-profile replay:
+# distinct experts per layer, overlap with the previous token); llama.cpp's greedy choices
+# teacher-forced over coli's continuation (the share equal to coli's: both compute the same
+# function).
 # Environment: COLI_BENCH_DIR (build/bench), COLI_BENCH_REPS (3), COLI_BENCH_PARTS ("warm cold"),
 # COLI_BENCH_THREADS (2), COLI_BENCH_COLD_THREADS (1), COLI_BENCH_TOKENS (64),
 # COLI_BENCH_COLD_TOKENS (32), COLI_BENCH_PROMPT (512), COLI_BENCH_LAYERS (12),
@@ -102,7 +103,7 @@ warm_rep() {
 		"$(fig "$lp" prompt.tokens_per_s %.1f) $(fig "$c" peak_rss_mib %.0f) $(fig "$l" peak_rss_mib %.0f) $(fig "$c" decode.weights_gb_per_s %.2f)"
 }
 
-# coli's routing over the prompt and its continuation (coli-replay's collapse table), and
+# coli's routing over the prompt and its continuation (coli-profile replay's collapse table), and
 # llama.cpp's greedy choices over the same ids.
 routing() {
 	local m=$1 g=$2 ids_file=$3 th=$4 ids k e L
@@ -111,11 +112,11 @@ routing() {
 	e=$(grep -o '"num_experts": *[0-9]*' "$m/config.json" | sed 's/.*: *//')
 	L=$(grep -o '"num_hidden_layers": *[0-9]*' "$m/config.json" | sed 's/.*: *//')
 	bin/coli-run -m "$m" --stream --prompt-ids "$ids" --teacher-force --dump-routing "$dir/llama-routing.i32" -q >/dev/null
-	bin/coli-replay --layers "$L" --experts "$e" --top-k "$k" --slots "$k" --from 1 "$dir/llama-routing.i32" | sed -n '/^| run | trace/,/^$/p'
+	bin/coli-profile replay --layers "$L" --experts "$e" --top-k "$k" --slots "$k" --from 1 "$dir/llama-routing.i32" | sed -n '/^| run | trace/,/^$/p'
 	echo "Expected overlap with the previous token for independent uniform routing: k/E = $(awk -v k="$k" -v e="$e" 'BEGIN {printf "%.3f", k / e}')."
 	node "$driver" --model "$g" --threads "$th" --prompt-ids "$short" -n 1 --agree "$ids" --agree-from 4 >"$dir/llama-agree.out"
 	echo "llama.cpp teacher-forced over the same ids: its greedy choice equals coli's at $(jget "$(cat "$dir/llama-agree.out")" agree.same) of $(jget "$(cat "$dir/llama-agree.out")" agree.positions) positions."
-	record "coli-run -m $m --stream --prompt-ids \"$short + GENERATED\" --teacher-force --dump-routing $dir/llama-routing.i32; coli-replay --layers $L --experts $e --top-k $k --slots $k --from 1 $dir/llama-routing.i32"
+	record "coli-run -m $m --stream --prompt-ids \"$short + GENERATED\" --teacher-force --dump-routing $dir/llama-routing.i32; coli-profile replay --layers $L --experts $e --top-k $k --slots $k --from 1 $dir/llama-routing.i32"
 	record "node $driver --model $g --threads $th --prompt-ids \"$short\" -n 1 --agree \"$short + GENERATED\" --agree-from 4"
 }
 
