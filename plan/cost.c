@@ -94,9 +94,10 @@ static int cmp_desc(const void *a, const void *b)
 
 /* Seconds to read m records of rec bytes from the copies together, balanced so they finish
  * together: a partial copy serves only the records it holds (misses taken as spread evenly over
- * the records), the full copies the rest; in a burst (each copy's burst factor) or sustained.
- * A record is read whole from one copy: m records keep at most m copies busy (the fastest; with
- * m < 1, a layer's one miss, when it has one, is read by one copy). */
+ * the records), the full copies the rest. One layer's reads (burst set: at each copy's burst
+ * rate): a record is read whole from one copy, so m records keep at most m copies busy (the
+ * fastest; with m < 1, a layer's one miss, when it has one, is read by one copy). Else the
+ * sustained rates over a whole token's reads, which every copy shares. */
 static double read_time(const plan *p, double m, double rec, int burst)
 {
 	if (m <= 0)
@@ -111,7 +112,7 @@ static double read_time(const plan *p, double m, double rec, int burst)
 		held = p->copies[i].held < held ? p->copies[i].held : held;
 	}
 	qsort(b, (size_t)p->n_copies, sizeof(*b), cmp_desc);
-	double busy = m > 1 ? m : 1; /* copies kept busy */
+	double busy = !burst ? p->n_copies : m > 1 ? m : 1; /* copies kept busy */
 	for (int i = 0; i < p->n_copies; i++)
 		all += b[i] * fmin(fmax(busy - i, 0), 1);
 	double t = bytes / all, t_full = (1 - held) * bytes / full;

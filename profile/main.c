@@ -9,13 +9,14 @@
 static const char usage[] =
 	"usage: coli-profile report TRACE|BUNDLE [-o DIR] [--probe F] [--plan F] [--json]\n"
 	"       coli-profile replay TRACE|ROUTE.csv [--budget MiB,...] [--slots N,...] [--policy NAME,...]\n"
+	"       coli-profile replay --layers L --experts E --top-k K [--slots N,...] ROUTING.i32...\n"
 	"       coli-profile datapoint MODEL.coli [--plan F] [--probe F] [-o NAME.tar.gz] [-- RUN OPTIONS]\n"
 	"       coli-profile compare 'CMD A' 'CMD B' [-r N] [--drop-caches] [--json]\n"
 	"\n"
 	"Where a run's time goes, in numbers and plots. Each subcommand has its --help.\n"
 	"\n"
 	"  report    the attribution table, the bottleneck verdict and the plots of a trace or bundle\n"
-	"  replay    the decode hit rate of cache policies and sizes on a routing trace\n"
+	"  replay    the decode hit rate of cache policies and sizes on a routing trace or routing dumps\n"
 	"  datapoint a container measured cold, warm and over rotating prompts, bundled in one .tar.gz\n"
 	"  compare   two commands run alternately, their tokens/s and the ratio B / A\n";
 

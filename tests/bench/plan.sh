@@ -49,7 +49,7 @@ ids() { seq 1 "$1" | paste -sd' '; }
 
 shape="--family qwen3_moe --layers $layers --experts 128 --top-k 6 --hidden 2048 --expert-ffn 768 --heads 32 --kv-heads 4 --head-dim 128 --fp8 --measure 0 --seed 13"
 model=$(model_of plan-q4 "$shape")
-gb=$(( ($(bytes_of "$model") >> 30) + 2 ))
+gb=$(( ($(bytes_of "$model") >> 30) + 3 )) # the copy, the probe's 512 MiB scratch file, ext4's own share
 
 memcg=$(cgroup_new memory cap); cgroups+=("$memcg")
 blkcg=$(cgroup_new blkio throttle); cgroups+=("$blkcg")
