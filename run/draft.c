@@ -11,9 +11,11 @@
 #include "fileio.h"
 
 #define AUTO_PROBE 32   /* auto: steps in one mode, then one in the other to measure it again */
+#define AUTO_PROBE_MIN 4 /* auto: the first such interval; it doubles at each probe up to AUTO_PROBE */
 #define AUTO_DECAY 0.95 /* auto: weight of the past acceptance counts at each round */
 #define AUTO_NEW 0.3    /* auto: weight of a new cost measurement */
-#define AUTO_FIRST 2    /* auto: the k of the first round */
+#define AUTO_PLAIN 2    /* auto: plain steps before the first round (their cost) */
+#define AUTO_FIRST 1    /* auto: the k of the first round (a failed one costs the least) */
 
 int draft_open(drafter *d, const run_opts *o, coli_engine *m, const coli_kv *kv, const int32_t *oracle, int n_oracle,
 	       coli_err *e)
@@ -43,6 +45,7 @@ int draft_open(drafter *d, const run_opts *o, coli_engine *m, const coli_kv *kv,
 	if (!d->q || !d->p || !d->pp || !d->resid)
 		return -1;
 	d->on = d->want > 0;
+	d->probe_every = AUTO_PROBE_MIN;
 	if (d->on)
 		snprintf(d->why, sizeof(d->why), "on: --draft %d", d->want);
 	else
@@ -100,7 +103,7 @@ static double expected_tokens(double a, int k)
 int draft_best_k(const drafter *d, double *acc, double *gain)
 {
 	int best = 1;
-	*acc = (d->acc_a + 0.5) / (d->acc_a + d->acc_r + 1);
+	*acc = (d->acc_a + 1) / (d->acc_a + d->acc_r + 1); /* optimistic until rejections say otherwise */
 	*gain = 0;
 	for (int k = 1; k <= COLI_DRAFT_MAX; k++) {
 		double g = expected_tokens(*acc, k) * d->c_plain / (d->c_plain + k * (d->c_step + d->c_tok));
@@ -110,22 +113,27 @@ int draft_best_k(const drafter *d, double *acc, double *gain)
 	return best;
 }
 
-/* --draft auto: plain steps first (their cost), a first round, then on while the model says a
- * round gains, each mode measured again after AUTO_PROBE steps of the other. */
+/* --draft auto: plain steps first (their cost), a first round of one draft, then on while the
+ * model says a round gains, k growing by one at most past the last round's accepted drafts (a
+ * run of right drafts earns longer rounds), each mode measured again after an interval of steps
+ * in the other: AUTO_PROBE_MIN, doubling up to AUTO_PROBE (a decision made on few rounds is
+ * checked again soon). */
 static int auto_k(drafter *d)
 {
 	double acc, gain;
-	if (d->st.plain < AUTO_FIRST)
+	if (d->st.plain < AUTO_PLAIN)
 		return 0;
 	if (d->st.rounds == 0)
 		return AUTO_FIRST;
 	int k = draft_best_k(d, &acc, &gain), on = gain > 1.0;
+	k = k > d->last_accepted + 1 ? d->last_accepted + 1 : k;
 	d->st.switches += on != d->on;
 	d->on = on;
 	snprintf(d->why, sizeof(d->why), "auto: %s: %.2fx expected at k %d (acceptance %.2f; a draft step %.2f, a verified "
 		 "token %.2f plain steps)", on ? "on" : "off", gain, k, acc, d->c_step / d->c_plain, d->c_tok / d->c_plain);
-	if (++d->since >= AUTO_PROBE) {
+	if (++d->since >= d->probe_every) {
 		d->since = 0;
+		d->probe_every = d->probe_every * 2 < AUTO_PROBE ? d->probe_every * 2 : AUTO_PROBE;
 		return on ? 0 : k;
 	}
 	return on ? k : 0;
@@ -242,6 +250,7 @@ static int round_k(drafter *d, coli_engine *m, coli_kv *kv, sampler *smp, int32_
 	if (d->have_mtp)
 		coli_mtp_truncate(&d->mtp, kv->n);
 	d->st.rounds++, d->st.drafted += k, d->st.accepted += n - 1;
+	d->last_accepted = n - 1;
 	d->st.draft_s += t1 - t0, d->st.verify_s += t2 - t1;
 	d->acc_a = AUTO_DECAY * d->acc_a + (n - 1);
 	d->acc_r = AUTO_DECAY * d->acc_r + (n - 1 < k);

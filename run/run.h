@@ -137,6 +137,8 @@ typedef struct drafter {
 	double acc_a, acc_r;      /* drafts accepted, rounds with a rejection */
 	double c_plain, c_step, c_tok; /* a plain step; a draft step; a verify's extra per token */
 	int since;                /* steps since the other mode was last measured */
+	int probe_every;          /* steps between such measurements (growing) */
+	int last_accepted;        /* drafts the last round accepted */
 	draft_stats st;
 } drafter;
 

@@ -3,7 +3,8 @@
 # measured with the oracle draft (--draft-oracle: the --draft 0 run's own ids, mixed with wrong
 # ones at --draft-oracle-rate), since random synthetic weights give near-zero real acceptance.
 #   speedup = decode tokens/s with --draft K (or auto) / decode tokens/s with --draft 0,
-# both medians of COLI_BENCH_REPS runs, for K = 1..3 and oracle rates 1, 0.7, 0.4, in two settings:
+# the median of COLI_BENCH_REPS repetitions (each runs every configuration in turn, so drift falls
+# on all alike; the speedup is the median of each repetition's ratio), for K = 1..3 and oracle rates 1, 0.7, 0.4, in two settings:
 #   warm: every expert in RAM (the page cache warm);
 #   cold: streaming (--stream --ram) under a memory cgroup cap of a third of the container, the
 #         page cache dropped before each run (needs root).
@@ -55,24 +56,28 @@ run() {
 gen=(--prompt-ids "$prompt" -n $((ntok + 1)) --ignore-eos --print-ids)
 same_ids() { cmp -s "$dir/draft-ids.txt" "$dir/draft-ref.txt" || { say "draft.sh: --draft $* changed the ids"; exit 1; }; }
 
-# Medians over the repetitions of one configuration: tok/s acceptance tokens/forward extra-MiB.
-measure() {
-	local setting=$1 lines j
-	shift
-	lines=$(for i in $(seq "$reps"); do
-		j=$(run "$setting" "${gen[@]}" "$@")
-		[ "$*" = "--draft 0" ] || same_ids "$@"
-		echo "$(tok_s "$j") $(jfmt "$j" draft.acceptance %.3f) $(jfmt "$j" draft.tokens_per_forward %.2f)" \
-			"$(jfmt "$j" draft.extra_mib_per_verify %.1f)"
-		jget "$j" draft.why >"$dir/draft-why.txt"
-	done)
-	for c in 1 2 3 4; do echo "$lines" | awk -v c="$c" '{print $c}' | median; done | tr '\n' ' '
+# One repetition of every configuration, in turn (A B C .. A B C ..: the machine's drift falls on
+# all alike): per configuration a line "index tok/s acceptance tokens/forward extra-MiB why".
+configs=("--draft 0")
+for rate in $rates; do for k in $ks auto; do configs+=("--draft $k --draft-oracle $dir/draft-ref.txt --draft-oracle-rate $rate"); done; done
+repetition() {
+	local setting=$1 i j
+	for i in "${!configs[@]}"; do
+		# shellcheck disable=SC2086 # a configuration is its words
+		j=$(run "$setting" "${gen[@]}" ${configs[$i]})
+		[ "$i" = 0 ] || same_ids "${configs[$i]}"
+		echo "$i $(tok_s "$j") $(jfmt "$j" draft.acceptance %.3f) $(jfmt "$j" draft.tokens_per_forward %.2f)" \
+			"$(jfmt "$j" draft.extra_mib_per_verify %.1f) $(jget "$j" draft.why | tr ' ' '_')"
+	done
 }
 
 if [[ " $parts " == *" cold "* ]]; then
 	mbytes=$(cat "$model"/*.bin | wc -c)
 	cap_mib=$((mbytes / 3 >> 26 << 6))
-	[ "$cap_mib" -ge 512 ] || cap_mib=512 # a small model (a quick try): room for the run itself
+	# at least the dense part and the MTP head in RAM with 2 GiB beside them (coli-run's minimum
+	# expert cache, its buffers): a third of the container is less for MTP models
+	floor_mib=$(( ($(cat "$model/dense.bin" "$model/mtp.bin" 2>/dev/null | wc -c) >> 20) + 2048 ))
+	[ "$cap_mib" -ge "$floor_mib" ] || cap_mib=$floor_mib
 	ram=$(awk -v c="$cap_mib" 'BEGIN {printf "%.2f", (c - 256) / 1024}')
 	memcg=$(cgroup_new memory draft)
 	cgroups+=("$memcg")
@@ -82,18 +87,24 @@ fi
 table=$dir/draft-results.txt
 : >"$table"
 for setting in $parts; do
-	say "$setting: --draft 0"
+	say "$setting: --draft 0 (the reference ids), then $reps repetitions of the ${#configs[@]} configurations in turn"
 	run "$setting" "${gen[@]}" >/dev/null && cp "$dir/draft-ids.txt" "$dir/draft-ref.txt"
-	read -r base _ <<<"$(measure "$setting" --draft 0)"
-	say "  $base tok/s"
-	for rate in $rates; do
-		for k in $ks auto; do
-			read -r tps acc tpf extra <<<"$(measure "$setting" --draft "$k" --draft-oracle "$dir/draft-ref.txt" \
-				--draft-oracle-rate "$rate")"
-			sp=$(awk -v a="$tps" -v b="$base" 'BEGIN {printf "%.2f", a / b}')
-			say "  k $k, rate $rate: $tps tok/s (${sp}x), acceptance $acc, $tpf tokens per forward"
-			echo "$setting $k $rate $acc $tpf $tps $sp $extra $base $(cat "$dir/draft-why.txt" | tr ' ' '_')" >>"$table"
-		done
+	raw=$dir/draft-raw-$setting.txt
+	: >"$raw"
+	for r in $(seq "$reps"); do
+		repetition "$setting" >>"$raw"
+		say "  repetition $r: $(awk '{printf "%s ", $2}' <(tail -n ${#configs[@]} "$raw"))tok/s"
+	done
+	base=$(awk '$1 == 0 {print $2}' "$raw" | median)
+	for i in "${!configs[@]}"; do
+		[ "$i" = 0 ] && continue
+		read -r _ k _ _ _ rate <<<"${configs[$i]}"
+		# the speedup: the median of each repetition's ratio to that repetition's --draft 0
+		sp=$(printf %.2f "$(awk -v i="$i" '$1 == 0 {b = $2} $1 == i {printf "%.4f\n", $2 / b}' "$raw" | median)")
+		med() { awk -v i="$i" -v c="$1" '$1 == i {print $c}' "$raw" | median; }
+		why=$(awk -v i="$i" '$1 == i {w = $6} END {print w}' "$raw")
+		say "  k $k, rate $rate: $(med 2) tok/s (${sp}x), acceptance $(med 3), $(med 4) tokens per forward"
+		echo "$setting $k $rate $(med 3) $(med 4) $(med 2) $sp $(med 5) $base $why" >>"$table"
 	done
 done
 
