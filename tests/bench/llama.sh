@@ -39,6 +39,8 @@ layers=${COLI_BENCH_LAYERS:-12}
 clayers=${COLI_BENCH_COLD_LAYERS:-48}
 caps=${COLI_BENCH_CAPS_MIB:-4096 8192}
 export NODE_LLAMA_DIR=${NODE_LLAMA_DIR:-$PWD/build/llama}
+[ -e "$NODE_LLAMA_DIR/node_modules/node-llama-cpp/package.json" ] ||
+	{ say "llama.sh: node-llama-cpp is not installed in $NODE_LLAMA_DIR (make llama-deps, or make bench-llama, installs it)"; exit 1; }
 driver=tests/bench/llama/driver.mjs
 short="1 2 3 4"
 long=$(seq 1000 $((999 + plen)) | tr '\n' ' ')
