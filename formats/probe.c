@@ -181,6 +181,14 @@ int coli_probe_validate(const coli_probe *p, const char *name, coli_err *e)
 	return check_dirs(p, name, e);
 }
 
+double coli_probe_best_bps(const coli_probe_disk *d)
+{
+	double best = 0;
+	for (int i = 0; i < d->n_qd; i++)
+		best = d->direct_bps[i] > best ? d->direct_bps[i] : best;
+	return best;
+}
+
 /* ---- JSON -> struct: types and string lengths ---- */
 
 static const char *kind_of(const json_t *v)

@@ -63,6 +63,9 @@ typedef struct coli_probe {
 	coli_probe_disk disks[COLI_PROBE_MAX_DISKS]; int n_disks;
 } coli_probe;
 
+/* The best of d's O_DIRECT bandwidths over the queue depths measured (0 with none). */
+double coli_probe_best_bps(const coli_probe_disk *d);
+
 /* Reads and validates path (every field, see coli_probe_validate); *p is filled only on success. */
 int coli_probe_read(const char *path, coli_probe *p, coli_err *e);
 /* The same for text already in memory; name stands for the file in errors. */

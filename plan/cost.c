@@ -255,10 +255,8 @@ static void choose_qd(plan *p)
 	int qd = 1;
 	for (int i = 0; i < p->n_copies; i++) {
 		const coli_probe_disk *d = p->copies[i].disk;
-		double best = 0;
+		double best = coli_probe_best_bps(d);
 		int pick = d->n_qd ? d->qd[d->n_qd - 1] : STORE_IO_THREADS;
-		for (int j = 0; j < d->n_qd; j++)
-			best = d->direct_bps[j] > best ? d->direct_bps[j] : best;
 		for (int j = 0; j < d->n_qd; j++)
 			if (d->direct_bps[j] >= 0.95 * best && d->qd[j] >= p->top_k) {
 				pick = d->qd[j];

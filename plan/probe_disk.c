@@ -255,10 +255,8 @@ static double latency(int fd, uint64_t file_bytes, double seconds, coli_err *e)
  * over the time spent reading, BURSTS_MIN bursts at least, within seconds otherwise. */
 static double burst_rate(reads *r, const coli_probe_disk *d, double seconds, coli_err *e)
 {
-	double best = 0, busy = 0, bytes = (double)COLI_PROBE_BURST_RECORDS * (double)r->size;
-	for (int i = 0; i < d->n_qd; i++)
-		best = d->direct_bps[i] > best ? d->direct_bps[i] : best;
-	double idle = 2 * bytes / best, end = coli_now() + seconds;
+	double busy = 0, bytes = (double)COLI_PROBE_BURST_RECORDS * (double)r->size;
+	double idle = 2 * bytes / coli_probe_best_bps(d), end = coli_now() + seconds;
 	idle = idle > BURST_IDLE_MIN ? idle : BURST_IDLE_MIN;
 	int n = 0;
 	r->limit = COLI_PROBE_BURST_RECORDS;

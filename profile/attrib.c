@@ -74,9 +74,8 @@ static double probe_bps(const coli_probe *probe, const char *dev)
 {
 	double best = 0;
 	for (int i = 0; probe && i < probe->n_disks; i++)
-		if (strcmp(probe->disks[i].dev, dev) == 0)
-			for (int q = 0; q < probe->disks[i].n_qd; q++)
-				best = probe->disks[i].direct_bps[q] > best ? probe->disks[i].direct_bps[q] : best;
+		if (strcmp(probe->disks[i].dev, dev) == 0 && coli_probe_best_bps(&probe->disks[i]) > best)
+			best = coli_probe_best_bps(&probe->disks[i]);
 	return best;
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "datapoint.h"
 #include "fileio.h"
 #include "options.h"
@@ -55,19 +56,6 @@ static int one(const char *cmd, const char *tag, int i, const char *out, double 
 	return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-/* Median, min and max of v[0..n) (sorted here). */
-static void stats(double *v, int n, double out[3])
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	out[0] = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, out[1] = v[0], out[2] = v[n - 1];
-}
-
 static void print(const char *a, const char *b, double s[3][3])
 {
 	if (o.json) {
@@ -102,7 +90,7 @@ static int compare(const char *a, const char *b, coli_err *e)
 	if (fd >= 0)
 		unlink(out);
 	for (int k = 0; rc == 0 && k < 3; k++)
-		stats(v + k * o.runs, o.runs, s[k]);
+		prof_stats(v + k * o.runs, o.runs, s[k]);
 	if (rc == 0)
 		print(a, b, s);
 	free(v);
@@ -126,10 +114,7 @@ static const coli_option options[] = {
 
 static int usage(const char *msg)
 {
-	char *text = coli_opts_usage("coli-profile compare", msg, synopsis, options);
-	fputs(text ? text : "coli-profile: out of memory\n", msg ? stderr : stdout);
-	free(text);
-	return msg ? 2 : 0;
+	return prof_usage("coli-profile compare", msg, synopsis, options);
 }
 
 int prof_compare_main(int argc, char **argv)
@@ -143,8 +128,7 @@ int prof_compare_main(int argc, char **argv)
 	if (n != 2)
 		return usage("give two commands, 'CMD A' and 'CMD B'");
 	if (compare(argv[0], argv[1], &e) < 0) {
-		fprintf(stderr, "coli-profile: %s\n", e.msg);
-		return coli_err_exit_status(&e);
+		return prof_fail(&e);
 	}
 	return fflush(stdout) == 0 ? 0 : 1;
 }

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "bundle_io.h"
 #include "machine.h"
 #include "datapoint.h"
@@ -116,22 +117,16 @@ static int one_run(dp *d, const char *name, int kind, int prompt, coli_err *e)
 	return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
 /* The headline: the rotating run at the median of their tokens/s (the lower middle when even). */
 static void headline(dp *d)
 {
-	double v[COLI_BUNDLE_MAX_RUNS];
+	double v[COLI_BUNDLE_MAX_RUNS], st[3];
 	int n = 0;
 	for (int i = 0; i < d->man->n_runs; i++)
 		if (d->man->runs[i].kind == COLI_BUNDLE_ROTATE)
 			v[n++] = d->man->runs[i].tokens_per_s;
-	qsort(v, (size_t)n, sizeof(double), cmp_double);
-	d->man->headline_tok_s = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	prof_stats(v, n, st);
+	d->man->headline_tok_s = st[0];
 	for (int i = 0; i < d->man->n_runs; i++)
 		if (d->man->runs[i].kind == COLI_BUNDLE_ROTATE && d->man->runs[i].tokens_per_s == v[(n - 1) / 2]) {
 			snprintf(d->man->headline_run, sizeof(d->man->headline_run), "%s", d->man->runs[i].name);
@@ -380,10 +375,7 @@ static const coli_option options[] = {
 
 static int usage(const char *msg)
 {
-	char *text = coli_opts_usage("coli-profile datapoint", msg, synopsis, options);
-	fputs(text ? text : "coli-profile: out of memory\n", msg ? stderr : stdout);
-	free(text);
-	return msg ? 2 : 0;
+	return prof_usage("coli-profile datapoint", msg, synopsis, options);
 }
 
 int prof_datapoint_main(int argc, char **argv)
@@ -409,8 +401,7 @@ int prof_datapoint_main(int argc, char **argv)
 	clean(&d);
 	free(d.man);
 	if (rc < 0) {
-		fprintf(stderr, "coli-profile: %s\n", e.msg);
-		return coli_err_exit_status(&e);
+		return prof_fail(&e);
 	}
 	fputs(row, stdout);
 	if (!o.quiet)

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli.h"
 #include "fileio.h"
 #include "options.h"
 #include "collapse.h"
@@ -330,10 +331,7 @@ static const coli_option options[] = {
 
 static int usage(const char *msg)
 {
-	char *text = coli_opts_usage("coli-profile replay", msg, synopsis, options);
-	fputs(text ? text : "coli-profile: out of memory\n", msg ? stderr : stdout);
-	free(text);
-	return msg ? 2 : 0;
+	return prof_usage("coli-profile replay", msg, synopsis, options);
 }
 
 /* A comma list of positive numbers (budgets in MiB, or slot counts 1..E) into v; -1 with e. */
@@ -535,10 +533,8 @@ static int dump_main(int n, char **files)
 	}
 	if (rc == 0)
 		printf("\n"), rc = rp_study_print(&d, sz, n_sz, from, o.per_run, &e);
-	if (rc < 0)
-		fprintf(stderr, "coli-profile: %s\n", e.msg);
 	rp_dumps_release(&d);
-	return rc < 0 ? coli_err_exit_status(&e) : 0;
+	return rc < 0 ? prof_fail(&e) : 0;
 }
 
 int prof_replay_main(int argc, char **argv)
@@ -560,10 +556,8 @@ int prof_replay_main(int argc, char **argv)
 	if (parse_policies(o.policies, use, &e) < 0)
 		return usage(e.msg);
 	rp_seq s;
-	if (rp_load(&s, argv[0], &e) < 0) {
-		fprintf(stderr, "coli-profile: %s\n", e.msg);
-		return coli_err_exit_status(&e);
-	}
+	if (rp_load(&s, argv[0], &e) < 0)
+		return prof_fail(&e);
 	int rc = sizes(&s, sz, &n_sz, &slots, &e);
 	if (rc < 0 && e.code == COLI_EUSAGE) {
 		rp_release(&s);
@@ -571,8 +565,6 @@ int prof_replay_main(int argc, char **argv)
 	}
 	if (rc == 0)
 		rc = replay_all(&s, use, sz, n_sz, slots, &e);
-	if (rc < 0)
-		fprintf(stderr, "coli-profile: %s\n", e.msg);
 	rp_release(&s);
-	return rc < 0 ? coli_err_exit_status(&e) : 0;
+	return rc < 0 ? prof_fail(&e) : 0;
 }

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "cli.h"
 #include "fileio.h"
 #include "html.h"
 #include "options.h"
@@ -243,10 +244,7 @@ static const coli_option options[] = {
 
 static int usage(const char *msg)
 {
-	char *text = coli_opts_usage("coli-profile report", msg, synopsis, options);
-	fputs(text ? text : "coli-profile: out of memory\n", msg ? stderr : stdout);
-	free(text);
-	return msg ? 2 : 0;
+	return prof_usage("coli-profile report", msg, synopsis, options);
 }
 
 static int print_results(const prof_inputs *in, const prof_attrib *a, const char *dir)
@@ -284,8 +282,7 @@ int prof_report_main(int argc, char **argv)
 	prof_attrib a;
 	char *warn = NULL;
 	if (prof_inputs_open(&in, argv[0], o.probe, o.plan, &e) < 0) {
-		fprintf(stderr, "coli-profile: %s\n", e.msg);
-		return coli_err_exit_status(&e);
+		return prof_fail(&e);
 	}
 	int rc = prof_attrib_make(&a, &in.trace, in.probe, &e);
 	if (rc == 0)

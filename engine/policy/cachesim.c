@@ -251,15 +251,22 @@ static void arc_miss(coli_sim *s, int pool, int g, int done)
 		(done ? sim_arc_insert : sim_arc_miss)(&s->arc, pool, g, w);
 }
 
+/* Every member of batch b (its layer's experts from base on) counted and marked as this batch's
+ * (a new stamp): what eviction spares. */
+static void mark_batch(coli_sim *s, const coli_sim_batch *b, int base)
+{
+	s->stamp++;
+	for (int j = 0; j < b->n; j++)
+		s->mark[base + b->experts[j]] = s->stamp, s->count[base + b->experts[j]] += 1;
+}
+
 /* One batch: every member counted and marked, then the hits used, then the misses placed.
  * next: each member's next use (BELADY), else NULL. */
 static void play(coli_sim *s, const coli_sim_batch *b, const int *next)
 {
 	int base = b->layer * s->o.n_experts, pool = pool_of(s, b->layer);
 	coli_sim_stats *st = &s->st[b->layer];
-	s->stamp++;
-	for (int j = 0; j < b->n; j++)
-		s->mark[base + b->experts[j]] = s->stamp, s->count[base + b->experts[j]] += 1;
+	mark_batch(s, b, base);
 	for (int j = 0, g; j < b->n; j++)
 		if (s->pinned[g = base + b->experts[j]])
 			st->hits++, st->pin_hits++;
@@ -291,9 +298,7 @@ static void play_bytes(coli_sim *s, const coli_sim_batch *b, const int *next)
 {
 	int base = b->layer * s->o.n_experts, pool = pool_of(s, b->layer);
 	coli_sim_stats *st = &s->st[b->layer];
-	s->stamp++;
-	for (int j = 0; j < b->n; j++)
-		s->mark[base + b->experts[j]] = s->stamp, s->count[base + b->experts[j]] += 1;
+	mark_batch(s, b, base);
 	for (int j = 0, g, i; j < b->n; j++)
 		if (s->pinned[g = base + b->experts[j]]) {
 			st->hits++, st->pin_hits++;

@@ -86,6 +86,8 @@ if [[ " $parts " == *" cold "* ]]; then
 fi
 table=$dir/draft-results.txt
 : >"$table"
+# med I C: the median of column C of configuration I's lines in $raw.
+med() { awk -v i="$1" -v c="$2" '$1 == i {print $c}' "$raw" | median; }
 for setting in $parts; do
 	say "$setting: --draft 0 (the reference ids), then $reps repetitions of the ${#configs[@]} configurations in turn"
 	run "$setting" "${gen[@]}" >/dev/null && cp "$dir/draft-ids.txt" "$dir/draft-ref.txt"
@@ -101,10 +103,9 @@ for setting in $parts; do
 		read -r _ k _ _ _ rate <<<"${configs[$i]}"
 		# the speedup: the median of each repetition's ratio to that repetition's --draft 0
 		sp=$(printf %.2f "$(awk -v i="$i" '$1 == 0 {b = $2} $1 == i {printf "%.4f\n", $2 / b}' "$raw" | median)")
-		med() { awk -v i="$i" -v c="$1" '$1 == i {print $c}' "$raw" | median; }
 		why=$(awk -v i="$i" '$1 == i {w = $6} END {print w}' "$raw")
-		say "  k $k, rate $rate: $(med 2) tok/s (${sp}x), acceptance $(med 3), $(med 4) tokens per forward"
-		echo "$setting $k $rate $(med 3) $(med 4) $(med 2) $sp $(med 5) $base $why" >>"$table"
+		say "  k $k, rate $rate: $(med "$i" 2) tok/s (${sp}x), acceptance $(med "$i" 3), $(med "$i" 4) tokens per forward"
+		echo "$setting $k $rate $(med "$i" 3) $(med "$i" 4) $(med "$i" 2) $sp $(med "$i" 5) $base $why" >>"$table"
 	done
 done
 

@@ -1,0 +1,31 @@
+/* cli.c: the subcommands' usage text, failure messages and figures' statistics (cli.h). */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int prof_usage(const char *tool, const char *msg, const char *const *synopsis, const coli_option *opts)
+{
+	char *text = coli_opts_usage(tool, msg, synopsis, opts);
+	fputs(text ? text : "coli-profile: out of memory\n", msg ? stderr : stdout);
+	free(text);
+	return msg ? 2 : 0;
+}
+
+int prof_fail(const coli_err *e)
+{
+	fprintf(stderr, "coli-profile: %s\n", e->msg);
+	return coli_err_exit_status(e);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+void prof_stats(double *v, int n, double out[3])
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	out[0] = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, out[1] = v[0], out[2] = v[n - 1];
+}

@@ -1,0 +1,16 @@
+/* cli.h: what coli-profile's subcommands share on their command line: the usage text and its
+ * exit status, a failure's message and status, the median, min and max of their figures. */
+#ifndef PROF_CLI_H
+#define PROF_CLI_H
+
+#include "error.h"
+#include "options.h"
+
+/* --help on stdout (msg NULL), or the usage error msg and --help on stderr; the exit status. */
+int prof_usage(const char *tool, const char *msg, const char *const *synopsis, const coli_option *opts);
+/* "coli-profile: MESSAGE" on stderr; e's exit status. */
+int prof_fail(const coli_err *e);
+/* The median, min and max of v[0..n), n >= 1, into out[0..2] (v sorted here). */
+void prof_stats(double *v, int n, double out[3]);
+
+#endif
