@@ -3,8 +3,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <zlib.h>
 
+#include "crc32.h"
 #include "convert.h"
 #include "quant.h"
 
@@ -198,7 +198,7 @@ int encode_job(const conv *cv, const job *j, job_out *out, float *scratch, inbuf
 	in->used = 0;
 	if ((j->tensor < 0 ? encode_record(cv, j, out, scratch, in, e) : encode_chunk(cv, j, out, scratch, in, e)) < 0)
 		return -1;
-	out->codes_crc = (uint32_t)crc32_z(0, out->buf, out->codes_len);
-	out->scales_crc = (uint32_t)crc32_z(0, out->buf + out->codes_len, out->scales_len);
+	out->codes_crc = coli_crc32(0, out->buf, out->codes_len);
+	out->scales_crc = coli_crc32(0, out->buf + out->codes_len, out->scales_len);
 	return 0;
 }

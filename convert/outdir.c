@@ -7,8 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
+#include "crc32.h"
 #include "convert.h"
 #include "fileio.h"
 #include "tokjson.h"
@@ -119,7 +119,7 @@ static int carry_one(conv *cv, const char *name, coli_err *e)
 		rc = coli_write_atomic(dst, buf, len, e);
 	if (rc == 0 && buf) {
 		coli_carried *c = &cv->ct.carried[cv->ct.n_carried++];
-		*c = (coli_carried){strdup(name), len, (uint32_t)crc32(0, (uint8_t *)buf, (uInt)len)};
+		*c = (coli_carried){strdup(name), len, coli_crc32(0, buf, len)};
 		if (!c->file)
 			rc = coli_errf(e, COLI_ENOMEM, "out of memory");
 	}

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "crc32.h"
 #include "clock.h"
 #include "convert.h"
 #include "fileio.h"
@@ -99,7 +100,7 @@ static uint64_t scales_at(const coli_ltensor *t, const job *j)
 static uint32_t zeros_crc(uint64_t n)
 {
 	static const uint8_t z[COLI_TENSOR_ALIGN];
-	return (uint32_t)crc32(0, z, (uInt)n);
+	return coli_crc32(0, z, n);
 }
 
 /* Writes and starts the writeback at once (without waiting for it), so that the checkpoint's

@@ -1,4 +1,5 @@
 /* container.c: opening a container: headers, identity, section files, carried files. */
+#include "crc32.h"
 #include "container.h"
 
 #include <errno.h>
@@ -7,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "fileio.h"
 #include "le.h"
@@ -27,7 +27,7 @@ static int all_zero(const uint8_t *p, size_t n)
 	return 1;
 }
 
-static uint32_t crc(const void *p, size_t n) { return (uint32_t)crc32(0, p, (uInt)n); }
+static uint32_t crc(const void *p, size_t n) { return coli_crc32(0, p, n); }
 
 void coli_container_identity(const coli_layout *L, const char *config_canonical, int mtp_layers,
 			     const int bits[3], uint8_t out[32])

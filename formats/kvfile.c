@@ -1,4 +1,5 @@
 /* kvfile.c: writing and validating .coli_kv conversation snapshots. */
+#include "crc32.h"
 #include "kvfile.h"
 
 #include <errno.h>
@@ -8,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "fileio.h"
 #include "le.h"
@@ -36,17 +36,17 @@ static void header(uint8_t h[COLI_KV_HEADER], const coli_kvfile *f, uint32_t crc
 	le_put32(h + 64, (uint32_t)f->n_cached);
 	le_put64(h + 72, n);
 	le_put32(h + 80, crc);
-	le_put32(h + 124, (uint32_t)crc32(0, h, 124));
+	le_put32(h + 124, coli_crc32(0, h, 124));
 }
 
 /* The payload pieces in file order: tokens, then k and v of each layer. */
-static int write_payload(int fd, const coli_kvfile *f, const char *tmp, uLong *crc, coli_err *e)
+static int write_payload(int fd, const coli_kvfile *f, const char *tmp, uint32_t *crc, coli_err *e)
 {
 	uint64_t off = COLI_KV_HEADER;
 	size_t n = (size_t)f->n_tokens * 4;
 	if (coli_pwrite_full(fd, f->tokens, n, off, tmp, e) < 0)
 		return -1;
-	*crc = crc32_z(*crc, (const uint8_t *)f->tokens, n);
+	*crc = coli_crc32(*crc, f->tokens, n);
 	off += n;
 	for (int l = 0; l < f->n_layers; l++)
 		for (int kv = 0; kv < 2; kv++) {
@@ -54,7 +54,7 @@ static int write_payload(int fd, const coli_kvfile *f, const char *tmp, uLong *c
 			const float *p = kv ? f->v[l] : f->k[l];
 			if (coli_pwrite_full(fd, p, n, off, tmp, e) < 0)
 				return -1;
-			*crc = crc32_z(*crc, (const uint8_t *)p, n);
+			*crc = coli_crc32(*crc, p, n);
 			off += n;
 		}
 	return 0;
@@ -65,7 +65,7 @@ static int fill(int fd, const char *tmp, void *ctx, coli_err *e)
 {
 	const coli_kvfile *f = ctx;
 	uint8_t h[COLI_KV_HEADER];
-	uLong crc = crc32(0, NULL, 0);
+	uint32_t crc = 0;
 	if (write_payload(fd, f, tmp, &crc, e) < 0)
 		return -1;
 	header(h, f, (uint32_t)crc);
@@ -82,7 +82,7 @@ static int check_header(const uint8_t *h, uint64_t size, const uint8_t identity[
 {
 	if (size < COLI_KV_HEADER || memcmp(h, kv_magic, 8) != 0)
 		return coli_errf(e, COLI_EDATA, "%s: not a coli KV session (bad magic)", path);
-	if (le_get32(h + 124) != (uint32_t)crc32(0, h, 124))
+	if (le_get32(h + 124) != coli_crc32(0, h, 124))
 		return coli_errf(e, COLI_EDATA, "%s: header crc32 mismatch (torn or corrupt session file)", path);
 	if (le_get32(h + 8) != COLI_KV_VERSION)
 		return coli_errf(e, COLI_EDATA, "%s: version %u unsupported (this reader knows %u)", path, le_get32(h + 8),
@@ -130,13 +130,13 @@ static int check_values(const char *path, const coli_kvfile *f, int vocab, coli_
 static int read_payload(int fd, const char *path, coli_kvfile *f, uint32_t want, coli_err *e)
 {
 	uint64_t off = COLI_KV_HEADER;
-	uLong crc = crc32(0, NULL, 0);
+	uint32_t crc = 0;
 	f->tokens = coli_malloc((size_t)f->n_tokens * 4 + 4, e);
 	f->k = coli_calloc((size_t)f->n_layers, sizeof(float *), e);
 	f->v = coli_calloc((size_t)f->n_layers, sizeof(float *), e);
 	if (!f->tokens || !f->k || !f->v || coli_pread_full(fd, f->tokens, (size_t)f->n_tokens * 4, off, path, e) < 0)
 		return -1;
-	crc = crc32_z(crc, (const uint8_t *)f->tokens, (size_t)f->n_tokens * 4);
+	crc = coli_crc32(crc, f->tokens, (size_t)f->n_tokens * 4);
 	off += (uint64_t)f->n_tokens * 4;
 	for (int l = 0; l < f->n_layers; l++)
 		for (int kv = 0; kv < 2; kv++) {
@@ -144,7 +144,7 @@ static int read_payload(int fd, const char *path, coli_kvfile *f, uint32_t want,
 			float **p = kv ? &f->v[l] : &f->k[l];
 			if (!(*p = coli_malloc(n + 4, e)) || coli_pread_full(fd, *p, n, off, path, e) < 0)
 				return -1;
-			crc = crc32_z(crc, (const uint8_t *)*p, n);
+			crc = coli_crc32(crc, *p, n);
 			off += n;
 		}
 	if ((uint32_t)crc != want)

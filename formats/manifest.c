@@ -1,11 +1,11 @@
 /* manifest.c: manifest JSON <-> container description, validated field by field. */
+#include "crc32.h"
 #include "manifest.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "fileio.h"
 #include "sha256.h"
@@ -552,7 +552,7 @@ int coli_manifest_read(coli_container *c, coli_err *e)
 			       COLI_MANIFEST_HEADER);
 	if (rc == 0)
 		rc = coli_manifest_header_check((uint8_t *)buf, len, path, &json_len, e);
-	uint32_t got = rc == 0 ? (uint32_t)crc32(0, (uint8_t *)buf + COLI_MANIFEST_HEADER, (uInt)json_len) : 0;
+	uint32_t got = rc == 0 ? coli_crc32(0, buf + COLI_MANIFEST_HEADER, json_len) : 0;
 	if (rc == 0 && got != coli_manifest_header_crc((uint8_t *)buf))
 		rc = coli_errf(e, COLI_EDATA, "%s: manifest crc32 0x%08x, stored 0x%08x", path, got,
 			       coli_manifest_header_crc((uint8_t *)buf));

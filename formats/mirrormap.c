@@ -1,10 +1,10 @@
 /* mirrormap.c: writing and validating mirror.coli, the record map of a partial mirror. */
+#include "crc32.h"
 #include "mirrormap.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "fileio.h"
 #include "le.h"
@@ -65,8 +65,8 @@ int coli_mirror_map_write(const char *path, const coli_mirror_map *m, coli_err *
 	le_put32(h + 48, m->n_records);
 	le_put32(h + 52, m->held);
 	memcpy(buf + COLI_MIRROR_HEADER, m->bits, nb);
-	le_put32(h + 56, (uint32_t)crc32_z(crc32(0, NULL, 0), buf + COLI_MIRROR_HEADER, nb));
-	le_put32(h + 60, (uint32_t)crc32(0, h, 60));
+	le_put32(h + 56, coli_crc32(0, buf + COLI_MIRROR_HEADER, nb));
+	le_put32(h + 60, coli_crc32(0, h, 60));
 	int rc = coli_write_atomic(path, buf, COLI_MIRROR_HEADER + nb, e);
 	free(buf);
 	return rc;
@@ -78,7 +78,7 @@ static int check_header(const uint8_t *h, uint64_t size, const uint8_t identity[
 {
 	if (size < COLI_MIRROR_HEADER || memcmp(h, map_magic, 8) != 0)
 		return coli_errf(e, COLI_EDATA, "%s: not a coli mirror map (bad magic)", path);
-	if (le_get32(h + 60) != (uint32_t)crc32(0, h, 60))
+	if (le_get32(h + 60) != coli_crc32(0, h, 60))
 		return coli_errf(e, COLI_EDATA, "%s: header_crc32 mismatch (torn or corrupt mirror map)", path);
 	if (le_get32(h + 8) != COLI_MIRROR_VERSION)
 		return coli_errf(e, COLI_EDATA, "%s: version %u unsupported (this reader knows %u)", path, le_get32(h + 8),
@@ -107,7 +107,7 @@ static int check_header(const uint8_t *h, uint64_t size, const uint8_t identity[
 static int check_bitmap(const coli_mirror_map *m, uint32_t want, const char *path, coli_err *e)
 {
 	size_t nb = bitmap_bytes(m->n_records);
-	uint32_t crc = (uint32_t)crc32_z(crc32(0, NULL, 0), m->bits, nb);
+	uint32_t crc = coli_crc32(0, m->bits, nb);
 	if (crc != want)
 		return coli_errf(e, COLI_EDATA, "%s: bitmap crc32 0x%08x, bitmap_crc32 says 0x%08x (corrupt mirror map)", path,
 				 (unsigned)crc, (unsigned)want);

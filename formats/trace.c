@@ -1,4 +1,5 @@
 /* trace.c: writing and streaming-reading .coli_trace run traces (layout: formats/trace.md). */
+#include "crc32.h"
 #include "trace.h"
 
 #include <errno.h>
@@ -164,7 +165,7 @@ struct coli_trace_writer {
 	int fd, failed;
 	coli_trace_info shape;   /* n_layers, n_experts, n_copies: what the records are checked against */
 	uint64_t off, count, mono0;
-	uLong crc;               /* of the serialised records */
+	uint32_t crc;             /* of the serialised records */
 	z_stream z;
 	int z_on;
 	size_t nbuf;             /* bytes of records in buf */
@@ -228,7 +229,7 @@ static void put_header(uint8_t *h, const coli_trace_info *in, uint64_t start, si
 	le_put32(h + 76, (uint32_t)in->n_copies);
 	le_put32(h + 80, (uint32_t)ext_size);
 	le_put32(h + 84, ext_crc);
-	le_put32(h + 124, (uint32_t)crc32(0, h, 124));
+	le_put32(h + 124, coli_crc32(0, h, 124));
 }
 
 static int put(coli_trace_writer *w, const void *data, size_t n, coli_err *e)
@@ -246,7 +247,7 @@ static int write_header(coli_trace_writer *w, const coli_trace_info *in, const c
 	if (!b)
 		return -1;
 	put_ext(b + COLI_TRACE_HEADER, in, meta, ml);
-	put_header(b, in, clock_ns(CLOCK_REALTIME), es, (uint32_t)crc32(0, b + COLI_TRACE_HEADER, (uInt)es));
+	put_header(b, in, clock_ns(CLOCK_REALTIME), es, coli_crc32(0, b + COLI_TRACE_HEADER, es));
 	int rc = put(w, b, COLI_TRACE_HEADER + es, e);
 	free(b);
 	return rc;
@@ -256,7 +257,7 @@ static int writer_init(coli_trace_writer *w, const char *path, const coli_trace_
 {
 	size_t n = strlen(path) + 5;
 	w->shape.n_layers = in->n_layers, w->shape.n_experts = in->n_experts, w->shape.n_copies = in->n_copies;
-	w->crc = crc32(0, NULL, 0);
+	w->crc = 0;
 	w->path = strdup(path);
 	w->tmp = malloc(n);
 	if (!w->path || !w->tmp)
@@ -299,7 +300,7 @@ uint64_t coli_trace_now(const coli_trace_writer *w)
 static int deflate_buf(coli_trace_writer *w, int mode, coli_err *e)
 {
 	int zr;
-	w->crc = crc32(w->crc, w->buf, (uInt)w->nbuf);
+	w->crc = coli_crc32(w->crc, w->buf, w->nbuf);
 	w->z.next_in = w->buf, w->z.avail_in = (uInt)w->nbuf;
 	w->nbuf = 0;
 	do {
@@ -339,7 +340,7 @@ static void put_trailer(uint8_t *t, uint64_t count, uint32_t crc)
 	memcpy(t, trailer_magic, 8);
 	le_put64(t + 8, count);
 	le_put32(t + 16, crc);
-	le_put32(t + 28, (uint32_t)crc32(0, t, 28));
+	le_put32(t + 28, coli_crc32(0, t, 28));
 }
 
 /* The rest of the stream, the trailer, fsync: the temporary is complete. */
@@ -416,7 +417,7 @@ struct coli_trace_reader {
 	z_stream z;
 	int z_on, state;
 	uint64_t index;          /* records yielded */
-	uLong crc;               /* of the records inflated */
+	uint32_t crc;             /* of the records inflated */
 	size_t pos, len;         /* out[pos, len): inflated bytes not yet yielded */
 	coli_err err;            /* sticky once state is R_FAILED */
 	uint8_t in[1 << 16];
@@ -483,7 +484,7 @@ static int read_header(coli_trace_reader *r, uint8_t *h, coli_err *e)
 	if (got < COLI_TRACE_HEADER)
 		return coli_errf(e, COLI_EDATA, "%s: header: %zu of %u bytes (truncated file)", r->name, got,
 				 COLI_TRACE_HEADER);
-	uint32_t crc = (uint32_t)crc32(0, h, 124);
+	uint32_t crc = coli_crc32(0, h, 124);
 	if (le_get32(h + 124) != crc)
 		return coli_errf(e, COLI_EDATA, "%s: header_crc32 0x%08x, the header hashes to 0x%08x (corrupt header)",
 				 r->name, le_get32(h + 124), crc);
@@ -555,7 +556,7 @@ static int read_ext(coli_trace_reader *r, const uint8_t *h, coli_err *e)
 	size_t es = le_get32(h + 80), got = 0;
 	uint8_t *ext = coli_malloc(es, e);
 	int rc = ext ? read_full(r, ext, es, &got, e) : -1;
-	uint32_t crc = rc == 0 ? (uint32_t)crc32(0, ext, (uInt)got) : 0;
+	uint32_t crc = rc == 0 ? coli_crc32(0, ext, got) : 0;
 	if (rc == 0 && got < es)
 		rc = coli_errf(e, COLI_EDATA, "%s: extension: %zu of %zu bytes (truncated file)", r->name, got, es);
 	else if (rc == 0 && crc != le_get32(h + 84))
@@ -581,7 +582,7 @@ static int reader_start(coli_trace_reader *r, coli_err *e)
 	if (inflateInit(&r->z) != Z_OK)
 		return coli_errf(e, COLI_ENOMEM, "%s: zlib inflateInit failed (out of memory)", r->name);
 	r->z_on = 1;
-	r->crc = crc32(0, NULL, 0);
+	r->crc = 0;
 	return 0;
 }
 
@@ -697,7 +698,7 @@ static int inflate_more(coli_trace_reader *r)
 	r->z.next_out = r->out + r->len, r->z.avail_out = (uInt)(sizeof(r->out) - r->len);
 	int zr = inflate(&r->z, Z_NO_FLUSH);
 	size_t got = sizeof(r->out) - r->len - r->z.avail_out;
-	r->crc = crc32(r->crc, r->out + r->len, (uInt)got);
+	r->crc = coli_crc32(r->crc, r->out + r->len, got);
 	r->len += got;
 	if (zr == Z_STREAM_END)
 		r->state = R_ENDED;
@@ -711,7 +712,7 @@ static int inflate_more(coli_trace_reader *r)
 
 static int check_trailer(coli_trace_reader *r, const uint8_t *t)
 {
-	uint32_t crc = (uint32_t)crc32(0, t, 28), want = le_get32(t + 16);
+	uint32_t crc = coli_crc32(0, t, 28), want = le_get32(t + 16);
 	unsigned long long n = le_get64(t + 8);
 	if (memcmp(t, trailer_magic, 8) != 0)
 		return coli_errf(&r->err, COLI_EDATA, "%s: trailer: bad magic (corrupt file)", r->name);

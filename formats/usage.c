@@ -1,4 +1,5 @@
 /* usage.c: writing and validating .coli_usage routing statistics. */
+#include "crc32.h"
 #include "usage.h"
 
 #include <math.h>
@@ -6,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "fileio.h"
 #include "le.h"
@@ -77,8 +77,8 @@ int coli_usage_write(const char *path, const coli_usage *u, coli_err *e)
 	le_put32(h + 56, u->runs);
 	putf64(h + 64, u->decay);
 	le_put64(h + 72, n);
-	le_put32(h + 80, (uint32_t)crc32_z(crc32(0, NULL, 0), buf + COLI_USAGE_HEADER, (size_t)n));
-	le_put32(h + 124, (uint32_t)crc32(0, h, 124));
+	le_put32(h + 80, coli_crc32(0, buf + COLI_USAGE_HEADER, n));
+	le_put32(h + 124, coli_crc32(0, h, 124));
 	int rc = coli_write_atomic(path, buf, (size_t)(COLI_USAGE_HEADER + n), e);
 	free(buf);
 	return rc;
@@ -89,7 +89,7 @@ static int check_header(const uint8_t *h, uint64_t size, const uint8_t identity[
 {
 	if (size < COLI_USAGE_HEADER || memcmp(h, usage_magic, 8) != 0)
 		return coli_errf(e, COLI_EDATA, "%s: not a coli usage file (bad magic)", path);
-	if (le_get32(h + 124) != (uint32_t)crc32(0, h, 124))
+	if (le_get32(h + 124) != coli_crc32(0, h, 124))
 		return coli_errf(e, COLI_EDATA, "%s: header crc32 mismatch (torn or corrupt usage file)", path);
 	if (le_get32(h + 8) != COLI_USAGE_VERSION)
 		return coli_errf(e, COLI_EDATA, "%s: version %u unsupported (this reader knows %u)", path, le_get32(h + 8),
@@ -127,7 +127,7 @@ static int read_payload(int fd, const char *path, coli_usage *u, uint32_t want, 
 	uint8_t *buf = coli_malloc(n, e);
 	u->counts = coli_malloc(n, e);
 	int rc = buf && u->counts ? coli_pread_full(fd, buf, n, COLI_USAGE_HEADER, path, e) : -1;
-	uint32_t crc = rc == 0 ? (uint32_t)crc32_z(crc32(0, NULL, 0), buf, n) : 0;
+	uint32_t crc = rc == 0 ? coli_crc32(0, buf, n) : 0;
 	if (rc == 0 && crc != want)
 		rc = coli_errf(e, COLI_EDATA, "%s: payload crc32 0x%08x, expected 0x%08x (corrupt usage file)", path,
 			       (unsigned)crc, (unsigned)want);

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 
+#include "crc32.h"
 #include "container.h"
 #include "fileio.h"
 #include "manifest.h"
@@ -60,12 +60,12 @@ static int check_zero(pass *p, uint64_t from, uint64_t to)
 
 static int check_span(pass *p, const span *s)
 {
-	uLong crc = crc32(0, NULL, 0);
+	uint32_t crc = 0;
 	for (uint64_t off = s->offset; off < s->offset + s->len;) {
 		size_t n = s->offset + s->len - off < CHUNK ? (size_t)(s->offset + s->len - off) : CHUNK;
 		if (read_chunk(p, off, n) < 0)
 			return -1;
-		crc = crc32(crc, p->buf, (uInt)n);
+		crc = coli_crc32(crc, p->buf, n);
 		off += n;
 	}
 	if ((uint32_t)crc == s->crc)

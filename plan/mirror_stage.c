@@ -1,5 +1,6 @@
 /* mirror_stage.c: coli-plan mirror stage: a container's experts copied to another disk, whole or the
  * hottest records first, CRC-checked, durable before the map claims them, resumable. */
+#include "crc32.h"
 #include "mirror_stage.h"
 
 #include <dirent.h>
@@ -12,7 +13,6 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "fileio.h"
 #include "mirrormap.h"
@@ -394,7 +394,7 @@ static int copy_record(stage *s, uint64_t r, uint64_t left, coli_err *e)
 	const rec *R = &s->rec[r];
 	if (coli_pread_full(s->src, s->buf, (size_t)R->size, R->off, s->src_path, e) < 0)
 		return -1;
-	uint32_t crc = (uint32_t)crc32_z(0, s->buf, (size_t)R->size);
+	uint32_t crc = coli_crc32(0, s->buf, R->size);
 	if (crc != R->crc)
 		return coli_errf(e, COLI_EDATA, "%s: expert record [layer %d][expert %d] at offset %llu: crc32 0x%08x, expected "
 				 "0x%08x: the model's copy is damaged (coli-convert --verify %s)", s->src_path, R->layer,
@@ -456,7 +456,7 @@ static int check_tensors(const file_copy *f, const uint8_t *buf, uint64_t at, ui
 		uint64_t end = t->offset + t->blob.nbytes, lo = t->offset > at ? t->offset : at, hi = end < at + n ? end : at + n;
 		if (t->offset >= at + n)
 			return 0;
-		*crc = (uint32_t)crc32_z(*crc, buf + (lo - at), (size_t)(hi - lo));
+		*crc = coli_crc32(*crc, buf + (lo - at), (hi - lo));
 		if (end > at + n)
 			return 0;
 		if (*crc != t->crc)
@@ -476,7 +476,7 @@ static int fill_file(int fd, const char *tmp, void *ctx, coli_err *e)
 		rc = coli_pread_full(in, f->s->buf, n, at, f->src, e);
 		if (rc == 0 && f->sec >= 0)
 			rc = check_tensors(f, f->s->buf, at, n, &j, &crc, e);
-		whole = (uint32_t)crc32_z(whole, f->s->buf, n);
+		whole = coli_crc32(whole, f->s->buf, n);
 		if (rc == 0)
 			rc = coli_pwrite_full(fd, f->s->buf, n, at, tmp, e);
 		if (rc == 0)

@@ -5,8 +5,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
+#include "crc32.h"
 #include "fileio.h"
 #include "mirror_stage.h"
 #include "mirrormap.h"
@@ -87,7 +87,7 @@ static void check_records(const coli_container *c, const coli_mirror_map *m, int
 			coli_err ignore;
 			uint64_t off = coli_record_offset(l, x);
 			int ok = coli_pread_full(fd, buf, (size_t)l->record_size, off, "experts.bin", &ignore) == 0;
-			uint32_t crc = ok ? (uint32_t)crc32_z(0, buf, (size_t)l->record_size) : 0;
+			uint32_t crc = ok ? coli_crc32(0, buf, l->record_size) : 0;
 			r->checked++, r->bytes += l->record_size;
 			if ((!ok || crc != l->crc[x]) && r->n_bad++ < VERIFY_MAX_BAD)
 				r->bad[r->n_bad - 1] = (verify_bad){l->layer, x, off, crc, ok ? l->crc[x] : 0};

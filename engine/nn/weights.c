@@ -1,11 +1,11 @@
 /* weights.c: loads dense.bin and mtp.bin into RAM, checks each tensor's CRC, and resolves the
  * HF tensor names of each family into layer roles. */
+#include "crc32.h"
 #include "nn/weights.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "fileio.h"
 
@@ -28,7 +28,7 @@ static int check_crcs(const weights *w, const coli_container *c, coli_err *e)
 {
 	for (int i = 0; i < c->layout.n_tensors; i++) {
 		const coli_ltensor *t = &c->layout.tensors[i];
-		uint32_t crc = (uint32_t)crc32_z(0, w->data[t->section] + t->offset, t->blob.nbytes);
+		uint32_t crc = coli_crc32(0, w->data[t->section] + t->offset, t->blob.nbytes);
 		if (crc != t->crc)
 			return coli_errf(e, COLI_EDATA, "%s/%s: tensor '%s' at offset %llu: crc32 0x%08x, expected 0x%08x",
 					 c->dir, coli_section_file(t->section), t->name, (unsigned long long)t->offset,

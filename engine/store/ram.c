@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <zlib.h>
 
+#include "crc32.h"
 #include "fileio.h"
 #include "store.h"
 
@@ -61,7 +61,7 @@ static int index_layer(ram_store *r, const coli_lexperts *x, coli_err *e)
 	r->experts[x->layer] = v;
 	for (int k = 0; k < x->n_experts; k++) {
 		const uint8_t *rec = r->data + coli_record_offset(x, k);
-		uint32_t crc = r->mapped ? 0 : (uint32_t)crc32_z(0, rec, x->record_size);
+		uint32_t crc = r->mapped ? 0 : coli_crc32(0, rec, x->record_size);
 		if (!r->mapped && crc != x->crc[k])
 			return coli_errf(e, COLI_EDATA,
 					 "%s/experts.bin: expert record [layer %d][expert %d] at offset %llu: crc32 0x%08x, expected 0x%08x",

@@ -16,7 +16,7 @@ enum { Q_PREDICT, Q_PREFETCH, Q_GET }; /* read queue order: gets, then prefetche
 
 /* One cache slot: a 4096-aligned buffer holding one expert record, and its views. */
 typedef struct slot {
-	uint8_t *buf;             /* record_size bytes, allocated (and pre-faulted) on first use */
+	uint8_t *buf;             /* record_size bytes in its layer's arena, pre-faulted on first use; NULL before */
 	uint32_t *chunk_crc;      /* [n_chunks]: each chunk's CRC, combined once all are read */
 	uint64_t *chunk_t0;       /* [n_chunks]: when each chunk's read was issued (traced) */
 	const coli_lexperts *x;   /* its layer's records */
@@ -43,12 +43,15 @@ typedef struct stream_layer {
 	const coli_lexperts *x;
 	uint64_t rec0;            /* index in experts.bin of its first record */
 	slot *slots;              /* [work] */
+	uint8_t *arena;           /* [work x record_size]: the slots' buffers, mapped at open, faulted in on first use */
 	int keep, work;           /* slots resident after release; slots usable while in use (>= top_k) */
 	int *where;               /* [n_experts] -> slot index, -1 when not resident */
 	int resident;             /* slots holding an expert (also in flight) */
 	int *pinned;              /* [n_experts] -> index in pins, -1 when not pinned; NULL: none */
 	slot *pins;               /* [n_pins]: read and checked at open, never evicted */
 	int n_pins;
+	uint8_t *pin_arena;       /* [pin_cap x record_size]: the pins' buffers */
+	int pin_cap;
 	double *count;            /* [n_experts] LFU: the usage counts given + this run's gets; NULL: LRU */
 	int *pred, *pred_read;    /* [top_k] the last prediction, its reads queued */
 	int n_pred;               /* 0: none */

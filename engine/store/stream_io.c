@@ -7,6 +7,7 @@
 #include <time.h>
 #include <zlib.h>
 
+#include "crc32.h"
 #include "fileio.h"
 #include "clock.h"
 #include "store/stream.h"
@@ -134,7 +135,7 @@ static void read_chunk(stream_store *s, slot *p, int c, int r, int demand)
 		pthread_mutex_unlock(&s->mu);
 		rc = coli_pread_full(R->fd, p->buf + off, len, coli_record_offset(p->x, p->expert) + off, R->path, &err);
 		if (rc == 0 && !s->no_crc)
-			p->chunk_crc[c] = (uint32_t)crc32_z(0, p->buf + off, len);
+			p->chunk_crc[c] = coli_crc32(0, p->buf + off, len);
 		pthread_mutex_lock(&s->mu);
 	} while (chunk_result(s, p, c, &r, &tried, demand, rc, &err));
 }
@@ -245,7 +246,7 @@ static void *uring_main(void *arg)
 				ureq *q = ended[j];
 				uint64_t off = (uint64_t)q->c * q->p->chunk;
 				if (q->rc == 0)
-					q->p->chunk_crc[q->c] = (uint32_t)crc32_z(0, q->p->buf + off, chunk_len(q->p, q->c));
+					q->p->chunk_crc[q->c] = coli_crc32(0, q->p->buf + off, chunk_len(q->p, q->c));
 			}
 			pthread_mutex_lock(&s->mu);
 			for (int j = 0; j < n_ended; j++) {
