@@ -8,9 +8,12 @@
 #  cold: a 48-layer model (16 GiB) in a memory cgroup of each cap, page cache dropped before
 #        every run, COLI_BENCH_COLD_THREADS threads: decode speed and time to the first token;
 #        llama.cpp's GGUF has Q4_1 experts (used in place from the mmap; its Q4_0 is repacked
-#        into anonymous memory and killed under a cap). The disk's own limit in the same
+#        into anonymous memory and killed under a cap), run at the device's read-ahead set to
+#        COLI_BENCH_LLAMA_RA_KB (its best setting: a page-cache fault reads that much; the
+#        device's own value is restored after each run). The disk's own limit in the same
 #        repetition: fio O_DIRECT random reads of experts.bin at the record size, queue depth 8
-#        (and coli-diskbench --records for comparison).
+#        (and coli-diskbench --records for comparison); coli's bytes per second while its reads
+#        are in flight against it, and its prediction's wasted bytes.
 # Both engines run the same weights: coli-synth writes the checkpoint (converted to a coli
 # container) and the GGUF from the same seed (coli-synth --gguf); the cold model's source is
 # fp8 (half the bytes on disk while converting), the GGUF holding the same fp8-decoded values.
@@ -21,7 +24,8 @@
 # Environment: COLI_BENCH_DIR (build/bench), COLI_BENCH_REPS (3), COLI_BENCH_PARTS ("warm cold"),
 # COLI_BENCH_THREADS (2), COLI_BENCH_COLD_THREADS (1), COLI_BENCH_TOKENS (64),
 # COLI_BENCH_COLD_TOKENS (32), COLI_BENCH_PROMPT (512), COLI_BENCH_LAYERS (12),
-# COLI_BENCH_COLD_LAYERS (48), COLI_BENCH_CAPS_MIB ("4096 8192"), NODE_LLAMA_DIR (build/llama).
+# COLI_BENCH_COLD_LAYERS (48), COLI_BENCH_CAPS_MIB ("4096 8192"), COLI_BENCH_LLAMA_RA_KB (128),
+# NODE_LLAMA_DIR (build/llama).
 # Results (markdown) on stdout, progress on stderr. Cold runs need root (drop_caches, cgroups).
 set -eu
 shopt -s inherit_errexit
@@ -38,6 +42,7 @@ plen=${COLI_BENCH_PROMPT:-512}
 layers=${COLI_BENCH_LAYERS:-12}
 clayers=${COLI_BENCH_COLD_LAYERS:-48}
 caps=${COLI_BENCH_CAPS_MIB:-4096 8192}
+llama_ra=${COLI_BENCH_LLAMA_RA_KB:-128}
 export NODE_LLAMA_DIR=${NODE_LLAMA_DIR:-$PWD/build/llama}
 [ -e "$NODE_LLAMA_DIR/node_modules/node-llama-cpp/package.json" ] ||
 	{ say "llama.sh: node-llama-cpp is not installed in $NODE_LLAMA_DIR (make llama-deps, or make bench-llama, installs it)"; exit 1; }
@@ -167,7 +172,25 @@ fio_mbs() {
 		--ioengine=libaio --offset=4096 --size="$size" --runtime=3 --time_based --output-format=json 2>/dev/null |
 		node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log((JSON.parse(s).jobs[0].read.bw_bytes/1e6).toFixed(0)))'
 }
-# cold_one CAP ENGINE: one cold run in the cgroup at CAP MiB; prints "tok/s first_token_s mib_disk cg_max status".
+# The read-ahead file of the device holding $dir (a partition's is its disk's).
+ra_file() {
+	local d
+	d=$(readlink -f "/sys/class/block/$devname")
+	[ -e "$d/partition" ] && d=$(dirname "$d")
+	echo "$d/queue/read_ahead_kb"
+}
+# with_ra KB CMD...: CMD with the device's read-ahead at KB KiB, restored after.
+with_ra() {
+	local kb=$1 was rc=0
+	shift
+	was=$(cat "$rafile")
+	echo "$kb" >"$rafile"
+	"$@" || rc=$?
+	echo "$was" >"$rafile"
+	return $rc
+}
+# cold_one CAP ENGINE: one cold run in the cgroup at CAP MiB; prints "tok/s first_token_s
+# mib_disk cg_max status mib_per_token busy_mbs wasted_mib_per_token" (the last three coli's).
 cold_one() {
 	local cap=$1 out=$dir/llama-cold-$2.out st s d0 cg t
 	drop
@@ -178,12 +201,12 @@ cold_one() {
 		read -r st s < <(timed "$out" in_cgroup "$memcg" bin/coli-run -m "$big" --stream --ram "$(awk -v c="$cap" 'BEGIN {printf "%.2f", (c - 256) / 1024}')" \
 			--threads "$cthreads" --prompt-ids "$short" -n $((ctok + 1)) --ignore-eos --print-ids --json)
 	else
-		read -r st s < <(timed "$out" in_cgroup "$memcg" node "$driver" --model "$bigg" --threads "$cthreads" --prompt-ids "$short" -n $((ctok + 1)))
+		read -r st s < <(with_ra "$llama_ra" timed "$out" in_cgroup "$memcg" node "$driver" --model "$bigg" --threads "$cthreads" --prompt-ids "$short" -n $((ctok + 1)))
 	fi
 	cg=$(( $(cat "$memcg/memory.max_usage_in_bytes") >> 20 ))
 	t=$(fig "$out" decode.tokens_per_s %.3f)
 	[ "$st" = 0 ] || { say "  $2 at $cap MiB: exit $st$( [ "$st" = 137 ] && echo ' (killed)'): $(tail -n 3 "$out.err" | tr '\n' ' ')"; t=-; }
-	echo "$t $(awk -v s="$s" -v d="$(fig "$out" decode.seconds %.3f)" 'BEGIN {print (d == "-") ? "-" : sprintf("%.2f", s - d)}') $(( $(disk_mib) - d0 )) $cg $st $(fig "$out" stream.mib_read_per_token %.1f)"
+	echo "$t $(awk -v s="$s" -v d="$(fig "$out" decode.seconds %.3f)" 'BEGIN {print (d == "-") ? "-" : sprintf("%.2f", s - d)}') $(( $(disk_mib) - d0 )) $cg $st $(fig "$out" stream.mib_read_per_token %.1f) $(fig "$out" stream.disks.0.mb_per_s_busy %.0f) $(fig "$out" stream.prefetch.wasted_mib_per_token %.1f)"
 }
 cold_rep() {
 	local cap fio_r dbr c l
@@ -192,7 +215,7 @@ cold_rep() {
 	for cap in $caps; do
 		c=$(cold_one "$cap" coli)
 		l=$(cold_one "$cap" llama)
-		say "  cap $cap MiB: coli $c; llama.cpp $l (tok/s, first token s, MiB from disk, cgroup max MiB, exit, coli MiB/token)"
+		say "  cap $cap MiB: coli $c; llama.cpp $l (tok/s, first token s, MiB from disk, cgroup max MiB, exit, coli: MiB/token, MB/s busy, wasted MiB/token)"
 		echo "$cap $fio_r $dbr $c $l"
 	done
 }
@@ -205,24 +228,29 @@ if [[ " $parts " == *" cold "* ]]; then
 	rs=$(record_size "$big")
 	fbs=$(( (rs + 4095) / 4096 * 4096 ))
 	devname=$(basename "$(readlink -f "$(df --output=source "$big" | tail -1)")")
+	rafile=$(ra_file)
+	[ -w "$rafile" ] || { say "llama.sh: cannot set the read-ahead of $devname ($rafile)"; exit 1; }
+	ra_was=$(cat "$rafile")
+	trap 'echo "$ra_was" >"$rafile"; cleanup' EXIT
 	memcg=$(cgroup_new memory cap)
 	cgroups+=("$memcg")
 	say "cold: $big, $bigg, caps $caps MiB, $cthreads thread(s); records $rs bytes (fio blocks $fbs)"
 	record "fio --name=records --filename=$big/experts.bin --readonly --direct=1 --rw=randread --bs=$fbs --iodepth=8 --ioengine=libaio --offset=4096 --size=(experts.bin - 4096) --runtime=3 --time_based --output-format=json   # before each repetition"
 	record "coli-diskbench --records $big/experts.bin $rs 8 3"
 	record "echo 3 > /proc/sys/vm/drop_caches; (echo \$BASHPID > $memcg/cgroup.procs; exec coli-run -m $big --stream --ram (CAP - 256 MiB) --threads $cthreads --prompt-ids \"$short\" -n $((ctok + 1)) --ignore-eos --print-ids --json)   # memory.limit_in_bytes = CAP"
+	record "echo $llama_ra > $rafile   # was $(cat "$rafile"), restored after each llama.cpp run"
 	record "echo 3 > /proc/sys/vm/drop_caches; (echo \$BASHPID > $memcg/cgroup.procs; exec node $driver --model $bigg --threads $cthreads --prompt-ids \"$short\" -n $((ctok + 1)))"
 	all=$(for i in $(seq "$reps"); do say "cold: repetition $i/$reps"; cold_rep; done)
 	echo "### Cold, larger than the cap: qwen3_moe $clayers layers x 128 experts (coli $(awk -v b="$(bytes_of "$big")" 'BEGIN {printf "%.2f", b / 2^30}') GiB, GGUF Q4_1 experts $(awk -v b="$(stat -c %s "$bigg")" 'BEGIN {printf "%.2f", b / 2^30}') GiB), $cthreads thread(s), page cache dropped before each run"
 	echo
-	echo "| cap MiB | coli tok/s | llama.cpp tok/s | coli / llama.cpp | coli first token s | llama.cpp first token s | llama.cpp / coli | coli MiB/token | MiB from disk coli, llama.cpp | cgroup max MiB coli, llama.cpp | fio MB/s (qd 8, records) | coli-diskbench MB/s |"
-	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	echo "| cap MiB | coli tok/s | llama.cpp tok/s | coli / llama.cpp | coli first token s | llama.cpp first token s | llama.cpp / coli | coli MiB/token | coli MB/s busy | busy / fio | coli wasted MiB/token | MiB from disk coli, llama.cpp | cgroup max MiB coli, llama.cpp | fio MB/s (qd 8, records) | coli-diskbench MB/s |"
+	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	for cap in $caps; do
 		runs=$(echo "$all" | awk -v c="$cap" '$1 == c')
-		echo "| $cap | $(mmm 4) | $(mmm 10) | $(ratio 4 10) | $(mmm 5) | $(mmm 11) | $(ratio 11 5) | $(mmm 9) | $(mmm 6), $(mmm 12) | $(mmm 7), $(mmm 13) | $(mmm 2) | $(mmm 3) |"
+		echo "| $cap | $(mmm 4) | $(mmm 12) | $(ratio 4 12) | $(mmm 5) | $(mmm 13) | $(ratio 13 5) | $(mmm 9) | $(mmm 10) | $(ratio 10 2) | $(mmm 11) | $(mmm 6), $(mmm 14) | $(mmm 7), $(mmm 15) | $(mmm 2) | $(mmm 3) |"
 	done
 	echo
-	echo "Runs that failed (exit status other than 0; 137: killed under the cap): coli $(echo "$all" | awk '$8 != 0' | wc -l), llama.cpp $(echo "$all" | awk '$14 != 0' | wc -l) of $(echo "$all" | wc -l). First token: the command's wall time less its decode time (open, load and prefill). MiB from disk: /proc/diskstats of $devname over the run."
+	echo "Runs that failed (exit status other than 0; 137: killed under the cap): coli $(echo "$all" | awk '$8 != 0' | wc -l), llama.cpp $(echo "$all" | awk '$16 != 0' | wc -l) of $(echo "$all" | wc -l). First token: the command's wall time less its decode time (open, load and prefill). MiB from disk: /proc/diskstats of $devname over the run. llama.cpp ran at read-ahead $llama_ra KiB. coli MB/s busy: its bytes read over the time a read was in flight (\`--json\` stream.disks.0.mb_per_s_busy); wasted: predicted records read and never used, per token."
 	echo "$(engine_line "$dir/llama-cold-llama.out")"
 	echo
 	echo "Routing (coli, teacher-forced over the prompt and coli's $ctok decoded tokens):"
