@@ -129,6 +129,9 @@ int store_mmap_open(coli_store **out, const coli_container *c, coli_err *e);
 /* Records are read in chunks of at most this many bytes, each from the copy expected to
  * finish it first: a record's first bytes arrive early, copies share one record. */
 #define STORE_CHUNK (4u << 20)
+/* Queued records of one layer next to each other on disk, each at most one chunk, are read
+ * together, up to this many in one vectored read (one request instead of several). */
+#define STORE_GROUP_MAX 4
 /* Copies of experts.bin a streaming store reads: the model's and up to 7 mirrors. */
 #define STORE_MAX_COPIES 8
 
@@ -207,6 +210,7 @@ struct store_stats {
 	uint64_t predicted;       /* experts predicted for a layer whose real routing followed */
 	uint64_t predict_hits;    /* of those, chosen by the real routing */
 	uint64_t predict_wasted_bytes; /* read for a prediction, not chosen */
+	uint64_t coalesced;       /* records read in one read with a neighbour of theirs on disk */
 	store_disk disks[STORE_MAX_COPIES]; /* the model's copy, then each mirror */
 	int n_disks;
 };
@@ -219,7 +223,9 @@ void store_stats_sub(const store_stats *a, const store_stats *b, store_stats *d)
  * record per miss in chunks of STORE_CHUNK (o->chunk), its CRC checked (unless o->no_crc), kept in
  * per-layer LRU slots. Reads run on STORE_IO_THREADS pread threads per copy (or one thread
  * submitting them to an io_uring of depth STORE_URING_DEPTH per copy), in queue order: a get's
- * read first, then prefetches, then predictions. A prefetch queues the misses it has free or
+ * read first, then prefetches, then predictions; a layer's queued records adjacent on disk, each
+ * one chunk, are read together (up to STORE_GROUP_MAX in one vectored read; a failed one is read
+ * again record by record). A prefetch queues the misses it has free or
  * evictable slots for; a get of a miss queues it first and waits. A layer holds up to
  * max(cache_slots, top_k) experts while they are in use (decode holds all top_k at once) and
  * keeps cache_slots of them resident once released. o may be NULL (defaults).

@@ -49,6 +49,30 @@ int coli_pread_full(int fd, void *buf, size_t n, uint64_t off, const char *what,
 	return 0;
 }
 
+int coli_preadv_full(int fd, struct iovec *iov, int n, uint64_t off, const char *what, coli_err *e)
+{
+	size_t left = 0;
+	for (int i = 0; i < n; i++)
+		left += iov[i].iov_len;
+	while (left > 0) {
+		ssize_t r = preadv(fd, iov, n, (off_t)off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return coli_errf(e, COLI_EIO, "%s: read at offset %llu: %s", what, (unsigned long long)off,
+					 strerror(errno));
+		if (r == 0)
+			return coli_errf(e, COLI_EIO, "%s: short read: end of file at offset %llu, %zu bytes missing",
+					 what, (unsigned long long)off, left);
+		off += (uint64_t)r, left -= (size_t)r;
+		for (; n > 0 && (size_t)r >= iov->iov_len; n--, iov++)
+			r -= (ssize_t)iov->iov_len;
+		if (n > 0)
+			iov->iov_base = (char *)iov->iov_base + r, iov->iov_len -= (size_t)r;
+	}
+	return 0;
+}
+
 static const char *file_kind(mode_t m)
 {
 	return S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a folder" : S_ISCHR(m) ? "a character device"

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 #include <sys/types.h>
 
 #include "error.h"
@@ -13,6 +14,8 @@
  * reported as a short read with the offset. */
 int coli_pwrite_full(int fd, const void *buf, size_t n, uint64_t off, const char *what, coli_err *e);
 int coli_pread_full(int fd, void *buf, size_t n, uint64_t off, const char *what, coli_err *e);
+/* The same into n iovecs (one request for adjacent file ranges); iov is advanced in place. */
+int coli_preadv_full(int fd, struct iovec *iov, int n, uint64_t off, const char *what, coli_err *e);
 
 /* Opens path with flags (O_RDONLY, O_RDWR) and returns the descriptor, or -1 with e filled: a
  * path that is not a regular file (a FIFO, a device, a folder) is refused (COLI_EDATA) without

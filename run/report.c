@@ -146,8 +146,9 @@ static json_t *json_stream(const run_report *p)
 {
 	const store_stats *st = &p->st;
 	stream_fig f = stream_figures(p);
-	json_t *o = json_pack("{s:i, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:o}", "pins_per_layer", st->pins, "hits",
-			      (json_int_t)st->hits, "misses", (json_int_t)st->misses, "pin_hits", (json_int_t)st->pin_hits,
+	json_t *o = json_pack("{s:i, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:o}", "pins_per_layer", st->pins, "hits",
+			      (json_int_t)st->hits, "misses", (json_int_t)st->misses, "records_coalesced",
+			      (json_int_t)st->coalesced, "pin_hits", (json_int_t)st->pin_hits,
 			      "hit_rate", f.hit / 100, "pin_hit_rate", f.pin_hit / 100, "slot_hit_rate", f.slot_hit / 100,
 			      "mib_read_per_token", f.mib_tok, "read_gb_per_s", f.read_gbs, "disks", json_disks(p));
 	if (p->prefetch)

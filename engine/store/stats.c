@@ -7,7 +7,7 @@ void store_stats_sub(const store_stats *a, const store_stats *b, store_stats *d)
 	d->hits -= b->hits, d->misses -= b->misses, d->pin_hits -= b->pin_hits;
 	d->bytes_read -= b->bytes_read, d->read_s -= b->read_s;
 	d->predicted -= b->predicted, d->predict_hits -= b->predict_hits;
-	d->predict_wasted_bytes -= b->predict_wasted_bytes;
+	d->predict_wasted_bytes -= b->predict_wasted_bytes, d->coalesced -= b->coalesced;
 	for (int i = 0; i < a->n_disks && i < b->n_disks; i++) {
 		d->disks[i].bytes_read -= b->disks[i].bytes_read;
 		d->disks[i].busy_s -= b->disks[i].busy_s;

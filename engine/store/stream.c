@@ -153,8 +153,7 @@ static void enqueue(stream_store *s, slot *p, int prio)
 	pthread_cond_signal(&s->queued);
 }
 
-/* Takes p out of the read queue; 0 when it is not there (being read, or read). */
-static int dequeue(stream_store *s, slot *p)
+int stream_dequeue(stream_store *s, slot *p)
 {
 	slot *prev = NULL;
 	for (slot **at = &s->qhead; *at; prev = *at, at = &(*at)->next)
@@ -171,7 +170,7 @@ static int dequeue(stream_store *s, slot *p)
 /* Moves p, when still queued, up to priority prio. */
 static void promote(stream_store *s, slot *p, int prio)
 {
-	if (p->state == S_FLIGHT && p->prio < prio && dequeue(s, p))
+	if (p->state == S_FLIGHT && p->prio < prio && stream_dequeue(s, p))
 		enqueue(s, p, prio);
 }
 
@@ -696,7 +695,7 @@ static void stream_predict_check(coli_store *base, int layer, const int32_t *cho
 		if (p->refs > 0 || p->state == S_READY) /* got since (another use): not a prediction's */
 			continue;
 		trace_wasted(s, p);
-		if (p->state == S_FLIGHT && dequeue(s, p)) { /* chunks left unclaimed: none of them is read */
+		if (p->state == S_FLIGHT && stream_dequeue(s, p)) { /* chunks left unclaimed: none of them is read */
 			uint64_t claimed = (uint64_t)p->next_chunk * p->chunk;
 			s->st.predict_wasted_bytes += claimed < L->x->record_size ? claimed : L->x->record_size;
 			if (p->next_chunk == 0) {

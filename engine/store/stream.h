@@ -5,6 +5,7 @@
 
 #include <liburing.h>
 #include <pthread.h>
+#include <sys/uio.h>
 
 #include "store/replica.h"
 #include "store.h"
@@ -57,12 +58,20 @@ typedef struct stream_layer {
 	int n_pred;               /* 0: none */
 } stream_layer;
 
-/* An io_uring read in flight: chunk c of p, on copy r (tried: the copies tried for it). */
+/* One read: chunk c of record g[0] (n 1), or n single-chunk records of one layer adjacent on
+ * disk, ascending (c 0), from copy r; demand: claimed for gets or prefetches (all or none). */
+typedef struct sread {
+	slot *g[STORE_GROUP_MAX];
+	int n, c, r, demand;
+} sread;
+
+/* An io_uring read in flight (d.n 0: a free request). */
 typedef struct ureq {
-	slot *p;                  /* NULL: free */
-	int c, r, rc, demand;     /* demand: claimed for a get or prefetch */
-	unsigned tried;
-	uint64_t done;            /* bytes of the chunk read so far */
+	sread d;
+	int rc;
+	unsigned tried;           /* copies tried for it */
+	uint64_t done;            /* bytes read so far */
+	struct iovec iov[STORE_GROUP_MAX]; /* what is left of it, as submitted */
 	coli_err err;
 } ureq;
 
@@ -105,6 +114,9 @@ typedef struct io_backend {
 
 /* The two backends. */
 extern const io_backend stream_threads_backend, stream_uring_backend;
+
+/* Takes p out of the read queue; 0 when it is not there (being read, or read). Lock held. */
+int stream_dequeue(stream_store *s, slot *p);
 
 /* A read of len bytes issued to copy r / ended (ok: it delivered): the store's and the copy's
  * counters. Lock held. */

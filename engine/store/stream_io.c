@@ -1,5 +1,6 @@
 /* store/stream_io.c: the streaming store's I/O backends: records read in chunks, each from the copy
- * expected to finish it first, by a pool of pread threads or one thread owning an io_uring. */
+ * expected to finish it first (a layer's queued neighbours on disk in one read), by a pool of
+ * pread threads or one thread owning an io_uring. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,24 +53,110 @@ static int claimable(const stream_store *s)
 	return s->qhead && (s->qhead->prio != Q_PREDICT || s->demand_inflight == 0);
 }
 
-/* Takes the next chunk of the first queued record (the record leaves the queue with its last
- * chunk) and issues it to the copy expected to finish it first; *demand: 1 for a get's or a
- * prefetch's. Lock held, claimable(s). */
-static slot *claim(stream_store *s, int *c, int *r, int *demand)
+/* Whether expert x of L, beside a read of p's on copy r, joins it: queued and not yet claimed,
+ * one chunk, held by r and not failed there, and demanded when p is (a prediction never rides
+ * on a demanded read). Lock held. */
+static int joins(const stream_store *s, const stream_layer *L, const slot *p, int x, int r)
+{
+	if (x < 0 || x >= L->x->n_experts || L->where[x] < 0)
+		return 0;
+	const slot *q = &L->slots[L->where[x]];
+	uint64_t rec = stream_rec(q);
+	return q->state == S_FLIGHT && q->next_chunk == 0 && q->n_chunks == 1 &&
+	       (q->prio != Q_PREDICT || p->prio == Q_PREDICT) && replica_holds(&s->rs, r, rec) &&
+	       !(s->rs.r[r].bad && s->rs.r[r].bad[rec]);
+}
+
+/* d (p's single-chunk record, just claimed) grown by the queued records of p's layer next to
+ * it on disk, up to STORE_GROUP_MAX, each taken off the queue. Lock held. */
+static void gather(stream_store *s, sread *d)
+{
+	slot *p = d->g[0];
+	const stream_layer *L = &s->layers[p->x->layer];
+	int lo = p->expert, hi = p->expert;
+	while (hi - lo + 1 < STORE_GROUP_MAX && joins(s, L, p, hi + 1, d->r))
+		hi++;
+	while (hi - lo + 1 < STORE_GROUP_MAX && joins(s, L, p, lo - 1, d->r))
+		lo--;
+	for (int x = lo; x <= hi; x++) {
+		slot *q = &L->slots[L->where[x]];
+		if (q != p)
+			stream_dequeue(s, q), q->next_chunk = 1;
+		d->g[x - lo] = q;
+	}
+	d->n = hi - lo + 1;
+	s->st.coalesced += d->n > 1 ? (uint64_t)d->n : 0;
+}
+
+static uint64_t piece_len(const sread *d, int i)
+{
+	return chunk_len(d->g[i], d->c);
+}
+
+static uint8_t *piece_buf(const sread *d, int i)
+{
+	return d->g[i]->buf + (uint64_t)d->c * d->g[i]->chunk;
+}
+
+/* Where d starts in experts.bin. */
+static uint64_t read_off(const sread *d)
+{
+	return coli_record_offset(d->g[0]->x, d->g[0]->expert) + (uint64_t)d->c * d->g[0]->chunk;
+}
+
+static uint64_t read_len(const sread *d)
+{
+	uint64_t n = 0;
+	for (int i = 0; i < d->n; i++)
+		n += piece_len(d, i);
+	return n;
+}
+
+/* The buffers of what is left of d after its first done bytes; their count. */
+static int read_iov(const sread *d, uint64_t done, struct iovec *iov)
+{
+	int k = 0;
+	for (int i = 0; i < d->n; i++) {
+		uint64_t len = piece_len(d, i);
+		if (done >= len) {
+			done -= len;
+			continue;
+		}
+		iov[k++] = (struct iovec){piece_buf(d, i) + done, (size_t)(len - done)};
+		done = 0;
+	}
+	return k;
+}
+
+/* Claims the next read: the next chunk of the first queued record (the record leaves the queue
+ * with its last chunk), with its queued neighbours on disk when it is one chunk, on the copy
+ * expected to finish the first record first. Lock held, claimable(s). */
+static void claim(stream_store *s, sread *d)
 {
 	slot *p = s->qhead;
-	*demand = p->prio != Q_PREDICT;
-	s->demand_inflight += *demand;
-	*c = p->next_chunk++;
+	d->demand = p->prio != Q_PREDICT;
+	d->c = p->next_chunk++;
 	if (p->next_chunk == p->n_chunks) {
 		if (!(s->qhead = p->next))
 			s->qtail = NULL;
 		p->next = NULL;
 	}
-	*r = replica_pick(&s->rs, stream_rec(p), chunk_len(p, *c), 0);
-	stream_issue(s, *r, chunk_len(p, *c));
-	stream_trace_issue(s, p, *c);
-	return p;
+	d->r = replica_pick(&s->rs, stream_rec(p), chunk_len(p, d->c), 0);
+	d->g[0] = p, d->n = 1;
+	if (p->n_chunks == 1)
+		gather(s, d);
+	s->demand_inflight += d->demand * d->n;
+	for (int i = 0; i < d->n; i++) {
+		stream_issue(s, d->r, piece_len(d, i));
+		stream_trace_issue(s, d->g[i], d->c);
+	}
+}
+
+/* The CRC of each piece of d, just read. No lock held (d is in flight). */
+static void read_crcs(const stream_store *s, const sread *d)
+{
+	for (int i = 0; i < d->n && !s->no_crc; i++)
+		d->g[i]->chunk_crc[d->c] = coli_crc32(0, piece_buf(d, i), piece_len(d, i));
 }
 
 /* All of p's chunks are read: its CRC from theirs; S_FILLED. Lock held. */
@@ -140,6 +227,42 @@ static void read_chunk(stream_store *s, slot *p, int c, int r, int demand)
 	} while (chunk_result(s, p, c, &r, &tried, demand, rc, &err));
 }
 
+/* A read of several records ended (rc; their CRCs taken when it delivered): each record ends
+ * through chunk_result; when it failed, each is read again alone, from the same copy and then
+ * from the others (read_chunk), so that the failure is pinned on its record. Lock held,
+ * released while reading again. */
+static void group_ended(stream_store *s, const sread *d, int rc, const coli_err *err)
+{
+	for (int i = 0; i < d->n; i++) {
+		int r = d->r;
+		unsigned tried = 1u << r;
+		if (rc < 0)
+			read_chunk(s, d->g[i], 0, r, d->demand);
+		else
+			chunk_result(s, d->g[i], 0, &r, &tried, d->demand, 0, err);
+	}
+}
+
+/* Reads d from its copy, several records in one vectored read. Lock held on entry and exit,
+ * released while reading. */
+static void read_claimed(stream_store *s, const sread *d)
+{
+	if (d->n == 1) {
+		read_chunk(s, d->g[0], d->c, d->r, d->demand);
+		return;
+	}
+	const replica *R = &s->rs.r[d->r];
+	struct iovec iov[STORE_GROUP_MAX];
+	coli_err err = {0, ""};
+	int k = read_iov(d, 0, iov);
+	pthread_mutex_unlock(&s->mu);
+	int rc = coli_preadv_full(R->fd, iov, k, read_off(d), R->path, &err);
+	if (rc == 0)
+		read_crcs(s, d);
+	pthread_mutex_lock(&s->mu);
+	group_ended(s, d, rc, &err);
+}
+
 /* An I/O thread: reads queued chunks until the store closes (the queue drained). */
 static void *io_main(void *arg)
 {
@@ -150,9 +273,9 @@ static void *io_main(void *arg)
 			pthread_cond_wait(&s->queued, &s->mu);
 		if (!s->qhead)
 			break;
-		int c, r, demand;
-		slot *p = claim(s, &c, &r, &demand);
-		read_chunk(s, p, c, r, demand);
+		sread d;
+		claim(s, &d);
+		read_claimed(s, &d);
 	}
 	pthread_mutex_unlock(&s->mu);
 	return NULL;
@@ -175,24 +298,22 @@ static int threads_start(stream_store *s, coli_err *e)
 
 const io_backend stream_threads_backend = {.start = threads_start, .stop = join_threads};
 
-/* Queues on the ring the read of what is left of q's chunk. */
+/* Queues on the ring the read of what is left of q. */
 static void uring_submit_read(stream_store *s, ureq *q)
 {
-	const replica *R = &s->rs.r[q->r];
-	uint64_t off = (uint64_t)q->c * q->p->chunk + q->done;
+	const replica *R = &s->rs.r[q->d.r];
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&s->ring); /* never NULL: at most depth in flight */
-	io_uring_prep_read(sqe, R->fd, q->p->buf + off, (unsigned)(chunk_len(q->p, q->c) - q->done),
-			   coli_record_offset(q->p->x, q->p->expert) + off);
+	int k = read_iov(&q->d, q->done, q->iov);
+	io_uring_prep_readv(sqe, R->fd, q->iov, (unsigned)k, read_off(&q->d) + q->done);
 	io_uring_sqe_set_data(sqe, q);
 }
 
 /* A completion for q: its read goes on (short read, interrupted), or ends (q->rc and q->err
- * set); 1 when it ended. No lock held: q's chunk is in flight. */
+ * set); 1 when it ended. No lock held: q's records are in flight. */
 static int uring_complete(stream_store *s, ureq *q, int res)
 {
-	const replica *R = &s->rs.r[q->r];
-	uint64_t off = coli_record_offset(q->p->x, q->p->expert) + (uint64_t)q->c * q->p->chunk + q->done;
-	uint64_t len = chunk_len(q->p, q->c);
+	const replica *R = &s->rs.r[q->d.r];
+	uint64_t off = read_off(&q->d) + q->done, len = read_len(&q->d);
 	if (res == -EINTR || res == -EAGAIN) {
 		uring_submit_read(s, q);
 		return 0;
@@ -216,19 +337,40 @@ static int uring_complete(stream_store *s, ureq *q, int res)
 	return 1;
 }
 
-/* Puts the first queued chunk on the ring in a free request; lock held. */
+/* Puts the next claimed read on the ring in a free request; lock held. */
 static void uring_claim(stream_store *s)
 {
 	ureq *q = s->ureqs;
-	while (q->p)
+	while (q->d.n)
 		q++;
-	q->p = claim(s, &q->c, &q->r, &q->demand);
-	q->tried = 1u << q->r, q->done = 0, q->rc = 0;
+	claim(s, &q->d);
+	q->tried = 1u << q->d.r, q->done = 0, q->rc = 0;
 	uring_submit_read(s, q);
 }
 
-/* The io_uring thread: puts queued chunks on the ring in queue order, up to its depth, and
- * reaps their completions, until the store closes (the queue drained). The CRCs of chunks that
+/* The reads of the ring that ended: a single chunk ends through chunk_result (1: read it again
+ * from another copy, put back on the ring), several records through group_ended; their
+ * requests are freed. Lock held. Returns the reads put back on the ring. */
+static int uring_ended(stream_store *s, ureq **ended, int n_ended)
+{
+	int again = 0;
+	for (int j = 0; j < n_ended; j++) {
+		ureq *q = ended[j];
+		if (q->d.n > 1) {
+			group_ended(s, &q->d, q->rc, &q->err);
+			q->d.n = 0;
+		} else if (chunk_result(s, q->d.g[0], q->d.c, &q->d.r, &q->tried, q->d.demand, q->rc, &q->err)) {
+			q->done = 0, again++;
+			uring_submit_read(s, q);
+		} else {
+			q->d.n = 0;
+		}
+	}
+	return again;
+}
+
+/* The io_uring thread: puts queued reads on the ring in queue order, up to its depth, and
+ * reaps their completions, until the store closes (the queue drained). The CRCs of reads that
  * ended are computed once the next queued reads are on the ring. */
 static void *uring_main(void *arg)
 {
@@ -242,22 +384,11 @@ static void *uring_main(void *arg)
 		if (n_ended) {
 			pthread_mutex_unlock(&s->mu);
 			io_uring_submit(&s->ring);
-			for (int j = 0; j < n_ended && !s->no_crc; j++) {
-				ureq *q = ended[j];
-				uint64_t off = (uint64_t)q->c * q->p->chunk;
-				if (q->rc == 0)
-					q->p->chunk_crc[q->c] = coli_crc32(0, q->p->buf + off, chunk_len(q->p, q->c));
-			}
+			for (int j = 0; j < n_ended; j++)
+				if (ended[j]->rc == 0)
+					read_crcs(s, &ended[j]->d);
 			pthread_mutex_lock(&s->mu);
-			for (int j = 0; j < n_ended; j++) {
-				ureq *q = ended[j];
-				if (chunk_result(s, q->p, q->c, &q->r, &q->tried, q->demand, q->rc, &q->err)) {
-					q->done = 0, n++;
-					uring_submit_read(s, q);
-				} else {
-					q->p = NULL;
-				}
-			}
+			n += uring_ended(s, ended, n_ended);
 			n_ended = 0;
 			continue;
 		}

@@ -106,6 +106,24 @@ test_expect_success "stream: --io uring reports a flipped byte the same way" '
 	expect_exit 1 coli-run -q -m mu.coli --prompt-ids "1 2 3" -n 4 --ignore-eos --print-ids --stream --io uring &&
 	err_has "mu.coli/experts.bin" "[layer 0][expert $x]" "offset $off" "crc32"
 '
+# At 8 slots each decoded token misses some of its 8 experts of 32; neighbours on disk
+# (8 KiB records, one chunk each) are read together; split into two chunks they never are.
+for io in threads uring; do
+	test_expect_success "qwen3_moe, --io $io: neighbours on disk read together, tokens and logits as in RAM" '
+		M=$SCRATCH/qwen3_moe.coli &&
+		p="$(ids_of "$FIX/qwen3_moe-tiny/prompt_ids.i32.bin")" &&
+		coli-run -q -m "$M" --prompt-ids "$p" -n 8 --ignore-eos --print-ids --dump-logits ram.bin >ram &&
+		coli-run -q -m "$M" --prompt-ids "$p" -n 8 --ignore-eos --print-ids --dump-logits g.bin --stream --io $io \
+			--cache-slots 8 --json >g &&
+		head -n 1 g >g.ids && cmp ram g.ids && cmp ram.bin g.bin &&
+		n=$(tail -n 1 g | coli-json stream.records_coalesced) && test "$n" -gt 0 &&
+		COLI_TEST_CHUNK=4096 coli-run -q -m "$M" --prompt-ids "$p" -n 8 --ignore-eos --print-ids --dump-logits c.bin \
+			--stream --io $io --cache-slots 8 --json >c &&
+		head -n 1 c >c.ids && cmp ram c.ids && cmp ram.bin c.bin &&
+		test "$(tail -n 1 c | coli-json stream.records_coalesced)" = 0
+	'
+done
+
 test_expect_success "usage: --cache-slots must be a positive count" '
 	expect_exit 2 coli-run -m "$M" --prompt-ids "1" --cache-slots 0 && err_has "--cache-slots" &&
 	expect_exit 2 coli-run -m "$M" --prompt-ids "1" --cache-slots x && err_has "--cache-slots" &&
