@@ -174,7 +174,7 @@ static void promote(stream_store *s, slot *p, int prio)
 		enqueue(s, p, prio);
 }
 
-/* Virtual memory for n records of size bytes, faulted in as slots are first used: one mapping
+/* Virtual memory for n records of size bytes, faulted in as slots are first read into: one mapping
  * per layer, in huge pages where the kernel gives them (a fault per 2 MiB instead of per 4 KiB,
  * and fewer TLB misses in the products); NULL with e filled when the address space is short. */
 static uint8_t *arena_map(size_t n, uint64_t size, coli_err *e)
@@ -195,18 +195,21 @@ static void arena_unmap(uint8_t *a, size_t n, uint64_t size)
 		munmap(a, len > 0 ? len : 1);
 }
 
-/* p's record buffer, buf (its place in the layer's arena), pre-faulted, and its chunk CRCs. */
+/* p's record buffer, buf (its place in the layer's arena), and its chunk CRCs. The buffer's
+ * pages are faulted in by its first read, on an I/O thread outside the store's lock: zeroing
+ * them here first, under the lock, held the I/O threads up while the memory was first touched
+ * (on a virtual machine whose host backs guest memory lazily, 0.5-1 GB/s). */
 static int slot_buffers(slot *p, uint8_t *buf, coli_err *e)
 {
 	p->n_chunks = (int)((p->x->record_size + p->chunk - 1) / p->chunk);
-	p->buf = memset(buf, 0, p->x->record_size);
+	p->buf = buf;
 	if (!(p->chunk_crc = coli_calloc((size_t)p->n_chunks, sizeof(*p->chunk_crc), e)) ||
 	    !(p->chunk_t0 = coli_calloc((size_t)p->n_chunks, sizeof(*p->chunk_t0), e)))
 		return -1;
 	return 0;
 }
 
-/* Queues the read of expert x into slot i (its buffer allocated and pre-faulted first), at the
+/* Queues the read of expert x into slot i (its buffer placed first), at the
  * queue's order prio (Q_GET: a get waits for it). */
 static int queue_read(stream_store *s, stream_layer *L, int i, int x, int prio, coli_err *e)
 {

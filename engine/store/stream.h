@@ -17,7 +17,7 @@ enum { Q_PREDICT, Q_PREFETCH, Q_GET }; /* read queue order: gets, then prefetche
 
 /* One cache slot: a 4096-aligned buffer holding one expert record, and its views. */
 typedef struct slot {
-	uint8_t *buf;             /* record_size bytes in its layer's arena, pre-faulted on first use; NULL before */
+	uint8_t *buf;             /* record_size bytes in its layer's arena, placed on first use; NULL before */
 	uint32_t *chunk_crc;      /* [n_chunks]: each chunk's CRC, combined once all are read */
 	uint64_t *chunk_t0;       /* [n_chunks]: when each chunk's read was issued (traced) */
 	const coli_lexperts *x;   /* its layer's records */
