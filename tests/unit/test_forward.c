@@ -5,8 +5,9 @@
  *   - routing weights within 1e-4 (same order: by weight descending, ties by id);
  *   - (16 bits) full_logits over prompt + 16 greedy tokens within 1e-3, and full routing sets;
  *   - 16 greedy tokens through the KV cache equal greedy_tokens[_qN], step logits within 1e-3;
- *   - a prefill in one batch equals the same tokens fed one by one (batched = incremental).
- * Containers are made with bin/coli-convert into a scratch folder. */
+ *   - a prefill in one batch equals the same tokens fed one by one (batched = incremental);
+ * each with every kernel variant this CPU runs (scalar, AVX2, AVX-512), forced as COLI_ISA
+ * forces it. Containers are made with bin/coli-convert into a scratch folder. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 
 #include "fileio.h"
 #include "engine.h"
+#include "kernels.h"
 #include "t.h"
 
 #define TOL 1e-3
@@ -72,7 +74,7 @@ static int convert(const char *fam, int bits, const char *out)
 }
 
 typedef struct fx {
-	const char *fam, *suf;
+	const char *fam, *suf, *isa;
 	int bits;
 	coli_engine m;
 	int32_t *prompt;
@@ -96,14 +98,14 @@ static void check_teacher(fx *f)
 	int32_t *rref = load(f->fam, file, &nr);
 	snprintf(file, sizeof(file), "routing_weights%s.f32.bin", f->suf);
 	float *wref = load(f->fam, file, &nw);
-	snprintf(name, sizeof(name), "forward: %s %d-bit experts: teacher-forced logits within 1e-3", f->fam, f->bits);
+	snprintf(name, sizeof(name), "forward %s: %s %d-bit experts: teacher-forced logits within 1e-3", f->isa, f->fam, f->bits);
 	T_CHECK(name, rc == 0 && ref && nl == (size_t)n * V && max_diff(logits, ref, nl) <= TOL, "rc %d (%s), max diff %g",
 		rc, e.msg, ref && rc == 0 ? max_diff(logits, ref, nl) : -1.0);
-	snprintf(name, sizeof(name), "forward: %s %d-bit experts: routing sets identical at every layer and position",
-		 f->fam, f->bits);
+	snprintf(name, sizeof(name), "forward %s: %s %d-bit experts: routing sets identical at every layer and position",
+		 f->isa, f->fam, f->bits);
 	T_CHECK(name, rc == 0 && rref && nr == (size_t)L * n * k && routing_mismatches(ids, rref, nr, k) == 0,
 		"%d of %zu differ", rc == 0 && rref ? routing_mismatches(ids, rref, nr, k) : -1, nr / (size_t)k);
-	snprintf(name, sizeof(name), "forward: %s %d-bit experts: routing weights within 1e-4", f->fam, f->bits);
+	snprintf(name, sizeof(name), "forward %s: %s %d-bit experts: routing weights within 1e-4", f->isa, f->fam, f->bits);
 	T_CHECK(name, rc == 0 && wref && nw == nr && max_diff(w, wref, nw) <= 1e-4, "max diff %g",
 		rc == 0 && wref ? max_diff(w, wref, nw) : -1.0);
 	free(logits), free(w), free(ids), free(ref), free(rref), free(wref);
@@ -137,10 +139,10 @@ static void check_greedy(fx *f)
 		if (i + 1 < steps)
 			rc = coli_forward(&f->m, &kv, &got[i], 1, NULL, logits + (size_t)(i + 1) * V, NULL, &e);
 	}
-	snprintf(name, sizeof(name), "forward: %s %d-bit experts: 16 greedy tokens through the KV cache", f->fam, f->bits);
+	snprintf(name, sizeof(name), "forward %s: %s %d-bit experts: 16 greedy tokens through the KV cache", f->isa, f->fam, f->bits);
 	T_CHECK(name, rc == 0 && want && ng == 16 && memcmp(got, want, sizeof(got)) == 0, "rc %d (%s), first token %d vs %d",
 		rc, e.msg, got[0], want ? want[0] : -1);
-	snprintf(name, sizeof(name), "forward: %s %d-bit experts: greedy step logits within 1e-3", f->fam, f->bits);
+	snprintf(name, sizeof(name), "forward %s: %s %d-bit experts: greedy step logits within 1e-3", f->isa, f->fam, f->bits);
 	T_CHECK(name, rc == 0 && lref && nl == (size_t)steps * V && max_diff(logits, lref, nl) <= TOL, "max diff %g",
 		rc == 0 && lref ? max_diff(logits, lref, nl) : -1.0);
 	free(want), free(lref), free(logits);
@@ -164,10 +166,10 @@ static void check_full(fx *f)
 	coli_kv kv;
 	coli_err e = {0, ""};
 	int rc = coli_kv_init(&kv, &f->m, n, &e) == 0 ? coli_forward(&f->m, &kv, toks, n, logits, NULL, &r, &e) : -1;
-	snprintf(name, sizeof(name), "forward: %s: full_logits over %d tokens within 1e-3", f->fam, n);
+	snprintf(name, sizeof(name), "forward %s: %s: full_logits over %d tokens within 1e-3", f->isa, f->fam, n);
 	T_CHECK(name, rc == 0 && nl == (size_t)n * V && max_diff(logits, ref, nl) <= TOL, "max diff %g",
 		rc == 0 && nl == (size_t)n * V ? max_diff(logits, ref, nl) : -1.0);
-	snprintf(name, sizeof(name), "forward: %s: full routing sets over %d tokens identical", f->fam, n);
+	snprintf(name, sizeof(name), "forward %s: %s: full routing sets over %d tokens identical", f->isa, f->fam, n);
 	T_CHECK(name, rc == 0 && nr == (size_t)L * n * k && routing_mismatches(ids, rref, nr, k) == 0, "%d differ",
 		rc == 0 && nr == (size_t)L * n * k ? routing_mismatches(ids, rref, nr, k) : -1);
 	free(g), free(rref), free(ref), free(toks), free(ids), free(logits);
@@ -186,37 +188,55 @@ static void check_incremental(fx *f)
 	rc |= coli_forward(&f->m, &k1, f->prompt, n, NULL, a, NULL, &e);
 	for (int i = 0; rc == 0 && i < n; i++)
 		rc = coli_forward(&f->m, &k2, f->prompt + i, 1, NULL, b, NULL, &e);
-	snprintf(name, sizeof(name), "forward: %s: batched prefill equals token-by-token (1e-4)", f->fam);
+	snprintf(name, sizeof(name), "forward %s: %s: batched prefill equals token-by-token (1e-4)", f->isa, f->fam);
 	T_CHECK(name, rc == 0 && max_diff(a, b, (size_t)V) <= 1e-4, "max diff %g", max_diff(a, b, (size_t)V));
 	free(a), free(b);
 	coli_kv_release(&k1), coli_kv_release(&k2);
 }
 
+/* Whether this CPU runs kernel variant isa. */
+static int runs(const char *isa)
+{
+	coli_kernels *k = NULL;
+	int ok = coli_kernels_open(&k, isa, 1, NULL) == 0;
+	coli_kernels_close(k);
+	return ok;
+}
+
 static void run_family(const char *fam, const char *dir)
 {
 	static const int bits[] = {16, 8, 4};
-	static const char *const sufs[] = {"", "_q8", "_q4"};
+	static const char *const sufs[] = {"", "_q8", "_q4"}, *const isas[] = {"avx512", "avx2", "scalar"};
 	for (int i = 0; i < 3; i++) {
 		char path[512], name[128];
-		fx f;
-		memset(&f, 0, sizeof(f));
-		f.fam = fam, f.suf = sufs[i], f.bits = bits[i];
-		coli_err e = {0, ""};
 		snprintf(path, sizeof(path), "%s/%s-%d.coli", dir, fam, bits[i]);
-		int rc = convert(fam, bits[i], path) == 0 ? coli_engine_open(&f.m, path, NULL, &e) : -1;
-		f.prompt = load(fam, "prompt_ids.i32.bin", &f.n_prompt);
-		snprintf(name, sizeof(name), "forward: %s %d-bit experts: container converts and loads", fam, bits[i]);
-		T_CHECK(name, rc == 0 && f.prompt, "%s", e.msg);
-		if (rc == 0 && f.prompt) {
-			check_teacher(&f);
-			check_greedy(&f);
-			if (bits[i] == 16) {
-				check_full(&f);
-				check_incremental(&f);
+		int made = convert(fam, bits[i], path) == 0;
+		for (int v = 0; v < 3; v++) {
+			if (!runs(isas[v])) {
+				printf("PASS forward %s: not run, this CPU lacks it\n", isas[v]);
+				continue;
 			}
-			coli_engine_close(&f.m);
+			fx f;
+			memset(&f, 0, sizeof(f));
+			f.fam = fam, f.suf = sufs[i], f.bits = bits[i], f.isa = isas[v];
+			coli_engine_opts o = {.isa = isas[v]};
+			coli_err e = {0, ""};
+			int rc = made ? coli_engine_open(&f.m, path, &o, &e) : -1;
+			f.prompt = load(fam, "prompt_ids.i32.bin", &f.n_prompt);
+			snprintf(name, sizeof(name), "forward %s: %s %d-bit experts: container converts and loads", isas[v], fam,
+				 bits[i]);
+			T_CHECK(name, rc == 0 && f.prompt, "%s", e.msg);
+			if (rc == 0 && f.prompt) {
+				check_teacher(&f);
+				check_greedy(&f);
+				if (bits[i] == 16) {
+					check_full(&f);
+					check_incremental(&f);
+				}
+				coli_engine_close(&f.m);
+			}
+			free(f.prompt);
 		}
-		free(f.prompt);
 	}
 }
 
