@@ -2,8 +2,10 @@
 # stream.sh: `make bench-stream`: coli-run streaming routed experts from disk, each figure a ratio
 # measured in one run (medians of COLI_BENCH_REPS repetitions). Needs root: drop_caches, memory
 # and blkio cgroups (v1), loop devices.
-#  1. cold: a synthetic DeepSeek-V3-shaped model (19 MiB int4 expert records) at least 3x larger
-#     than a memory-cgroup cap, page cache dropped before each run;
+#  1. cold: for each record size of COLI_BENCH_RECORDS, a synthetic model at least 3x larger than
+#     a memory-cgroup cap, page cache dropped before each run: "19", DeepSeek-V3-shaped (19 MiB
+#     int4 expert records, 6 layers x 64 experts); "2.4", Qwen3-30B-A3B-shaped (2.4 MiB records,
+#     48 layers x 128 experts: bench-llama's cold model);
 #       efficiency = expert bytes read per second of decode / O_DIRECT random whole-record read
 #                    bandwidth of the same file at queue depth 8 (coli-diskbench --records),
 #                    measured in the same repetition.
@@ -13,7 +15,8 @@
 #     aggregate expert MB/s of `-m A --mirror B` against the sum of the throttles and against A alone.
 # Environment: COLI_BENCH_DIR (default build/bench), COLI_BENCH_REPS (default 3),
 # COLI_BENCH_TOKENS (decode tokens per run, default 32), COLI_BENCH_PARTS (default
-# "cold mmap mirror"), COLI_BENCH_MIRROR_MBS (throttles of A and B, default "300 150").
+# "cold mmap mirror"), COLI_BENCH_RECORDS (default "19 2.4"), COLI_BENCH_MIRROR_MBS (throttles
+# of A and B, default "300 150").
 # Results (markdown tables) on stdout, progress on stderr.
 set -eu
 shopt -s inherit_errexit
@@ -27,6 +30,8 @@ parts=${COLI_BENCH_PARTS:-cold mmap mirror}
 read -r bw_a bw_b <<<"${COLI_BENCH_MIRROR_MBS:-300 150}"
 base="--family deepseek_v3 --preset bench --mtp 0 --fp8 --measure 0 --seed 5"
 big_shape="$base --layers 6 --experts 64"
+qwen_shape="${run_q4_shape/--layers 12/--layers 48} --fp8"
+records=${COLI_BENCH_RECORDS:-19 2.4}
 small_shape="$base --layers 3 --experts 64"
 prompt="1 2 3 4"
 mkdir -p "$dir"
@@ -119,8 +124,10 @@ routing_check() {
 		END { printf "%d MoE layers, %d tokens, top-%d: distinct experts per layer %s; mean overlap with the previous token %.2f of %d\n", L, n, k, dist, ov / pairs, k }'
 }
 
-if [[ " $parts " == *" cold "* ]] || [[ " $parts " == *" mmap "* ]]; then
-	big=$(model_of stream-q4 "$big_shape")
+# cold_part NAME SHAPE [nommap]: parts 1 and 2 (not 2 with nommap) on the model $dir/NAME.coli of
+# that coli-synth shape.
+cold_part() {
+	big=$(model_of "$1" "$2")
 	mbytes=$(bytes_of "$big")
 	rs=$(record_size "$big")
 	# The store reads a record in chunks of STORE_CHUNK bytes: the disk is also measured at that size.
@@ -129,7 +136,7 @@ if [[ " $parts " == *" cold "* ]] || [[ " $parts " == *" mmap "* ]]; then
 	cap_mib=$(( mbytes / 3 >> 26 << 6 ))
 	ram=$(awk -v c="$cap_mib" 'BEGIN {printf "%.2f", (c - 256) / 1024}')
 	do_mmap=0
-	[[ " $parts " == *" mmap "* ]] && do_mmap=1
+	[[ " $parts " == *" mmap "* ]] && [ "${3:-}" != nommap ] && do_mmap=1
 	memcg=$(cgroup_new memory cap)
 	cgroups+=("$memcg")
 	statcg=$(cgroup_new blkio count)
@@ -157,9 +164,9 @@ if [[ " $parts " == *" cold "* ]] || [[ " $parts " == *" mmap "* ]]; then
 	say "cold: routing check"
 	rcheck=$(routing_check)
 	record "coli-run -m $big --stream --prompt-ids \"PROMPT + GENERATED\" --teacher-force --dump-routing $dir/stream-routing.bin"
-	echo "### Cold streaming efficiency (model $(awk -v b="$mbytes" -v c="$cap_mib" 'BEGIN {printf "%.2f GiB = %.1fx the %d MiB cap", b / 2^30, b / 2^20 / c, c}'))"
+	echo "### Cold streaming efficiency, $(awk -v r="$rs" 'BEGIN {printf "%.1f", r / 2^20}') MiB records (model $(awk -v b="$mbytes" -v c="$cap_mib" 'BEGIN {printf "%.2f GiB = %.1fx the %d MiB cap", b / 2^30, b / 2^20 / c, c}'))"
 	echo
-	echo "| decode tok/s | MiB read/token | expert MB/s (decode) | read GB/s (in flight) | disk busy % | disk MB/s while busy | O_DIRECT MB/s (qd 8, $((rs >> 20)) MiB records) | efficiency | O_DIRECT MB/s (qd 8, records in $((chunk >> 20)) MiB chunks) | hit rate % | peak RSS MiB (--ram $ram) | cgroup max MiB (cap $cap_mib) |"
+	echo "| decode tok/s | MiB read/token | expert MB/s (decode) | read GB/s (in flight) | disk busy % | disk MB/s while busy | O_DIRECT MB/s (qd 8, $(awk -v r="$rs" 'BEGIN {printf "%.1f", r / 2^20}') MiB records) | efficiency | O_DIRECT MB/s (qd 8, records in $((chunk >> 20)) MiB chunks) | hit rate % | peak RSS MiB (--ram $ram) | cgroup max MiB (cap $cap_mib) |"
 	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	printf '| %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$(med 2)" "$(med 3)" \
 		"$(echo "$runs" | awk '{print $3 * 1048576 * $2 / 1e6}' | median)" "$(med 4)" "$(med 9)" "$(med 10)" \
@@ -168,13 +175,23 @@ if [[ " $parts " == *" cold "* ]] || [[ " $parts " == *" mmap "* ]]; then
 	echo "Routing: $rcheck. Peak RSS under --ram $ram GiB in every run: $(echo "$runs" | awk -v r="$ram" '$6 > r * 1024 {bad = 1} END {print bad ? "NO" : "yes"}')."
 	echo
 	if [ "$do_mmap" = 1 ]; then
-		echo "### Against page-cache mmap (same model, cap, prompt; readahead of $dev: read_ahead_kb ${ra_kb} KiB, blockdev --getra: $ra_sect)"
+		echo "### Against page-cache mmap, $(awk -v r="$rs" 'BEGIN {printf "%.1f", r / 2^20}') MiB records (same model, cap, prompt; readahead of $dev: read_ahead_kb ${ra_kb} KiB, blockdev --getra: $ra_sect)"
 		echo
 		echo "| coli tok/s | mmap tok/s | ratio coli/mmap | coli MiB read from disk | mmap MiB read from disk | mmap peak RSS MiB | mmap cgroup max MiB |"
 		echo "|---:|---:|---:|---:|---:|---:|---:|"
 		printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$(med 2)" "$(med 11)" "$(med 14)" "$(med 16)" "$(med 15)" "$(maxc 12)" "$(maxc 13)"
 		echo
 	fi
+}
+
+if [[ " $parts " == *" cold "* ]] || [[ " $parts " == *" mmap "* ]]; then
+	for r in $records; do
+		case $r in
+		19) cold_part stream-q4 "$big_shape" ;;
+		2.4) cold_part llama-cold "$qwen_shape" nommap ;; # the page cache's peer: bench-llama's llama.cpp
+		*) say "stream.sh: COLI_BENCH_RECORDS: '$r' is not 19 or 2.4"; exit 2 ;;
+		esac
+	done
 fi
 
 # ---- 3: mirrors on two throttled loop devices ----
