@@ -12,7 +12,7 @@ static const char *const synopsis[] = {
 	NULL,
 };
 
-static const coli_choice on_off[] = {{"on", 1}, {"off", 0}, {NULL, 0}};
+static const coli_choice on_off_auto[] = {{"on", 1}, {"off", 0}, {"auto", PREFETCH_AUTO}, {NULL, 0}};
 static const coli_choice crc_on_off[] = {{"on", 0}, {"off", 1}, {NULL, 0}};
 static const coli_choice cache_policies[] = {{"lru", STORE_CACHE_LRU}, {"lfu", STORE_CACHE_LFU}, {NULL, 0}};
 static const coli_choice io_modes[] = {
@@ -119,8 +119,9 @@ static const coli_option options[] = {
 			"pins) a miss replaces when streaming: the least used (lfu, the default: the --usage "
 			"counts read at start + this run's uses; ties the least recent) or the least recently "
 			"used (lru) (implies --stream)", .implies = &o.stream),
-	COLI_OPT_CHOICE(0, "prefetch", &o.prefetch, on_off, "when streaming, predict the next "
-			"layer's experts while decoding and read them ahead (default on)"),
+	COLI_OPT_CHOICE(0, "prefetch", &o.prefetch, on_off_auto, "when streaming, predict the next "
+			"layer's experts while decoding and read them ahead: on, off, or auto (the default: "
+			"on or off as decode steps measured with each say, probed again now and then)"),
 	COLI_OPT_CHOICE(0, "io", &o.io, io_modes, "when streaming, read experts through one "
 			"io_uring (queue depth 8 per disk; threads when the kernel refuses it) or 8 "
 			"pread threads per disk (default threads); mmap: no streaming store, experts "
@@ -214,9 +215,9 @@ static int check(int n, char **argv, coli_err *e)
 	if (o.chat && (o.prompt || o.prompt_ids))
 		return coli_errf(e, COLI_EUSAGE, "--chat and %s exclude each other (chat turns are the lines of stdin)",
 				 o.prompt ? "--prompt" : "--prompt-ids");
-	if (o.io == STORE_IO_MMAP && (o.stream || o.prefetch == 1 || o.no_crc))
+	if (o.io == STORE_IO_MMAP && (o.stream || o.prefetch >= 1 || o.no_crc))
 		return coli_errf(e, COLI_EUSAGE, "--io mmap has no streaming store: it excludes --stream, "
-				 "--cache-slots, --pins, --ram, --mirror, --prefetch on and --crc off");
+				 "--cache-slots, --pins, --ram, --mirror, --prefetch on or auto and --crc off");
 	if (o.draft_oracle && o.draft == 0)
 		return coli_errf(e, COLI_EUSAGE, "--draft-oracle needs --draft K or auto");
 	if (o.draft_oracle && o.temperature > 0)

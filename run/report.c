@@ -37,6 +37,16 @@ static stream_fig stream_figures(const run_report *p)
 	return f;
 }
 
+static void text_prefetch_auto(const prefetch_auto *a)
+{
+	char last[96] = "no probe ended yet";
+	if (a->probes)
+		snprintf(last, sizeof(last), "%d probes (the last: %.4f s per token on, %.4f off), %d switches", a->probes,
+			 a->last_s[1], a->last_s[0], a->switches);
+	fprintf(stderr, "coli-run: prefetch auto: on for %d of %d decode tokens, %s\n", a->tokens[1],
+		a->tokens[0] + a->tokens[1], last);
+}
+
 static void text_stream(const run_report *p)
 {
 	const store_stats *st = &p->st;
@@ -50,6 +60,8 @@ static void text_stream(const run_report *p)
 	}
 	fprintf(stderr, "coli-run: stream: %shit rate %.1f%%%s, %llu misses, %.1f MiB read per token, read %.2f GB/s%s\n",
 		head, f.hit, pins, (unsigned long long)st->misses, f.mib_tok, f.read_gbs, pred);
+	if (p->pauto)
+		text_prefetch_auto(p->pauto);
 	for (int i = 0; i < st->n_disks; i++) {
 		const store_disk *d = &st->disks[i];
 		char fail[48] = "";
@@ -151,10 +163,20 @@ static json_t *json_stream(const run_report *p)
 			      (json_int_t)st->coalesced, "pin_hits", (json_int_t)st->pin_hits,
 			      "hit_rate", f.hit / 100, "pin_hit_rate", f.pin_hit / 100, "slot_hit_rate", f.slot_hit / 100,
 			      "mib_read_per_token", f.mib_tok, "read_gb_per_s", f.read_gbs, "disks", json_disks(p));
-	if (p->prefetch)
-		json_object_set_new(o, "prefetch", json_pack("{s:I, s:I, s:f, s:f}", "predicted", (json_int_t)st->predicted,
-							     "predict_hits", (json_int_t)st->predict_hits, "recall",
-							     f.recall / 100, "wasted_mib_per_token", f.wasted_mib_tok));
+	if (p->prefetch) {
+		json_t *pf = json_pack("{s:s, s:I, s:I, s:f, s:f}", "mode", p->pauto ? "auto" : "on", "predicted",
+				       (json_int_t)st->predicted, "predict_hits", (json_int_t)st->predict_hits, "recall",
+				       f.recall / 100, "wasted_mib_per_token", f.wasted_mib_tok);
+		const prefetch_auto *a = p->pauto;
+		if (a) /* the last probe's seconds per token: null before one ended */
+			json_object_set_new(pf, "auto", json_pack("{s:i, s:i, s:i, s:i, s:o, s:o}", "on_tokens", a->tokens[1],
+								  "off_tokens", a->tokens[0], "probes", a->probes, "switches",
+								  a->switches, "on_s_per_token",
+								  a->probes ? json_real(a->last_s[1]) : json_null(),
+								  "off_s_per_token",
+								  a->probes ? json_real(a->last_s[0]) : json_null()));
+		json_object_set_new(o, "prefetch", pf);
+	}
 	return o;
 }
 

@@ -45,6 +45,8 @@ typedef struct runner {
 	int warned_positions;       /* the max_position_embeddings warning was given */
 	int lines, bad_lines;       /* --chat: lines read, lines skipped for invalid UTF-8 */
 	drafter dr;                 /* --draft, --draft-oracle */
+	prefetch_auto pa;           /* --prefetch auto, when pa_on */
+	int pa_on;
 	int32_t *oracle;            /* --draft-oracle: the ids read */
 	int n_oracle;
 } runner;
@@ -196,10 +198,13 @@ static int generate(runner *r, float *logits, coli_err *e)
 		if (stop)
 			break;
 		int n0 = r->kv.n;
+		double t0 = coli_now();
 		rc = draft_step(&r->dr, &r->m, &r->kv, &r->smp, made[nm - 1], k - 1, r->o->n_gen - k, made, rows, &nm,
 				logits, e);
 		r->s.pending = 0;
 		r->decoded += r->kv.n - n0;
+		if (r->pa_on && rc == 0)
+			store_set_predict(r->m.store, prefetch_auto_step(&r->pa, coli_now() - t0, r->kv.n - n0));
 	}
 	for (int i = 0; rc == 0 && out && r->print_ids && i < k; i++)
 		printf("%d%c", out[i], i + 1 < k ? ' ' : '\n');
@@ -365,7 +370,7 @@ static int report(const runner *r, coli_err *e)
 		.weights_per_token = (double)coli_engine_bytes_per_token(&r->m), .isa = coli_kernels_isa(r->m.kc),
 		.threads = coli_kernels_threads(r->m.kc), .peak_rss = (double)ru.ru_maxrss * 1024,
 		.store_kind = store_kind_name(store_kind(r->m.store)), .per_token = r->decoded ? r->decoded : r->prefilled,
-		.wall = r->decoded ? r->decode_s : r->prefill_s, .prefetch = r->o->prefetch != 0,
+		.wall = r->decoded ? r->decode_s : r->prefill_s, .prefetch = r->o->prefetch != 0, .pauto = r->pa_on ? &r->pa : NULL,
 		.ram = r->o->ram > 0 ? &r->plan : NULL, .ram_gib = r->o->ram, .trace = r->o->trace,
 		.route_from = r->o->route_from, .plan = r->o->planned, .plan_path = r->o->plan,
 		.ids = r->s.tokens + r->gen0, .n_ids = r->s.n_tokens - r->gen0,
@@ -647,7 +652,8 @@ static int setup(runner *r, coli_err *e)
 	if (o->trace && run_trace_open(&r->tr, o->trace, &r->m, o, e) < 0)
 		return -1;
 	r->m.usage = r->counts;
-	store_set_predict(r->m.store, o->prefetch != 0); /* -1 (nothing to do) in RAM */
+	if (store_set_predict(r->m.store, o->prefetch != 0) == 0 && (o->prefetch < 0 || o->prefetch == PREFETCH_AUTO))
+		r->pa_on = 1, prefetch_auto_init(&r->pa); /* set_predict: -1 (nothing to do) in RAM */
 	if (prompt_tokens(o, r->m.cfg->vocab_size, &n, e) < 0)
 		return -1;
 	if (open_tokenizer(r, e) < 0 || eos_ids(r->m.ct, r->eos, 16, &r->n_eos, e) < 0 || ids_or_text(r, e) < 0)

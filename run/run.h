@@ -42,8 +42,8 @@ typedef struct run_opts {
 	int stream;               /* --stream: experts read from disk on demand */
 	int cache_slots;          /* --cache-slots N per MoE layer, pins included (implies stream); 0:
 				   * top_k x 4, or what --ram leaves */
-	int prefetch;             /* --prefetch on|off: predict the next layer's experts when streaming
-				   * (1, 0; -1: not given, on) */
+	int prefetch;             /* --prefetch on|off|auto: predict the next layer's experts when
+				   * streaming (1, 0, PREFETCH_AUTO; -1: not given, auto) */
 	int pins;                 /* --pins N per MoE layer (implies stream); -1: default (top_k
 				   * with --usage, else 0) */
 	int *cache_list, n_cache_list; /* --cache-slots N0,N1,...: per MoE layer (MTP included) */
@@ -72,6 +72,7 @@ typedef struct run_opts {
 } run_opts;
 
 #define DRAFT_AUTO (-1)
+#define PREFETCH_AUTO 2 /* --prefetch auto */
 
 int run_main(const run_opts *o, coli_err *e);
 
@@ -164,6 +165,35 @@ int draft_best_k(const drafter *d, double *acc, double *gain);
 /* After the caller stops early at out[j]: the caches rolled back to hold t and out[0 .. j). */
 void draft_stop(drafter *d, coli_kv *kv, int n);
 
+/* prefetch.c: --prefetch auto (the default when streaming): next-layer prediction on or off as
+ * measured decode steps say, not by a rule. A probe alternates the two modes PREFETCH_SLICE
+ * tokens at a time (the run's drift, its cache filling, falls on both alike) until each has run
+ * PREFETCH_PROBE tokens; the mode of fewer seconds per token (ties: on) is then held for
+ * PREFETCH_HOLD0 tokens, twice as long after each probe that confirms it (up to
+ * PREFETCH_HOLD_MAX), PREFETCH_HOLD0 again after one that changes it, then probed again (the
+ * other mode first). The first probe starts with prediction on. */
+#define PREFETCH_SLICE 2
+#define PREFETCH_PROBE 8
+#define PREFETCH_HOLD0 32
+#define PREFETCH_HOLD_MAX 256
+
+typedef struct prefetch_auto {
+	int on;                   /* the next step's mode: 1 prediction on */
+	int probing;              /* 1: alternating; 0: holding `held` */
+	int held;                 /* the mode the last probe chose */
+	double s[2];              /* [mode] seconds of the probe's steps */
+	int n[2];                 /* [mode] tokens of the probe's steps */
+	int slice;                /* tokens of the current slice of the probe */
+	int hold, left;           /* tokens the current hold lasts; left of it */
+	int tokens[2];            /* [mode] tokens decoded over the run */
+	int probes, switches;     /* probes ended; of them, those that changed the mode */
+	double last_s[2];         /* [mode] the last probe's seconds per token */
+} prefetch_auto;
+
+void prefetch_auto_init(prefetch_auto *a);
+/* A decode step made tokens (> 0) in seconds with prediction a->on: the next step's mode. */
+int prefetch_auto_step(prefetch_auto *a, double seconds, int tokens);
+
 /* report.c: the closing figures of a run, printed as text lines on stderr or as one line of
  * JSON on stdout (--json), from the same numbers. */
 typedef struct run_report {
@@ -179,7 +209,8 @@ typedef struct run_report {
 	store_stats all;           /* over the whole run (failed reads) */
 	int per_token;             /* tokens the per-token figures divide by */
 	double wall;               /* seconds the disks' busy fractions are of */
-	int prefetch;              /* next-layer prediction on: its figures are printed */
+	int prefetch;              /* next-layer prediction on (or auto): its figures are printed */
+	const prefetch_auto *pauto; /* --prefetch auto's decisions; NULL when not auto */
 	const coli_budget *ram;    /* --ram: the budget's split; NULL without */
 	double ram_gib;
 	const int32_t *ids;        /* the generated ids (JSON) */

@@ -51,9 +51,34 @@ for fam in qwen3_moe deepseek_v3; do
 		p="$(ids_of "$FIX/$fam-tiny/prompt_ids.i32.bin")" &&
 		coli-run -q -m "$M" --prompt-ids "$p" -n 16 --ignore-eos --print-ids --dump-logits on.bin --cache-slots 8 --prefetch on >on &&
 		coli-run -q -m "$M" --prompt-ids "$p" -n 16 --ignore-eos --print-ids --dump-logits off.bin --cache-slots 8 --prefetch off >off &&
-		test "$(wc -w <on)" = 16 && cmp on off && cmp on.bin off.bin
+		test "$(wc -w <on)" = 16 && cmp on off && cmp on.bin off.bin &&
+		coli-run -q -m "$M" --prompt-ids "$p" -n 40 --ignore-eos --print-ids --dump-logits a.bin --cache-slots 8 --prefetch auto --json >a &&
+		coli-run -q -m "$M" --prompt-ids "$p" -n 40 --ignore-eos --print-ids --dump-logits on40.bin --cache-slots 8 --prefetch on >on40 &&
+		head -n 1 a >a.ids && cmp on40 a.ids && cmp on40.bin a.bin
 	'
 done
+
+# --prefetch auto (the default when streaming) alternates prediction on and off while probing:
+# 40 tokens are one probe of 8 + 8 (the last token is not a decode step of its own), then the
+# winner held; every decode token counted in one mode; the JSON and the text say so.
+test_expect_success "qwen3_moe: --prefetch auto is the default, counts its tokens in each mode, and says so" '
+	M=$SCRATCH/qwen3_moe.coli &&
+	p="$(ids_of "$FIX/qwen3_moe-tiny/prompt_ids.i32.bin")" &&
+	coli-run -m "$M" --prompt-ids "$p" -n 40 --ignore-eos --print-ids --cache-slots 8 --json >j 2>err &&
+	tail -n 1 j >jl &&
+	test "$(coli-json stream.prefetch.mode <jl)" = auto &&
+	on=$(coli-json stream.prefetch.auto.on_tokens <jl) && off=$(coli-json stream.prefetch.auto.off_tokens <jl) &&
+	test $((on + off)) = "$(coli-json decode.tokens <jl)" &&
+	test "$(coli-json stream.prefetch.auto.probes <jl)" = 1 && test "$off" -ge 8 && test "$on" -ge 8 &&
+	coli-run -m "$M" --prompt-ids "$p" -n 4 --ignore-eos --print-ids --cache-slots 8 >/dev/null 2>err &&
+	grep -q "^coli-run: prefetch auto: on for [0-9]* of 3 decode tokens, no probe ended yet\$" err &&
+	coli-run -m "$M" --prompt-ids "$p" -n 4 --ignore-eos --print-ids --cache-slots 8 --prefetch on --json >j2 2>/dev/null &&
+	test "$(tail -n 1 j2 | coli-json stream.prefetch.mode)" = on
+'
+test_expect_success "usage: --io mmap refuses --prefetch auto as it refuses on" '
+	expect_exit 2 coli-run -m "$SCRATCH/qwen3_moe.coli" --prompt-ids "1" --io mmap --prefetch auto &&
+	err_has "--prefetch on or auto"
+'
 
 # The io_uring backend reads the same records in the same queue order as the pread threads
 # (or falls back to them where the kernel refuses io_uring): same tokens, same step logits.
