@@ -13,10 +13,13 @@
 #     experts.bin through the page cache, as llama.cpp does); ratio = tokens/s coli / mmap.
 #  3. mirror: a smaller model copied to two loop devices throttled (blkio) to unequal bandwidths;
 #     aggregate expert MB/s of `-m A --mirror B` against the sum of the throttles and against A alone.
+#  4. prefetch: --prefetch on, off and auto in turn on the 2.4 MiB-record model at a 4 GiB cap, 1
+#     thread, 64 decode tokens, its disk as it is and throttled (blkio) to COLI_BENCH_THROTTLE_MBS:
+#     where prediction pays and where it does not, and what auto made of each.
 # Environment: COLI_BENCH_DIR (default build/bench), COLI_BENCH_REPS (default 3),
 # COLI_BENCH_TOKENS (decode tokens per run, default 32), COLI_BENCH_PARTS (default
-# "cold mmap mirror"), COLI_BENCH_RECORDS (default "19 2.4"), COLI_BENCH_MIRROR_MBS (throttles
-# of A and B, default "300 150").
+# "cold mmap mirror prefetch"), COLI_BENCH_RECORDS (default "19 2.4"), COLI_BENCH_MIRROR_MBS
+# (throttles of A and B, default "300 150"), COLI_BENCH_THROTTLE_MBS (part 4, default 500).
 # Results (markdown tables) on stdout, progress on stderr.
 set -eu
 shopt -s inherit_errexit
@@ -26,7 +29,8 @@ need_root stream.sh "drop_caches, memory and blkio cgroups, loop devices"
 dir=${COLI_BENCH_DIR:-build/bench}
 reps=${COLI_BENCH_REPS:-3}
 ntok=${COLI_BENCH_TOKENS:-32}
-parts=${COLI_BENCH_PARTS:-cold mmap mirror}
+parts=${COLI_BENCH_PARTS:-cold mmap mirror prefetch}
+throttle=${COLI_BENCH_THROTTLE_MBS:-500}
 read -r bw_a bw_b <<<"${COLI_BENCH_MIRROR_MBS:-300 150}"
 base="--family deepseek_v3 --preset bench --mtp 0 --fp8 --measure 0 --seed 5"
 big_shape="$base --layers 6 --experts 64"
@@ -247,6 +251,55 @@ if [[ " $parts " == *" mirror "* ]]; then
 	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s, %s | %s, %s |\n' "$(med 1)" "$(med 2)" "$(med 3)" "$(med 4)" \
 		"$(med 5)" "$(med 6)" "$(med 7)" "$(med 8)" "$(med 13)" "$(med 9)" "$(med 10)" "$(med 11)" "$(med 12)"
+	echo
+fi
+
+# ---- 4: prediction on, off and auto, on the disk as it is and throttled ----
+
+# pf_run CGROUPS MODE: one cold run of the 2.4 MiB-record model; "tok/s MiB/token on_tokens off_tokens".
+pf_run() {
+	local j
+	drop
+	j=$(run_coli "$1" -m "$qm" --stream --ram 3.75 --threads 1 --prompt-ids "$prompt" -n 65 --ignore-eos --print-ids --prefetch "$2")
+	echo "$(tok_s "$j") $(mib_tok "$j") $(jfmt "$j" stream.prefetch.auto.on_tokens %.0f) $(jfmt "$j" stream.prefetch.auto.off_tokens %.0f)"
+}
+pf_rep() {
+	local cg m
+	for cg in "$pfmem" "$pfmem $pfblk"; do
+		for m in on off auto; do
+			echo "$([ "$cg" = "$pfmem" ] && echo disk || echo throttled) $m $(pf_run "$cg" "$m")"
+		done
+	done
+}
+
+if [[ " $parts " == *" prefetch "* ]]; then
+	qm=$(model_of llama-cold "$qwen_shape")
+	pfmem=$(cgroup_new memory pfcap)
+	cgroups+=("$pfmem")
+	pfblk=$(cgroup_new blkio pfthrottle)
+	cgroups+=("$pfblk")
+	echo $((4096 << 20)) > "$pfmem/memory.limit_in_bytes"
+	pfdev=$(cat "/sys/class/block/$(basename "$(readlink -f "$(df --output=source "$qm" | tail -1)")")/dev")
+	echo "$pfdev $((throttle * 1000000))" > "$pfblk/blkio.throttle.read_bps_device"
+	say "prefetch: $qm at a 4096 MiB cap; throttled: $pfdev at $throttle MB/s"
+	record "echo 3 > /proc/sys/vm/drop_caches; (echo \$BASHPID > $pfmem/cgroup.procs; [echo \$BASHPID > $pfblk/cgroup.procs;] exec coli-run -m $qm --stream --ram 3.75 --threads 1 --prompt-ids \"$prompt\" -n 65 --ignore-eos --print-ids --prefetch on|off|auto)   # memory.limit_in_bytes 4096 MiB; blkio.throttle.read_bps_device $pfdev $((throttle * 1000000))"
+	pf_reps() { for i in $(seq "$reps"); do say "prefetch: repetition $i/$reps"; pf_rep; done; }
+	waited pf_reps
+	echo "### Prediction on, off and auto: 2.4 MiB records, 4 GiB cap, 1 thread, 64 decode tokens"
+	echo
+	echo "| disk | --prefetch | decode tok/s | / off | MiB read/token | auto: tokens on, off |"
+	echo "|---|---|---:|---:|---:|---:|"
+	for d in disk throttled; do
+		off=$(echo "$runs" | awk -v d="$d" '$1 == d && $2 == "off" {print $3}' | median)
+		for m in on off auto; do
+			v=$(echo "$runs" | awk -v d="$d" -v m="$m" '$1 == d && $2 == m')
+			t=$(echo "$v" | awk '{print $3}' | median)
+			printf '| %s | %s | %s (%s-%s) | %.2f | %s | %s |\n' "$([ "$d" = disk ] && echo "as it is" || echo "$throttle MB/s")" "$m" "$t" \
+				"$(echo "$v" | awk '{print $3}' | sort -g | head -1)" "$(echo "$v" | awk '{print $3}' | sort -g | tail -1)" \
+				"$(awk -v a="$t" -v b="$off" 'BEGIN {print a / b}')" "$(echo "$v" | awk '{print $4}' | median)" \
+				"$([ "$m" = auto ] && echo "$v" | awk '{printf "%s%s, %s", (NR > 1 ? "; " : ""), $5, $6}' || echo -)"
+		done
+	done
 	echo
 fi
 
