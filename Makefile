@@ -205,8 +205,8 @@ bench-plan: all
 	@tests/bench/plan.sh
 bench-convert: all
 	@tests/bench/convert.sh
-bench-run: all
-	@tests/bench/run.sh
+bench-run: all llama-deps
+	@NODE_LLAMA_DIR=$(abspath $(LLAMA_DIR)) tests/bench/run.sh
 bench-stream: all
 	@tests/bench/stream.sh
 	@tests/bench/learn.sh

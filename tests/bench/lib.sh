@@ -109,3 +109,16 @@ copy_to() {
 		cp "$3" "$2/model.args"
 	fi
 }
+
+# gguf_of NAME SHAPE EXPERTS: $dir/NAME.gguf of that coli-synth shape, experts q4_0 or q4_1,
+# regenerated only when they change.
+gguf_of() {
+	local f=$dir/$1.gguf args="$2 --gguf-experts $3"
+	if [ "$(cat "$f.args" 2>/dev/null)" != "$args" ] || [ ! -e "$f" ]; then
+		say "generating $f: coli-synth $args --gguf"
+		rm -f "$f"
+		bin/coli-synth $args --measure 0 --gguf "$f" -q >&2
+		echo "$args" >"$f.args"
+	fi
+	echo "$f"
+}

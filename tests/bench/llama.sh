@@ -56,19 +56,6 @@ trap cleanup EXIT
 trap 'trap - INT TERM; kill_tree $$; exit 130' INT TERM
 [[ " $parts " != *" cold "* ]] || need_root llama.sh "drop_caches and memory cgroups for the cold runs"
 
-# gguf_of NAME SHAPE EXPERTS: $dir/NAME.gguf of that coli-synth shape, experts q4_0 or q4_1,
-# regenerated only when they change.
-gguf_of() {
-	local f=$dir/$1.gguf args="$2 --gguf-experts $3"
-	if [ "$(cat "$f.args" 2>/dev/null)" != "$args" ] || [ ! -e "$f" ]; then
-		say "generating $f: coli-synth $args --gguf"
-		rm -f "$f"
-		bin/coli-synth $args --measure 0 --gguf "$f" -q >&2
-		echo "$args" >"$f.args"
-	fi
-	echo "$f"
-}
-
 # timed OUT CMD...: runs CMD, its stdout into OUT, stderr into OUT.err; prints "STATUS SECONDS".
 timed() {
 	local out=$1 t0 st=0
