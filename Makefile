@@ -207,8 +207,8 @@ bench-convert: all
 	@tests/bench/convert.sh
 bench-run: all llama-deps
 	@NODE_LLAMA_DIR=$(abspath $(LLAMA_DIR)) tests/bench/run.sh
-bench-stream: all
-	@tests/bench/stream.sh
+bench-stream: all llama-deps
+	@NODE_LLAMA_DIR=$(abspath $(LLAMA_DIR)) tests/bench/stream.sh
 	@tests/bench/learn.sh
 bench-trace: all
 	@tests/bench/trace.sh

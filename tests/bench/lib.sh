@@ -122,3 +122,20 @@ gguf_of() {
 	fi
 	echo "$f"
 }
+# The read-ahead file of block device $devname (a partition's is its disk's).
+ra_file() {
+	local d
+	d=$(readlink -f "/sys/class/block/$devname")
+	[ -e "$d/partition" ] && d=$(dirname "$d")
+	echo "$d/queue/read_ahead_kb"
+}
+# with_ra KB CMD...: CMD with the read-ahead of $rafile at KB KiB, restored after.
+with_ra() {
+	local kb=$1 was rc=0
+	shift
+	was=$(cat "$rafile")
+	echo "$kb" >"$rafile"
+	"$@" || rc=$?
+	echo "$was" >"$rafile"
+	return $rc
+}

@@ -159,23 +159,6 @@ fio_mbs() {
 		--ioengine=libaio --offset=4096 --size="$size" --runtime=3 --time_based --output-format=json 2>/dev/null |
 		node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log((JSON.parse(s).jobs[0].read.bw_bytes/1e6).toFixed(0)))'
 }
-# The read-ahead file of the device holding $dir (a partition's is its disk's).
-ra_file() {
-	local d
-	d=$(readlink -f "/sys/class/block/$devname")
-	[ -e "$d/partition" ] && d=$(dirname "$d")
-	echo "$d/queue/read_ahead_kb"
-}
-# with_ra KB CMD...: CMD with the device's read-ahead at KB KiB, restored after.
-with_ra() {
-	local kb=$1 was rc=0
-	shift
-	was=$(cat "$rafile")
-	echo "$kb" >"$rafile"
-	"$@" || rc=$?
-	echo "$was" >"$rafile"
-	return $rc
-}
 # cold_one CAP ENGINE: one cold run in the cgroup at CAP MiB; prints "tok/s first_token_s
 # mib_disk cg_max status mib_per_token busy_mbs wasted_mib_per_token" (the last three coli's).
 cold_one() {

@@ -5,7 +5,9 @@
 #  1. cold: for each record size of COLI_BENCH_RECORDS, a synthetic model at least 3x larger than
 #     a memory-cgroup cap, page cache dropped before each run: "19", DeepSeek-V3-shaped (19 MiB
 #     int4 expert records, 6 layers x 64 experts); "2.4", Qwen3-30B-A3B-shaped (2.4 MiB records,
-#     48 layers x 128 experts: bench-llama's cold model);
+#     48 layers x 128 experts: bench-llama's cold model, and llama.cpp on its Q4_1 GGUF in the
+#     same cgroup right after coli, at read-ahead COLI_BENCH_LLAMA_RA_KB, when node-llama-cpp is
+#     installed in NODE_LLAMA_DIR);
 #       efficiency = expert bytes read per second of decode / O_DIRECT random whole-record read
 #                    bandwidth of the same file at queue depth 8 (coli-diskbench --records),
 #                    measured in the same repetition.
@@ -31,6 +33,9 @@ reps=${COLI_BENCH_REPS:-3}
 ntok=${COLI_BENCH_TOKENS:-32}
 parts=${COLI_BENCH_PARTS:-cold mmap mirror prefetch}
 throttle=${COLI_BENCH_THROTTLE_MBS:-500}
+llama_ra=${COLI_BENCH_LLAMA_RA_KB:-128}
+export NODE_LLAMA_DIR=${NODE_LLAMA_DIR:-$PWD/build/llama}
+driver=tests/bench/llama/driver.mjs
 read -r bw_a bw_b <<<"${COLI_BENCH_MIRROR_MBS:-300 150}"
 base="--family deepseek_v3 --preset bench --mtp 0 --fp8 --measure 0 --seed 5"
 big_shape="$base --layers 6 --experts 64"
@@ -80,7 +85,7 @@ run_coli() {
 # ---- 1 and 2: cold streaming efficiency, and mmap, under a memory cgroup cap ----
 
 cold_rep() {
-	local ref ref2 chunk_mbs err mmap_err cg_mib rs=$1 tok mib ratio mm=- mm_rss=- mm_cg=- mm_mib=- dev_mib
+	local ref ref2 chunk_mbs err mmap_err cg_mib rs=$1 tok mib ratio mm=- mm_rss=- mm_cg=- mm_mib=- dev_mib lj lt=-
 	ref=$(bin/coli-diskbench --records "$big/experts.bin" "$rs" 8 3 | sed 's/read_mbs=\([0-9]*\).*/\1/')
 	chunk_mbs=$(bin/coli-diskbench --records "$big/experts.bin" "$rs" 8 3 4096 0 "$chunk" | sed 's/read_mbs=\([0-9]*\).*/\1/')
 	drop
@@ -104,11 +109,20 @@ cold_rep() {
 		cmp -s "$dir/stream-ids.txt" "$dir/stream-ids-coli.txt" || say "stream.sh: warning: --io mmap generated other tokens"
 		say "  mmap: decode $(tok_s "$mmap_err") tok/s, RSS $(rss_of "$mmap_err") MiB"
 	fi
+	if [ -n "$gguf" ]; then
+		drop
+		echo 0 > "$memcg/memory.max_usage_in_bytes"
+		lj=$(with_ra "$llama_ra" in_cgroup "$memcg $statcg" node "$driver" --model "$gguf" --threads "$(jfmt "$err" kernels.threads %.0f)" \
+			--prompt-ids "$prompt" -n $((ntok + 1)) 2>"$dir/stream-llama.err" | tail -n 1) || true
+		[ -n "$lj" ] && lt=$(jfmt "$lj" decode.tokens_per_s %.3f) || say "  llama.cpp failed: $(tail -n 3 "$dir/stream-llama.err" | tr '\n' ' ')"
+		say "  llama.cpp: decode $lt tok/s (read-ahead $llama_ra KiB), cgroup max $(( $(cat "$memcg/memory.max_usage_in_bytes") >> 20 )) MiB"
+	fi
 	tok=$(tok_s "$err"); mib=$(mib_tok "$err")
 	ratio=$(awk -v m="$mib" -v t="$tok" -v r="$ref" 'BEGIN {printf "%.3f", m * 1048576 * t / 1e6 / r}')
 	echo "$ref $tok $mib $(read_gbs "$err") $(hit_rate "$err") $(rss_of "$err") $cg_mib $ratio" \
 		"$(disk_col "$err" 1 2) $(disk_col "$err" 1 3) $mm $mm_rss $mm_cg" \
-		"$(awk -v a="$tok" -v b="$mm" 'BEGIN {print (b + 0 > 0) ? sprintf("%.2f", a / b) : "-"}') $mm_mib $dev_mib $chunk_mbs"
+		"$(awk -v a="$tok" -v b="$mm" 'BEGIN {print (b + 0 > 0) ? sprintf("%.2f", a / b) : "-"}') $mm_mib $dev_mib $chunk_mbs" \
+		"$lt $(awk -v a="$tok" -v b="$lt" 'BEGIN {print (b + 0 > 0) ? sprintf("%.2f", a / b) : "-"}')"
 }
 
 # Distinct experts per MoE layer and the mean overlap of consecutive tokens' experts, from the
@@ -128,8 +142,8 @@ routing_check() {
 		END { printf "%d MoE layers, %d tokens, top-%d: distinct experts per layer %s; mean overlap with the previous token %.2f of %d\n", L, n, k, dist, ov / pairs, k }'
 }
 
-# cold_part NAME SHAPE [nommap]: parts 1 and 2 (not 2 with nommap) on the model $dir/NAME.coli of
-# that coli-synth shape.
+# cold_part NAME SHAPE [llama]: parts 1 and 2 on the model $dir/NAME.coli of that coli-synth
+# shape; with llama, llama.cpp on the shape's Q4_1 GGUF in place of part 2 (--io mmap).
 cold_part() {
 	big=$(model_of "$1" "$2")
 	mbytes=$(bytes_of "$big")
@@ -139,8 +153,15 @@ cold_part() {
 	# The cap: a third of the model (whole container) rounded down to 64 MiB; --ram 256 MiB below it.
 	cap_mib=$(( mbytes / 3 >> 26 << 6 ))
 	ram=$(awk -v c="$cap_mib" 'BEGIN {printf "%.2f", (c - 256) / 1024}')
-	do_mmap=0
-	[[ " $parts " == *" mmap "* ]] && [ "${3:-}" != nommap ] && do_mmap=1
+	do_mmap=0 gguf=
+	[[ " $parts " == *" mmap "* ]] && [ "${3:-}" != llama ] && do_mmap=1
+	if [ "${3:-}" = llama ] && [ -e "$NODE_LLAMA_DIR/node_modules/node-llama-cpp/package.json" ]; then
+		gguf=$(gguf_of "$1" "$2" q4_1)
+		devname=$(basename "$(readlink -f "$(df --output=source "$big" | tail -1)")")
+		rafile=$(ra_file)
+		ra_was=$(cat "$rafile")
+		trap 'echo "$ra_was" >"$rafile"; cleanup' EXIT
+	fi
 	memcg=$(cgroup_new memory cap)
 	cgroups+=("$memcg")
 	statcg=$(cgroup_new blkio count)
@@ -160,6 +181,7 @@ cold_part() {
 	record "coli-diskbench --records $big/experts.bin $rs 8 3 4096 0 $chunk   # records read in chunks as the store does (engine/store.h STORE_CHUNK), before the run"
 	record "echo 3 > /proc/sys/vm/drop_caches; (echo \$BASHPID > $memcg/cgroup.procs; exec coli-run -m $big --stream --ram $ram --prompt-ids \"$prompt\" -n $((ntok + 1)) --ignore-eos --print-ids)   # memory.limit_in_bytes = $cap_mib MiB"
 	[ "$do_mmap" = 1 ] && record "the same with --io mmap instead of --stream --ram $ram"
+	[ -n "$gguf" ] && record "echo $llama_ra > $rafile; echo 3 > /proc/sys/vm/drop_caches; (in the same cgroups) node $driver --model $gguf --threads (coli's) --prompt-ids \"$prompt\" -n $((ntok + 1))   # read-ahead restored after"
 	record "(the runs are also in blkio cgroup $statcg, no effective throttle: its blkio.throttle.io_service_bytes counts the bytes read from disk)"
 	cold_reps() { for i in $(seq "$reps"); do say "cold: repetition $i/$reps"; cold_rep "$rs"; done; }
 	waited cold_reps
@@ -170,11 +192,11 @@ cold_part() {
 	record "coli-run -m $big --stream --prompt-ids \"PROMPT + GENERATED\" --teacher-force --dump-routing $dir/stream-routing.bin"
 	echo "### Cold streaming efficiency, $(awk -v r="$rs" 'BEGIN {printf "%.1f", r / 2^20}') MiB records (model $(awk -v b="$mbytes" -v c="$cap_mib" 'BEGIN {printf "%.2f GiB = %.1fx the %d MiB cap", b / 2^30, b / 2^20 / c, c}'))"
 	echo
-	echo "| decode tok/s | MiB read/token | expert MB/s (decode) | read GB/s (in flight) | disk busy % | disk MB/s while busy | O_DIRECT MB/s (qd 8, $(awk -v r="$rs" 'BEGIN {printf "%.1f", r / 2^20}') MiB records) | efficiency | O_DIRECT MB/s (qd 8, records in $((chunk >> 20)) MiB chunks) | hit rate % | peak RSS MiB (--ram $ram) | cgroup max MiB (cap $cap_mib) |"
-	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-	printf '| %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$(med 2)" "$(med 3)" \
+	echo "| decode tok/s | MiB read/token | expert MB/s (decode) | read GB/s (in flight) | disk busy % | disk MB/s while busy | O_DIRECT MB/s (qd 8, $(awk -v r="$rs" 'BEGIN {printf "%.1f", r / 2^20}') MiB records) | efficiency | O_DIRECT MB/s (qd 8, records in $((chunk >> 20)) MiB chunks) | hit rate % | peak RSS MiB (--ram $ram) | cgroup max MiB (cap $cap_mib) | llama.cpp tok/s (read-ahead $llama_ra KiB) | coli / llama.cpp |"
+	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	printf '| %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$(med 2)" "$(med 3)" \
 		"$(echo "$runs" | awk '{print $3 * 1048576 * $2 / 1e6}' | median)" "$(med 4)" "$(med 9)" "$(med 10)" \
-		"$(med 1)" "$(med 8)" "$(med 17)" "$(med 5)" "$(maxc 6)" "$(maxc 7)"
+		"$(med 1)" "$(med 8)" "$(med 17)" "$(med 5)" "$(maxc 6)" "$(maxc 7)" "$(med 18)" "$(med 19)"
 	echo
 	echo "Routing: $rcheck. Peak RSS under --ram $ram GiB in every run: $(echo "$runs" | awk -v r="$ram" '$6 > r * 1024 {bad = 1} END {print bad ? "NO" : "yes"}')."
 	echo
@@ -192,7 +214,7 @@ if [[ " $parts " == *" cold "* ]] || [[ " $parts " == *" mmap "* ]]; then
 	for r in $records; do
 		case $r in
 		19) cold_part stream-q4 "$big_shape" ;;
-		2.4) cold_part llama-cold "$qwen_shape" nommap ;; # the page cache's peer: bench-llama's llama.cpp
+		2.4) cold_part llama-cold "$qwen_shape" llama ;;
 		*) say "stream.sh: COLI_BENCH_RECORDS: '$r' is not 19 or 2.4"; exit 2 ;;
 		esac
 	done
