@@ -488,6 +488,7 @@ static void stream_close(coli_store *base)
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->queued);
 	pthread_cond_destroy(&s->done);
+	pthread_cond_destroy(&s->crc_cv);
 	free(s);
 }
 
@@ -625,6 +626,7 @@ int store_stream_open(coli_store **out, const coli_container *c, const store_str
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->queued, NULL);
 	pthread_cond_init(&s->done, NULL);
+	pthread_cond_init(&s->crc_cv, NULL);
 	s->top_k = top_k;
 	s->n_layers = c->model.n_layers + c->model.n_mtp_layers;
 	s->no_crc = o && o->no_crc;

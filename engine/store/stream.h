@@ -65,9 +65,10 @@ typedef struct sread {
 	int n, c, r, demand;
 } sread;
 
-/* An io_uring read in flight (d.n 0: a free request). */
+/* An io_uring read in flight, or ended and waiting for its CRCs (d.n 0: a free request). */
 typedef struct ureq {
 	sread d;
+	struct ureq *next;        /* in the CRC thread's list */
 	int rc;
 	unsigned tried;           /* copies tried for it */
 	uint64_t done;            /* bytes read so far */
@@ -103,6 +104,10 @@ typedef struct stream_store {
 	struct io_uring ring;     /* io_uring backend: owned by its one thread */
 	ureq *ureqs;              /* [uring_depth] */
 	int uring_depth;
+	int ureq_busy;            /* requests not free: on the ring, or with the CRC thread */
+	int crc_on, crc_stop;     /* a CRC thread runs (io_uring, CRCs on); it is to stop */
+	pthread_cond_t crc_cv;    /* the CRC thread: a read handed over, or stop */
+	ureq *crc_head, *crc_tail; /* reads delivered, their CRCs not yet computed */
 } stream_store;
 
 /* An I/O backend: starts the threads that take chunks off the queue (in its order), read them,

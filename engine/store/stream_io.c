@@ -344,34 +344,59 @@ static void uring_claim(stream_store *s)
 	while (q->d.n)
 		q++;
 	claim(s, &q->d);
+	s->ureq_busy++;
 	q->tried = 1u << q->d.r, q->done = 0, q->rc = 0;
 	uring_submit_read(s, q);
 }
 
-/* The reads of the ring that ended: a single chunk ends through chunk_result (1: read it again
- * from another copy, put back on the ring), several records through group_ended; their
- * requests are freed. Lock held. Returns the reads put back on the ring. */
+static void ureq_free(stream_store *s, ureq *q)
+{
+	q->d.n = 0;
+	s->ureq_busy--;
+}
+
+/* A read that delivered, its CRCs taken (or not checked): each record ends. Lock held. */
+static void delivered(stream_store *s, ureq *q)
+{
+	if (q->d.n > 1)
+		group_ended(s, &q->d, 0, &q->err);
+	else
+		chunk_result(s, q->d.g[0], q->d.c, &q->d.r, &q->tried, q->d.demand, 0, &q->err);
+	ureq_free(s, q);
+}
+
+/* The reads of the ring that ended. One that delivered goes to the CRC thread (ended there), or
+ * ends here when CRCs are off. One that failed: a single chunk ends through chunk_result (1:
+ * read it again from another copy, put back on the ring), several records through group_ended.
+ * Lock held. Returns the reads put back on the ring. */
 static int uring_ended(stream_store *s, ureq **ended, int n_ended)
 {
 	int again = 0;
 	for (int j = 0; j < n_ended; j++) {
 		ureq *q = ended[j];
-		if (q->d.n > 1) {
+		if (q->rc == 0 && s->crc_on) {
+			q->next = NULL;
+			*(s->crc_tail ? &s->crc_tail->next : &s->crc_head) = q;
+			s->crc_tail = q;
+			pthread_cond_signal(&s->crc_cv);
+		} else if (q->rc == 0) {
+			delivered(s, q);
+		} else if (q->d.n > 1) {
 			group_ended(s, &q->d, q->rc, &q->err);
-			q->d.n = 0;
+			ureq_free(s, q);
 		} else if (chunk_result(s, q->d.g[0], q->d.c, &q->d.r, &q->tried, q->d.demand, q->rc, &q->err)) {
 			q->done = 0, again++;
 			uring_submit_read(s, q);
 		} else {
-			q->d.n = 0;
+			ureq_free(s, q);
 		}
 	}
 	return again;
 }
 
-/* The io_uring thread: puts queued reads on the ring in queue order, up to its depth, and
- * reaps their completions, until the store closes (the queue drained). The CRCs of reads that
- * ended are computed once the next queued reads are on the ring. */
+/* The io_uring thread: puts queued reads on the ring in queue order while it has free requests,
+ * and reaps their completions, until the store closes (the queue drained, every request free).
+ * It never computes a CRC: that is the CRC thread's, so the ring is refilled at once. */
 static void *uring_main(void *arg)
 {
 	stream_store *s = arg;
@@ -379,23 +404,20 @@ static void *uring_main(void *arg)
 	int n = 0, n_ended = 0; /* reads on the ring; reads ended, not yet accounted */
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
-		for (; n + n_ended < s->uring_depth && claimable(s); n++) /* ended ones still hold their request */
+		for (; s->ureq_busy < s->uring_depth && claimable(s); n++)
 			uring_claim(s);
 		if (n_ended) {
 			pthread_mutex_unlock(&s->mu);
 			io_uring_submit(&s->ring);
-			for (int j = 0; j < n_ended; j++)
-				if (ended[j]->rc == 0)
-					read_crcs(s, &ended[j]->d);
 			pthread_mutex_lock(&s->mu);
 			n += uring_ended(s, ended, n_ended);
 			n_ended = 0;
 			continue;
 		}
 		if (n == 0) {
-			if (s->stop)
+			if (s->stop && !s->qhead && s->ureq_busy == 0)
 				break;
-			pthread_cond_wait(&s->queued, &s->mu);
+			pthread_cond_wait(&s->queued, &s->mu); /* work, or a request freed by the CRC thread */
 			continue;
 		}
 		pthread_mutex_unlock(&s->mu);
@@ -415,8 +437,42 @@ static void *uring_main(void *arg)
 	return NULL;
 }
 
-/* One thread owning a ring of depth qd (STORE_URING_DEPTH) per copy; -1 with e filled (nothing
- * started) when the kernel refuses io_uring: the caller falls back to the threads. */
+/* The CRC thread: the CRCs of the reads the ring's thread hands over, then their ends, until it
+ * is told to stop (after the ring's thread, which waits for every request to come back). */
+static void *crc_main(void *arg)
+{
+	stream_store *s = arg;
+	pthread_mutex_lock(&s->mu);
+	for (;;) {
+		while (!s->crc_head && !s->crc_stop)
+			pthread_cond_wait(&s->crc_cv, &s->mu);
+		ureq *q = s->crc_head;
+		if (!q)
+			break;
+		if (!(s->crc_head = q->next))
+			s->crc_tail = NULL;
+		pthread_mutex_unlock(&s->mu);
+		read_crcs(s, &q->d);
+		pthread_mutex_lock(&s->mu);
+		delivered(s, q);
+		pthread_cond_broadcast(&s->queued); /* a free request for the ring's thread */
+	}
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+static void crc_thread_stop(stream_store *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->crc_stop = 1;
+	pthread_cond_broadcast(&s->crc_cv);
+	pthread_mutex_unlock(&s->mu);
+	pthread_join(s->threads[1], NULL);
+}
+
+/* One thread owning a ring of depth qd (STORE_URING_DEPTH) per copy, and with CRCs on a thread
+ * computing them; -1 with e filled (nothing started) when the kernel refuses io_uring: the
+ * caller falls back to the threads. */
 static int uring_start(stream_store *s, coli_err *e)
 {
 	s->uring_depth = (s->qd ? s->qd : STORE_URING_DEPTH) * s->rs.n;
@@ -425,7 +481,14 @@ static int uring_start(stream_store *s, coli_err *e)
 	int rc = s->no_uring ? -ENOSYS : io_uring_queue_init((unsigned)s->uring_depth, &s->ring, 0);
 	if (rc < 0)
 		return coli_errf(e, COLI_EIO, "io_uring_queue_init: %s", strerror(-rc));
+	s->crc_on = !s->no_crc;
+	if (s->crc_on && (rc = pthread_create(&s->threads[1], NULL, crc_main, s)) != 0) {
+		io_uring_queue_exit(&s->ring);
+		return coli_errf(e, COLI_ENOMEM, "cannot start the CRC thread: %s", strerror(rc));
+	}
 	if ((rc = pthread_create(&s->threads[0], NULL, uring_main, s)) != 0) {
+		if (s->crc_on)
+			crc_thread_stop(s);
 		io_uring_queue_exit(&s->ring);
 		return coli_errf(e, COLI_ENOMEM, "cannot start the I/O thread: %s", strerror(rc));
 	}
@@ -437,6 +500,8 @@ static void uring_stop(stream_store *s)
 {
 	if (s->n_threads) {
 		join_threads(s);
+		if (s->crc_on)
+			crc_thread_stop(s);
 		io_uring_queue_exit(&s->ring);
 	}
 }
