@@ -222,7 +222,8 @@ void store_stats_sub(const store_stats *a, const store_stats *b, store_stats *d)
 /* Experts read from experts.bin on demand (O_DIRECT when the filesystem allows), one whole
  * record per miss in chunks of STORE_CHUNK (o->chunk), its CRC checked (unless o->no_crc), kept in
  * per-layer LRU slots. Reads run on STORE_IO_THREADS pread threads per copy (or one thread
- * submitting them to an io_uring of depth STORE_URING_DEPTH per copy), in queue order: a get's
+ * submitting them to an io_uring of depth STORE_URING_DEPTH per copy, a second one computing
+ * the CRCs of what it read), in queue order: a get's
  * read first, then prefetches, then predictions; a layer's queued records adjacent on disk, each
  * one chunk, are read together (up to STORE_GROUP_MAX in one vectored read; a failed one is read
  * again record by record). A prefetch queues the misses it has free or
