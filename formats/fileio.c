@@ -29,26 +29,6 @@ int coli_pwrite_full(int fd, const void *buf, size_t n, uint64_t off, const char
 	return 0;
 }
 
-int coli_pread_full(int fd, void *buf, size_t n, uint64_t off, const char *what, coli_err *e)
-{
-	char *p = buf;
-	while (n > 0) {
-		ssize_t r = pread(fd, p, n, (off_t)off);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return coli_errf(e, COLI_EIO, "%s: read at offset %llu: %s", what,
-					 (unsigned long long)off, strerror(errno));
-		if (r == 0)
-			return coli_errf(e, COLI_EIO, "%s: short read: end of file at offset %llu, %zu bytes missing",
-					 what, (unsigned long long)off, n);
-		p += r;
-		n -= (size_t)r;
-		off += (uint64_t)r;
-	}
-	return 0;
-}
-
 int coli_preadv_full(int fd, struct iovec *iov, int n, uint64_t off, const char *what, coli_err *e)
 {
 	size_t left = 0;
@@ -71,6 +51,12 @@ int coli_preadv_full(int fd, struct iovec *iov, int n, uint64_t off, const char 
 			iov->iov_base = (char *)iov->iov_base + r, iov->iov_len -= (size_t)r;
 	}
 	return 0;
+}
+
+int coli_pread_full(int fd, void *buf, size_t n, uint64_t off, const char *what, coli_err *e)
+{
+	struct iovec v = {buf, n};
+	return coli_preadv_full(fd, &v, 1, off, what, e);
 }
 
 static const char *file_kind(mode_t m)

@@ -13,10 +13,10 @@ static void end_probe(prefetch_auto *a)
 {
 	for (int m = 0; m < 2; m++)
 		a->last_s[m] = a->s[m] / a->n[m];
-	int best = a->last_s[1] <= a->last_s[0];
-	if (a->probes++ > 0 && best == a->held)
+	int best = a->last_s[1] <= a->last_s[0], first = a->probes++ == 0;
+	if (!first && best == a->held)
 		a->hold = a->hold * 2 < PREFETCH_HOLD_MAX ? a->hold * 2 : PREFETCH_HOLD_MAX;
-	else if (a->probes > 1)
+	else if (!first)
 		a->hold = PREFETCH_HOLD0, a->switches++;
 	a->held = a->on = best;
 	a->probing = 0, a->left = a->hold;

@@ -180,7 +180,7 @@ static void promote(stream_store *s, slot *p, int prio)
 static uint8_t *arena_map(size_t n, uint64_t size, coli_err *e)
 {
 	size_t len = n * (size_t)size;
-	void *a = mmap(NULL, len ? len : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	void *a = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (a == MAP_FAILED)
 		return coli_errf(e, COLI_ENOMEM, "out of address space mapping %zu cache slots of %llu bytes", n,
 				 (unsigned long long)size), NULL;
@@ -190,9 +190,8 @@ static uint8_t *arena_map(size_t n, uint64_t size, coli_err *e)
 
 static void arena_unmap(uint8_t *a, size_t n, uint64_t size)
 {
-	size_t len = n * (size_t)size;
 	if (a)
-		munmap(a, len > 0 ? len : 1);
+		munmap(a, n * (size_t)size);
 }
 
 /* p's record buffer, buf (its place in the layer's arena), and its chunk CRCs. The buffer's
@@ -524,7 +523,7 @@ static int pin_layer(stream_store *s, stream_layer *L, const double *row, int ne
 		n = x->n_experts;
 	if (!(L->pinned = coli_malloc((size_t)x->n_experts * sizeof(*L->pinned), e)) ||
 	    !(L->pins = coli_calloc((size_t)(n > 0 ? n : 1), sizeof(*L->pins), e)) ||
-	    !(L->pin_arena = arena_map((size_t)n, x->record_size, e)))
+	    (n > 0 && !(L->pin_arena = arena_map((size_t)n, x->record_size, e))))
 		return -1;
 	L->pin_cap = n;
 	for (int k = 0; k < x->n_experts; k++)

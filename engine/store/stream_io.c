@@ -152,11 +152,17 @@ static void claim(stream_store *s, sread *d)
 	}
 }
 
-/* The CRC of each piece of d, just read. No lock held (d is in flight). */
+/* The CRC of chunk c of p, just read (unless CRCs are off). No lock held (p is in flight). */
+static void take_crc(const stream_store *s, slot *p, int c)
+{
+	if (!s->no_crc)
+		p->chunk_crc[c] = coli_crc32(0, p->buf + (uint64_t)c * p->chunk, chunk_len(p, c));
+}
+
 static void read_crcs(const stream_store *s, const sread *d)
 {
-	for (int i = 0; i < d->n && !s->no_crc; i++)
-		d->g[i]->chunk_crc[d->c] = coli_crc32(0, piece_buf(d, i), piece_len(d, i));
+	for (int i = 0; i < d->n; i++)
+		take_crc(s, d->g[i], d->c);
 }
 
 /* All of p's chunks are read: its CRC from theirs; S_FILLED. Lock held. */
@@ -221,8 +227,8 @@ static void read_chunk(stream_store *s, slot *p, int c, int r, int demand)
 		const replica *R = &s->rs.r[r];
 		pthread_mutex_unlock(&s->mu);
 		rc = coli_pread_full(R->fd, p->buf + off, len, coli_record_offset(p->x, p->expert) + off, R->path, &err);
-		if (rc == 0 && !s->no_crc)
-			p->chunk_crc[c] = coli_crc32(0, p->buf + off, len);
+		if (rc == 0)
+			take_crc(s, p, c);
 		pthread_mutex_lock(&s->mu);
 	} while (chunk_result(s, p, c, &r, &tried, demand, rc, &err));
 }
@@ -355,19 +361,21 @@ static void ureq_free(stream_store *s, ureq *q)
 	s->ureq_busy--;
 }
 
-/* A read that delivered, its CRCs taken (or not checked): each record ends. Lock held. */
-static void delivered(stream_store *s, ureq *q)
+/* q's read ended (q->rc; its CRCs taken when it delivered): its records end, several through
+ * group_ended, one chunk through chunk_result; 1 when that chunk is to be read again from
+ * another copy (q keeps its request), else q's request is freed. Lock held. */
+static int end_read(stream_store *s, ureq *q)
 {
 	if (q->d.n > 1)
-		group_ended(s, &q->d, 0, &q->err);
-	else
-		chunk_result(s, q->d.g[0], q->d.c, &q->d.r, &q->tried, q->d.demand, 0, &q->err);
+		group_ended(s, &q->d, q->rc, &q->err);
+	else if (chunk_result(s, q->d.g[0], q->d.c, &q->d.r, &q->tried, q->d.demand, q->rc, &q->err))
+		return 1;
 	ureq_free(s, q);
+	return 0;
 }
 
-/* The reads of the ring that ended. One that delivered goes to the CRC thread (ended there), or
- * ends here when CRCs are off. One that failed: a single chunk ends through chunk_result (1:
- * read it again from another copy, put back on the ring), several records through group_ended.
+/* The reads of the ring that ended: one that delivered goes to the CRC thread when CRCs are on
+ * (it ends there); the others end here, a failed chunk put back on the ring for another copy.
  * Lock held. Returns the reads put back on the ring. */
 static int uring_ended(stream_store *s, ureq **ended, int n_ended)
 {
@@ -379,16 +387,9 @@ static int uring_ended(stream_store *s, ureq **ended, int n_ended)
 			*(s->crc_tail ? &s->crc_tail->next : &s->crc_head) = q;
 			s->crc_tail = q;
 			pthread_cond_signal(&s->crc_cv);
-		} else if (q->rc == 0) {
-			delivered(s, q);
-		} else if (q->d.n > 1) {
-			group_ended(s, &q->d, q->rc, &q->err);
-			ureq_free(s, q);
-		} else if (chunk_result(s, q->d.g[0], q->d.c, &q->d.r, &q->tried, q->d.demand, q->rc, &q->err)) {
+		} else if (end_read(s, q)) {
 			q->done = 0, again++;
 			uring_submit_read(s, q);
-		} else {
-			ureq_free(s, q);
 		}
 	}
 	return again;
@@ -454,7 +455,7 @@ static void *crc_main(void *arg)
 		pthread_mutex_unlock(&s->mu);
 		read_crcs(s, &q->d);
 		pthread_mutex_lock(&s->mu);
-		delivered(s, q);
+		end_read(s, q); /* delivered: never read again */
 		pthread_cond_broadcast(&s->queued); /* a free request for the ring's thread */
 	}
 	pthread_mutex_unlock(&s->mu);

@@ -129,6 +129,13 @@ ra_file() {
 	[ -e "$d/partition" ] && d=$(dirname "$d")
 	echo "$d/queue/read_ahead_kb"
 }
+# Sets $rafile to $devname's read-ahead file, and the exit trap to restore its value (and clean up).
+ra_prepare() {
+	rafile=$(ra_file)
+	[ -w "$rafile" ] || { say "cannot set the read-ahead of $devname ($rafile)"; exit 1; }
+	ra_was=$(cat "$rafile")
+	trap 'echo "$ra_was" >"$rafile"; cleanup' EXIT
+}
 # with_ra KB CMD...: CMD with the read-ahead of $rafile at KB KiB, restored after.
 with_ra() {
 	local kb=$1 was rc=0

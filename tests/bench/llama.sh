@@ -198,10 +198,7 @@ if [[ " $parts " == *" cold "* ]]; then
 	rs=$(record_size "$big")
 	fbs=$(( (rs + 4095) / 4096 * 4096 ))
 	devname=$(basename "$(readlink -f "$(df --output=source "$big" | tail -1)")")
-	rafile=$(ra_file)
-	[ -w "$rafile" ] || { say "llama.sh: cannot set the read-ahead of $devname ($rafile)"; exit 1; }
-	ra_was=$(cat "$rafile")
-	trap 'echo "$ra_was" >"$rafile"; cleanup' EXIT
+	ra_prepare
 	memcg=$(cgroup_new memory cap)
 	cgroups+=("$memcg")
 	say "cold: $big, $bigg, caps $caps MiB, $cthreads thread(s); records $rs bytes (fio blocks $fbs)"

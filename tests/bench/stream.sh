@@ -158,9 +158,7 @@ cold_part() {
 	if [ "${3:-}" = llama ] && [ -e "$NODE_LLAMA_DIR/node_modules/node-llama-cpp/package.json" ]; then
 		gguf=$(gguf_of "$1" "$2" q4_1)
 		devname=$(basename "$(readlink -f "$(df --output=source "$big" | tail -1)")")
-		rafile=$(ra_file)
-		ra_was=$(cat "$rafile")
-		trap 'echo "$ra_was" >"$rafile"; cleanup' EXIT
+		ra_prepare
 	fi
 	memcg=$(cgroup_new memory cap)
 	cgroups+=("$memcg")
