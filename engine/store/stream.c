@@ -702,7 +702,7 @@ static void stream_predict_check(coli_store *base, int layer, const int32_t *cho
 		if (p->state == S_FLIGHT && stream_dequeue(s, p)) { /* chunks left unclaimed: none of them is read */
 			uint64_t claimed = (uint64_t)p->next_chunk * p->chunk;
 			s->st.predict_wasted_bytes += claimed < L->x->record_size ? claimed : L->x->record_size;
-			if (p->next_chunk == 0) {
+			if (p->chunks_done == p->next_chunk) { /* none claimed, or all claimed ones landed */
 				evict(L, i);
 			} else { /* the claimed ones land in a slot nobody can take meanwhile */
 				L->where[x] = -1, L->resident--;
