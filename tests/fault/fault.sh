@@ -79,6 +79,23 @@ loop_grow() {
 # free_bytes MNT: the bytes free on the file system at MNT.
 free_bytes() { df --output=avail -B1 "$1" | tail -n 1 | tr -d ' '; }
 
+# fill_fs MNT FILE: FILE grown until the file system at MNT has no byte free. ext4 gives back
+# blocks freed by a recent delete only when its journal commits, and the last free block may be
+# one FILE cannot take (its extent tree would need another): synced, and the rest filled by files
+# FILE.1, FILE.2, ... (a small file's extents fit in its inode), until none is free (10 tries).
+fill_fs() {
+	local i
+	sync
+	dd if=/dev/zero of="$2" bs=4096 2>/dev/null
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		sync
+		[ "$(free_bytes "$1")" = 0 ] && return 0
+		dd if=/dev/zero of="$2.$i" bs=4096 2>/dev/null
+	done
+	echo "fill_fs: $1 still has $(free_bytes "$1") bytes free after 10 tries" >&2
+	return 1
+}
+
 # memcg_run LIMIT STATS CMD...: runs CMD in a new memory cgroup (v1, a child of this process's
 # own) limited to LIMIT bytes (memory and memory+swap); writes to STATS the lines
 # "max_usage N", "failcnt N", "oom_kill N" after it ends; CMD's exit status.
