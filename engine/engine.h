@@ -22,7 +22,7 @@ typedef struct coli_kv {
 	int n_layers;
 	int k_width, v_width;      /* floats per token and layer: GQA k/v, MLA latent/rope key */
 	float **k, **v;            /* [layer] -> [cap][width] */
-	float *att;                /* [threads][cap] attention scores, one row per compute thread */
+	float *att;                /* [threads][attn_score_rows][cap] attention scores, rows per compute thread */
 } coli_kv;
 
 typedef struct coli_engine {

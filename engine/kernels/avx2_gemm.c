@@ -3,6 +3,9 @@
  * The AVX-512 scheme (avx512_gemm.c) at half width: panels of 16 rows decoded KC
  * columns at a time into wt[k][16] (8x8 transposes), micro-kernel of 2 vectors x 6 tokens, Y's
  * tile carried between chunks, so each Y[t][r] is one in-order chain of fused multiply-adds.
+ * The tokens go in blocks of even size (32 = 6 + 6 + 5 + 5 + 5 + 5, not 6 x 5 + 2): a block of
+ * fewer than 5 tokens keeps fewer chains in flight than Zen 3's two 5-cycle FMA pipes need,
+ * and an expert's batch in a prefill is about 32 tokens.
  */
 #include "kernels/avx2.h"
 
@@ -121,10 +124,11 @@ K256_INLINE void gemm_enc(coli_enc enc, const coli_mat *W, const float *X, int n
 		for (int64_t k0 = 0; k0 < cols; k0 += KC) {
 			int64_t kc = cols - k0 < KC ? cols - k0 : KC;
 			build(enc, W, p, nr, k0, kc, sr, wt);
-			for (int t0 = 0; t0 < n; t0 += NR) {
-				int nt = n - t0 < NR ? n - t0 : NR;
+			for (int t0 = 0, left = n, blocks = (n + NR - 1) / NR; left > 0; blocks--) {
+				int nt = (left + blocks - 1) / blocks;
 				micros[nt - 1](wt, kc, X + t0 * cols + k0, cols, Y + t0 * rows + p, rows, m0, m1,
 					       k0 == 0);
+				t0 += nt, left -= nt;
 			}
 		}
 	}

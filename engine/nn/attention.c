@@ -31,61 +31,69 @@ static void clip(float *x, int n, float c)
 		x[i] = x[i] < -c ? -c : x[i] > c ? c : x[i];
 }
 
-typedef float v16 __attribute__((vector_size(64))); /* 16 floats: one AVX-512 register */
-
-/* 16 floats from p, unaligned (a statement expression: a function returning a vector would
- * change the ABI in the baseline build of the callers). */
-#define load16(p) ({ v16 v_; memcpy(&v_, (p), sizeof(v_)); v_; })
-
+/* The core's sums run in 16 lanes (lane l of a 16-float block of the head's dims), each kept as
+ * two 8-float halves: the same additions in the same order whatever the CPU, so the AVX-512,
+ * AVX2 and baseline builds agree bit for bit, and a batch's scores are decode's. The halves are
+ * named locals in macros: 16-float vectors (or arrays of them behind a pointer) in the AVX2
+ * build were kept on the stack and moved through 16-byte pieces, and the core ran at 5% of the
+ * core's peak. */
 typedef float v8 __attribute__((vector_size(32)));
 typedef float v4 __attribute__((vector_size(16)));
 
-/* The sum of a vector's 16 lanes, as a tree of halves (4 dependent adds, not 16). */
-static inline __attribute__((always_inline)) float sum16(const v16 *s)
-{
-	v8 h = __builtin_shufflevector(*s, *s, 0, 1, 2, 3, 4, 5, 6, 7) +
-	       __builtin_shufflevector(*s, *s, 8, 9, 10, 11, 12, 13, 14, 15);
-	v4 f = __builtin_shufflevector(h, h, 0, 1, 2, 3) + __builtin_shufflevector(h, h, 4, 5, 6, 7);
-	return (f[0] + f[2]) + (f[1] + f[3]);
-}
+/* 8 floats from p, unaligned (a statement expression: a function returning a vector would
+ * change the ABI in the baseline build of the callers). */
+#define load8(p) ({ v8 v_; memcpy(&v_, (p), sizeof(v_)); v_; })
 
-/* Adds part a's products for 4 positions (keys a->k + (t + i) x a->stride) into s[i], 16 lanes
- * at a time; the dims past a multiple of 16 into tail[i]. */
-static inline __attribute__((always_inline)) void part4(const attn_part *a, int t, v16 *restrict s, float *restrict tail)
-{
-	const float *q = a->q, *k0 = a->k + (int64_t)t * a->stride;
-	const float *k1 = k0 + a->stride, *k2 = k1 + a->stride, *k3 = k2 + a->stride;
-	int d = 0;
-	for (; d + 16 <= a->dim; d += 16) {
-		v16 x = load16(q + d);
-		s[0] += x * load16(k0 + d), s[1] += x * load16(k1 + d), s[2] += x * load16(k2 + d), s[3] += x * load16(k3 + d);
-	}
-	for (; d < a->dim; d++)
-		tail[0] += q[d] * k0[d], tail[1] += q[d] * k1[d], tail[2] += q[d] * k2[d], tail[3] += q[d] * k3[d];
-}
+/* The sum of 16 lanes held as halves lo, hi, as a tree (4 dependent adds, not 16). */
+#define SUM16(lo, hi)                                                                              \
+	({                                                                                         \
+		v8 h_ = (lo) + (hi);                                                               \
+		v4 f_ = __builtin_shufflevector(h_, h_, 0, 1, 2, 3) + __builtin_shufflevector(h_, h_, 4, 5, 6, 7); \
+		(f_[0] + f_[2]) + (f_[1] + f_[3]);                                                 \
+	})
 
-/* Scores of positions t..t+3 over the parts (b may be NULL), 4 chains in flight. */
-static inline __attribute__((always_inline)) void scores4(const attn_part *a, const attn_part *b, int t, float scale,
-							  float *restrict att)
-{
-	v16 s[4] = {{0}, {0}, {0}, {0}};
-	float tail[4] = {0, 0, 0, 0};
-	part4(a, t, s, tail);
-	if (b)
-		part4(b, t, s, tail);
-	for (int i = 0; i < 4; i++)
-		att[t + i] = (sum16(&s[i]) + tail[i]) * scale;
-}
+/* Adds part a's products for 4 positions (keys a->k + (t + i) x a->stride) into the halves
+ * s[i], 16 lanes at a time; the dims past a multiple of 16 into tl[i]. */
+#define PART4(a, t, s0l, s0h, s1l, s1h, s2l, s2h, s3l, s3h, tl)                                    \
+	do {                                                                                       \
+		const float *q_ = (a)->q, *k0_ = (a)->k + (int64_t)(t) * (a)->stride;              \
+		const float *k1_ = k0_ + (a)->stride, *k2_ = k1_ + (a)->stride, *k3_ = k2_ + (a)->stride; \
+		int d_ = 0;                                                                        \
+		for (; d_ + 16 <= (a)->dim; d_ += 16) {                                            \
+			v8 xl_ = load8(q_ + d_), xh_ = load8(q_ + d_ + 8);                         \
+			s0l += xl_ * load8(k0_ + d_), s0h += xh_ * load8(k0_ + d_ + 8);            \
+			s1l += xl_ * load8(k1_ + d_), s1h += xh_ * load8(k1_ + d_ + 8);            \
+			s2l += xl_ * load8(k2_ + d_), s2h += xh_ * load8(k2_ + d_ + 8);            \
+			s3l += xl_ * load8(k3_ + d_), s3h += xh_ * load8(k3_ + d_ + 8);            \
+		}                                                                                  \
+		for (; d_ < (a)->dim; d_++)                                                        \
+			tl[0] += q_[d_] * k0_[d_], tl[1] += q_[d_] * k1_[d_], tl[2] += q_[d_] * k2_[d_], \
+				tl[3] += q_[d_] * k3_[d_];                                         \
+	} while (0)
 
-/* out[hd] += the 4 positions' values v0 + i * v_stride weighted by a[i], 16 lanes at a time. */
+/* att[t + i] for positions t..t+3 over the parts (b may be NULL), 4 chains in flight. */
+#define SCORES4(a, b, t, scale, att)                                                               \
+	do {                                                                                       \
+		v8 a0_ = {0}, b0_ = {0}, a1_ = {0}, b1_ = {0}, a2_ = {0}, b2_ = {0}, a3_ = {0}, b3_ = {0}; \
+		float tl_[4] = {0, 0, 0, 0};                                                       \
+		PART4(a, t, a0_, b0_, a1_, b1_, a2_, b2_, a3_, b3_, tl_);                          \
+		if (b)                                                                             \
+			PART4(b, t, a0_, b0_, a1_, b1_, a2_, b2_, a3_, b3_, tl_);                  \
+		(att)[(t) + 0] = (SUM16(a0_, b0_) + tl_[0]) * (scale);                             \
+		(att)[(t) + 1] = (SUM16(a1_, b1_) + tl_[1]) * (scale);                             \
+		(att)[(t) + 2] = (SUM16(a2_, b2_) + tl_[2]) * (scale);                             \
+		(att)[(t) + 3] = (SUM16(a3_, b3_) + tl_[3]) * (scale);                             \
+	} while (0)
+
+/* out[hd] += the 4 positions' values v0 + i * v_stride weighted by a[i], 8 lanes at a time. */
 static inline __attribute__((always_inline)) void axpy4(float *restrict out, const float *restrict a,
 							const float *restrict v0, int64_t v_stride, int hd)
 {
 	const float *v1 = v0 + v_stride, *v2 = v1 + v_stride, *v3 = v2 + v_stride;
 	int d = 0;
-	for (; d + 16 <= hd; d += 16) {
-		v16 o = load16(out + d) + ((a[0] * load16(v0 + d) + a[1] * load16(v1 + d)) +
-					   (a[2] * load16(v2 + d) + a[3] * load16(v3 + d)));
+	for (; d + 8 <= hd; d += 8) {
+		v8 o = load8(out + d) + ((a[0] * load8(v0 + d) + a[1] * load8(v1 + d)) +
+					 (a[2] * load8(v2 + d) + a[3] * load8(v3 + d)));
 		memcpy(out + d, &o, sizeof(o));
 	}
 	for (; d < hd; d++)
@@ -97,7 +105,7 @@ COLI_HOT void attn_head(const attn_part *a, const attn_part *b, const float *v, 
 {
 	int t = 0;
 	for (; t + 4 <= n; t += 4)
-		scores4(a, b, t, scale, att);
+		SCORES4(a, b, t, scale, att);
 	for (; t < n; t++) {
 		float x = dot(a->q, a->k + (int64_t)t * a->stride, a->dim);
 		att[t] = (b ? x + dot(b->q, b->k + (int64_t)t * b->stride, b->dim) : x) * scale;
@@ -108,6 +116,35 @@ COLI_HOT void attn_head(const attn_part *a, const attn_part *b, const float *v, 
 		axpy4(out, att + t, v + (int64_t)t * v_stride, v_stride, vd);
 	for (; t < n; t++)
 		axpy(out, att[t], v + (int64_t)t * v_stride, vd);
+}
+
+/* The G query heads q + h x hd (h < G) of one token, sharing one KV head, against its n cached
+ * positions: out + h x hd as attn_head gives it, bit for bit (the same blocks of four positions,
+ * in the same order), but each block of four keys and of four values is used by every head
+ * before the next: a prefill reads the keys and values once per group, not once per head.
+ * att: G rows of att_stride scores. */
+static COLI_HOT void attn_group(const float *q, int G, const float *k, int64_t k_stride, const float *v,
+				int64_t v_stride, int hd, int n, float scale, float *att, int64_t att_stride, float *out)
+{
+	int t = 0;
+	for (; t + 4 <= n; t += 4)
+		for (int h = 0; h < G; h++) {
+			const attn_part a = {q + h * hd, k, k_stride, hd}, *nb = NULL;
+			SCORES4(&a, nb, t, scale, att + h * att_stride);
+		}
+	for (; t < n; t++)
+		for (int h = 0; h < G; h++)
+			att[h * att_stride + t] = dot(q + h * hd, k + (int64_t)t * k_stride, hd) * scale;
+	for (int h = 0; h < G; h++) {
+		softmax(att + h * att_stride, n);
+		memset(out + h * hd, 0, (size_t)hd * sizeof(float));
+	}
+	for (t = 0; t + 4 <= n; t += 4)
+		for (int h = 0; h < G; h++)
+			axpy4(out + h * hd, att + h * att_stride + t, v + (int64_t)t * v_stride, v_stride, hd);
+	for (; t < n; t++)
+		for (int h = 0; h < G; h++)
+			axpy(out + h * hd, att[h * att_stride + t], v + (int64_t)t * v_stride, hd);
 }
 
 /* One query head against cached positions 0..last of layer l's KV head kvh. */
@@ -157,17 +194,40 @@ typedef struct gqa_job {
 	float *A;
 } gqa_job;
 
+/* Decode: (token, head) pairs p, each with attn_head (what coli-plan probe times). */
 static void gqa_pairs(void *arg, int64_t begin, int64_t end)
 {
 	gqa_job *j = arg;
 	const coli_model *c = j->m->cfg;
 	int hd = c->head_dim, qw = c->n_heads * hd, group = c->n_heads / c->n_kv_heads;
-	float *att = j->kv->att + (int64_t)kpool_self() * j->kv->cap; /* this thread's scores */
+	float *att = j->kv->att + (int64_t)kpool_self() * attn_score_rows(c) * j->kv->cap; /* this thread's scores */
 	for (int64_t p = begin; p < end; p++) {
 		int i = (int)(p / c->n_heads), h = (int)(p % c->n_heads);
 		attend(j->Q + (int64_t)i * qw + h * hd, j->kv, j->l, h / group, hd, j->kv->n + i,
 		       (float)j->m->attn_scale, att, j->A + (int64_t)i * qw + h * hd);
 	}
+}
+
+/* A batch (prefill, verify): (token, KV head) items p, each with attn_group over the heads
+ * that share the KV head; the same bits as gqa_pairs. */
+static void gqa_groups(void *arg, int64_t begin, int64_t end)
+{
+	gqa_job *j = arg;
+	const coli_model *c = j->m->cfg;
+	const coli_kv *kv = j->kv;
+	int hd = c->head_dim, qw = c->n_heads * hd, group = c->n_heads / c->n_kv_heads;
+	float *att = kv->att + (int64_t)kpool_self() * group * kv->cap; /* this thread's scores */
+	for (int64_t p = begin; p < end; p++) {
+		int i = (int)(p / c->n_kv_heads), g = (int)(p % c->n_kv_heads);
+		int64_t at = (int64_t)i * qw + (int64_t)g * group * hd;
+		attn_group(j->Q + at, group, kv->k[j->l] + g * hd, kv->k_width, kv->v[j->l] + g * hd, kv->v_width, hd,
+			   kv->n + i + 1, (float)j->m->attn_scale, att, kv->cap, j->A + at);
+	}
+}
+
+int attn_score_rows(const coli_model *c)
+{
+	return c->attn == COLI_ATTN_MLA || c->n_kv_heads < 1 ? 1 : c->n_heads / c->n_kv_heads;
 }
 
 int attn_gqa(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, float *out, coli_err *e)
@@ -181,10 +241,12 @@ int attn_gqa(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, fl
 	gqa_job j = {m, kv, l, Q, A};
 	/* Threads only when there is enough work to pay for waking them (a prefill, a long context). */
 	int64_t pairs = (int64_t)n * c->n_heads, work = pairs * (kv->n + n) * c->head_dim;
+	int64_t items = n == 1 ? pairs : (int64_t)n * c->n_kv_heads;
+	void (*fn)(void *, int64_t, int64_t) = n == 1 ? gqa_pairs : gqa_groups;
 	if (work < COLI_ATTN_THREAD_WORK)
-		gqa_pairs(&j, 0, pairs);
+		fn(&j, 0, items);
 	else
-		coli_kernels_for(m->kc, pairs, pairs / (4 * coli_kernels_threads(m->kc)) + 1, gqa_pairs, &j);
+		coli_kernels_for(m->kc, items, items / (4 * coli_kernels_threads(m->kc)) + 1, fn, &j);
 	mat_mul(m->kc, &L->o, A, n, out);
 	add_bias(out, L->o_bias, n, c->hidden_size);
 	return 0;

@@ -16,6 +16,10 @@ int attn_mla(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, fl
  * (pairs x positions x head_dim) on; below it one thread does them (waking others costs more). */
 #define COLI_ATTN_THREAD_WORK (1 << 22)
 
+/* Rows of scores attention keeps per thread (kv->att holds threads x this x cap floats): the
+ * query heads that share a KV head (GQA's batches score them together), 1 for MLA. */
+int attn_score_rows(const coli_model *c);
+
 /* One part of a query head's scores: the query q[dim] against the cached keys k + t x stride. */
 typedef struct attn_part {
 	const float *q, *k;

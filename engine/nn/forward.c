@@ -157,7 +157,7 @@ int coli_kv_init(coli_kv *kv, const coli_engine *m, int cap, coli_err *e)
 	kv->v = coli_calloc((size_t)kv->n_layers, sizeof(float *), e);
 	if (!kv->k || !kv->v)
 		return -1;
-	kv->att = coli_malloc((size_t)coli_kernels_threads(m->kc) * (size_t)cap * sizeof(float), e);
+	kv->att = coli_malloc((size_t)coli_kernels_threads(m->kc) * (size_t)attn_score_rows(c) * (size_t)cap * sizeof(float), e);
 	if (!kv->att)
 		return -1;
 	for (int l = 0; l < kv->n_layers; l++) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "fileio.h"
+#include "nn/attention.h"
 #include "nn/blocks.h"
 #include "nn/mtp.h"
 #include "nn/weights.h"
@@ -24,7 +25,7 @@ static int kv_open(coli_kv *kv, const coli_engine *m, int layer, int cap, coli_e
 	kv->v = kv->k ? coli_calloc((size_t)kv->n_layers, sizeof(float *), e) : NULL;
 	if (!kv->v)
 		return -1;
-	kv->att = coli_calloc((size_t)coli_kernels_threads(m->kc) * (size_t)cap, sizeof(float), e);
+	kv->att = coli_calloc((size_t)coli_kernels_threads(m->kc) * (size_t)attn_score_rows(c) * (size_t)cap, sizeof(float), e);
 	kv->k[layer] = kv->att ? coli_calloc((size_t)cap * kv->k_width, sizeof(float), e) : NULL;
 	kv->v[layer] = kv->k[layer] ? coli_calloc((size_t)cap * kv->v_width, sizeof(float), e) : NULL;
 	return kv->v[layer] ? 0 : -1;
