@@ -83,6 +83,15 @@ K256_INLINE int k256_fp8_clean(const uint8_t *c)
 	return _mm256_movemask_epi8(_mm256_cmpeq_epi8(b, _mm256_set1_epi8(0x7F))) == 0;
 }
 
+/* q4 W'[k .. k+8) of the row whose codes start at c: (n - 8) * s as fma(n, s, m8), m8 = -8s. */
+K256_INLINE __m256 k256_q4_8(const uint8_t *c, int64_t k, __m256 s, __m256 m8)
+{
+	__m256i d = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const void *)(c + (k / 64) * 32 + (k & 31))));
+	if (k & 32)
+		d = _mm256_srli_epi32(d, 4);
+	return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(d, _mm256_set1_epi32(15))), s, m8);
+}
+
 /* W'[k .. k+8) of the row whose codes start at c (a whole slice); s from k256_scale. */
 K256_INLINE __m256 k256_d8(coli_enc enc, const uint8_t *c, int64_t k, __m256 s)
 {
@@ -108,13 +117,8 @@ K256_INLINE __m256 k256_d8(coli_enc enc, const uint8_t *c, int64_t k, __m256 s)
 		__m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const void *)(c + k)));
 		return _mm256_mul_ps(_mm256_cvtepi32_ps(q), s);
 	}
-	case COLI_ENC_Q4: {
-		__m256i d = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const void *)(c + (k / 64) * 32 + (k & 31))));
-		if (k & 32)
-			d = _mm256_srli_epi32(d, 4);
-		__m256 n = _mm256_cvtepi32_ps(_mm256_and_si256(d, _mm256_set1_epi32(15)));
-		return _mm256_fmadd_ps(n, s, _mm256_mul_ps(s, _mm256_set1_ps(-8.0f)));
-	}
+	case COLI_ENC_Q4:
+		return k256_q4_8(c, k, s, _mm256_mul_ps(s, _mm256_set1_ps(-8.0f)));
 	default:
 		return _mm256_setzero_ps();
 	}

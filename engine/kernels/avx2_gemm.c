@@ -52,17 +52,27 @@ K256_INLINE void build(coli_enc enc, const coli_mat *W, int64_t p, int nr, int64
 			_mm_prefetch((const char *)((uintptr_t)W->codes + (uintptr_t)((p + i) * W->row_bytes + next + o)),
 				     _MM_HINT_T0);
 	for (int h = 0; h < 2; h++) {
+		__m256 s[8], m8[8]; /* the half's rows' multipliers in scale group gb: widened once per group */
+		int64_t gb = -1;
 		for (int64_t kb = 0; kb < kc; kb += 8) {
 			int64_t n = kc - kb, b = (k0 + kb) / sw;
 			__m256 v[8];
+			if (b != gb) {
+				gb = b;
+				for (int i = 0; i < 8; i++) {
+					s[i] = 8 * h + i < nr ? k256_scale(enc, sr[8 * h + i], b) : _mm256_setzero_ps();
+					m8[i] = _mm256_mul_ps(s[i], _mm256_set1_ps(-8.0f));
+				}
+			}
 #pragma GCC unroll 8
 			for (int i = 0; i < 8; i++) {
 				v[i] = _mm256_setzero_ps();
 				if (8 * h + i >= nr)
 					continue;
 				const uint8_t *c = W->codes + (p + 8 * h + i) * W->row_bytes;
-				__m256 s = k256_scale(enc, sr[8 * h + i], b);
-				v[i] = n >= 8 ? k256_d8(enc, c, k0 + kb, s) : k256_d8_part(enc, c, k0 + kb, n, s);
+				v[i] = enc == COLI_ENC_Q4 && n >= 8 ? k256_q4_8(c, k0 + kb, s[i], m8[i])
+				       : n >= 8		  ? k256_d8(enc, c, k0 + kb, s[i])
+							  : k256_d8_part(enc, c, k0 + kb, n, s[i]);
 			}
 			transpose8(v);
 #pragma GCC unroll 8
@@ -76,10 +86,13 @@ K256_INLINE void micro(const float *wt, int64_t kc, const float *x, int64_t xs, 
 		       int64_t ys, __m256i m0, __m256i m1, int first)
 {
 	__m256 a0[NR], a1[NR];
+	/* A whole panel (the usual case) moves its tile with plain loads and stores: Zen 3's masked
+	 * ones are microcoded, and a tile moves once per chunk of KC columns. */
+	int whole = _mm256_testc_si256(m1, _mm256_set1_epi32(-1));
 #pragma GCC unroll 6
 	for (int t = 0; t < T; t++) {
-		a0[t] = first ? _mm256_setzero_ps() : _mm256_maskload_ps(y + t * ys, m0);
-		a1[t] = first ? _mm256_setzero_ps() : _mm256_maskload_ps(y + t * ys + 8, m1);
+		a0[t] = first ? _mm256_setzero_ps() : whole ? _mm256_loadu_ps(y + t * ys) : _mm256_maskload_ps(y + t * ys, m0);
+		a1[t] = first ? _mm256_setzero_ps() : whole ? _mm256_loadu_ps(y + t * ys + 8) : _mm256_maskload_ps(y + t * ys + 8, m1);
 	}
 	for (int64_t k = 0; k < kc; k++) {
 		__m256 w0 = _mm256_load_ps(wt + k * MR), w1 = _mm256_load_ps(wt + k * MR + 8);
@@ -92,8 +105,13 @@ K256_INLINE void micro(const float *wt, int64_t kc, const float *x, int64_t xs, 
 	}
 #pragma GCC unroll 6
 	for (int t = 0; t < T; t++) {
-		_mm256_maskstore_ps(y + t * ys, m0, a0[t]);
-		_mm256_maskstore_ps(y + t * ys + 8, m1, a1[t]);
+		if (whole) {
+			_mm256_storeu_ps(y + t * ys, a0[t]);
+			_mm256_storeu_ps(y + t * ys + 8, a1[t]);
+		} else {
+			_mm256_maskstore_ps(y + t * ys, m0, a0[t]);
+			_mm256_maskstore_ps(y + t * ys + 8, m1, a1[t]);
+		}
 	}
 }
 
