@@ -54,4 +54,4 @@ for fmt in bf16 fp8; do
 done
 rm -rf "$dir/out.coli"
 echo
-echo "Medians of $reps cold runs (page cache dropped); disk bandwidth: coli-diskbench $dir 4096 MiB, 16 MiB blocks, queue depth 4, measured before each run; peak RSS is the largest. Shape: coli-synth $shape. Commit $(commit), $(date -u +%Y-%m-%d), $(nproc) cores."
+echo "Medians of $reps cold runs (page cache dropped); disk bandwidth: coli-diskbench $dir 4096 MiB, 16 MiB blocks, queue depth 4, measured before each run; peak RSS is the largest. Shape: coli-synth $shape. Commit $(commit), $(date -u +%Y-%m-%d), $(nproc) cores, $(cpu_desc)."

@@ -156,4 +156,4 @@ echo
 echo "Medians of $reps runs of $ntok decode tokens after a 4-token prompt; oracle drafts (--draft-oracle, the --draft 0 run's ids,"
 echo "each right with the rate's probability); model: coli-synth $shape; cold: --stream --ram $([ -n "${ram:-}" ] && echo "$ram" || echo -) under a memory cgroup"
 echo "of a third of the container, page cache dropped before each run. Plot: $dir/draft-speedup.png. Commit $(commit), $(date -u +%Y-%m-%d),"
-echo "$(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p')."
+echo "$(nproc) cores, $(cpu_desc)."

@@ -138,7 +138,7 @@ echo
 bin/coli-profile replay --layers 12 --experts 128 --top-k "$k" --slots "$total" --from 1 --per-run "${traces[@]}" |
 	sed -n '/^| run | trace/,$p'
 echo
-echo "Medians of $reps repetitions, page cache dropped before each coli-run; $ntok decode tokens after an 8-token prompt (prompt i: 8 ids drawn with awk srand(i)); hit rates and MiB/token over the decoded tokens (the replay counts every position as a decode step). Commit $(commit), $(date -u +%Y-%m-%d), $(nproc) cores. Commands:"
+echo "Medians of $reps repetitions, page cache dropped before each coli-run; $ntok decode tokens after an 8-token prompt (prompt i: 8 ids drawn with awk srand(i)); hit rates and MiB/token over the decoded tokens (the replay counts every position as a decode step). Commit $(commit), $(date -u +%Y-%m-%d), $(nproc) cores, $(cpu_desc). Commands:"
 echo
 echo '```'
 echo "rm -f $usage; for i in 1..$nruns: echo 3 > /proc/sys/vm/drop_caches; coli-run -m $model --prompt-ids \"PROMPT i\" -n $((ntok + 1)) --ignore-eos --print-ids --stream --usage $usage $pinopt --cache-slots $total"

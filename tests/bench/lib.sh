@@ -7,6 +7,21 @@ drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || say "warning: ca
 # The median of the numbers on stdin ("-" lines skipped; "-" when none).
 median() { grep -v '^-$' | sort -g | awk '{v[NR]=$1} END {if (!NR) print "-"; else print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 commit() { git rev-parse --short HEAD 2>/dev/null || echo unknown; }
+# The CPU as every benchmark records it: lscpu's name (the same "AMD EPYC" for Zen 3 and Zen 4
+# here), family and model, and the vector extensions the kernels choose from.
+cpu_desc() {
+	local f isa
+	f=$(grep -m1 '^flags' /proc/cpuinfo)
+	case "$f" in
+	*" amx_tile"*) isa="AVX-512, AMX" ;;
+	*" avx512_bf16"*) isa="AVX-512 with BF16, no AMX" ;;
+	*" avx512f"*) isa="AVX-512, no AMX" ;;
+	*" avx2"*) isa="AVX2, no AVX-512" ;;
+	*) isa="no AVX2" ;;
+	esac
+	lscpu | awk -F': *' -v isa="$isa" '$1 == "Model name" {n = $2} $1 == "CPU family" {f = $2} $1 == "Model" {m = $2}
+		END {printf "%s (family %s, model %s; %s)\n", n, f, m, isa}'
+}
 
 # model_of NAME SHAPE: the container $dir/NAME.coli of that coli-synth shape, converted with
 # the defaults (int4 experts), regenerated only when the shape changes; the source is deleted.

@@ -76,7 +76,6 @@ mmm() {
 }
 # ratio A B: median over repetitions of column A / column B.
 ratio() { echo "$runs" | awk -v a="$1" -v b="$2" '$a != "-" && $b != "-" && $b > 0 {printf "%.2f\n", $a / $b}' | median; }
-cpu_model() { lscpu | sed -n 's/^Model name: *//p' | head -1; }
 
 # ---- warm: everything in RAM ----
 
@@ -226,7 +225,7 @@ if [[ " $parts " == *" cold "* ]]; then
 	echo
 fi
 
-echo "Medians over $reps repetitions (min-max), coli and llama.cpp alternating; ratios are medians of the per-repetition ratios. CPU: $(cpu_model), $(nproc) cores. Commit $(commit), $(date -u +%Y-%m-%d). Commands:"
+echo "Medians over $reps repetitions (min-max), coli and llama.cpp alternating; ratios are medians of the per-repetition ratios. CPU: $(cpu_desc), $(nproc) cores. Commit $(commit), $(date -u +%Y-%m-%d). Commands:"
 echo
 echo '```'
 printf '%s\n' "${cmds[@]}"

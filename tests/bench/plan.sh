@@ -178,7 +178,7 @@ if [ ${#grid_rows[@]} -gt 0 ]; then
 	printf '%s\n' "${grid_rows[@]}"
 fi
 echo
-echo "Medians of $reps run(s), $ntok decode tokens (trace positions $((n_pos - ntok))..$((n_pos - 1))), page cache dropped before each run. $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; commit $(commit), $(date -u +%Y-%m-%d). Commands:"
+echo "Medians of $reps run(s), $ntok decode tokens (trace positions $((n_pos - ntok))..$((n_pos - 1))), page cache dropped before each run. $(cpu_desc), $(nproc) cores; commit $(commit), $(date -u +%Y-%m-%d). Commands:"
 echo
 echo '```'
 printf '%s\n' "${cmds[@]}"

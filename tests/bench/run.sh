@@ -62,4 +62,4 @@ printf '| qwen3_moe 12x128 int4 | %s | %.1f | %.0f | %.1f | %.1f | %.2f | %.1f |
 	"$(med 4)" "$(med 1)" "$ratios" "$(med 5)" "$(echo "$runs" | awk '{print $6}' | sort -n | tail -1)" \
 	"$(med 7)" "$(rat 2 7)" "$(med 8)" "$(rat 5 8)"
 echo
-echo "Medians of $reps runs, warm (model in the page cache, every expert in RAM); memory bandwidth: coli-membench 2048 MiB at $threads threads before each run. Decode: 64 tokens after a 4-token prompt, --threads $threads. llama.cpp: node $driver --model ${gguf:-(none)} --threads $threads, the same prompts, right after coli in each repetition (ratios: medians of the per-repetition ratios). Commit $(commit), $(date -u +%Y-%m-%d), $(nproc) cores."
+echo "Medians of $reps runs, warm (model in the page cache, every expert in RAM); memory bandwidth: coli-membench 2048 MiB at $threads threads before each run. Decode: 64 tokens after a 4-token prompt, --threads $threads. llama.cpp: node $driver --model ${gguf:-(none)} --threads $threads, the same prompts, right after coli in each repetition (ratios: medians of the per-repetition ratios). Commit $(commit), $(date -u +%Y-%m-%d), $(nproc) cores, $(cpu_desc)."

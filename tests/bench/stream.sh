@@ -323,7 +323,7 @@ if [[ " $parts " == *" prefetch "* ]]; then
 	echo
 fi
 
-echo "Medians of $reps runs (peak RSS and cgroup maxima: the largest), $ntok decode tokens after a ${prompt// /,} prompt, page cache dropped before each coli-run. Efficiency = MiB read per token x decode tok/s / O_DIRECT random whole-record read bandwidth at queue depth 8 in the same repetition (the mean of 3 s before and 3 s after the run). Commit $(commit), $(date -u +%Y-%m-%d), $(nproc) cores. Commands:"
+echo "Medians of $reps runs (peak RSS and cgroup maxima: the largest), $ntok decode tokens after a ${prompt// /,} prompt, page cache dropped before each coli-run. Efficiency = MiB read per token x decode tok/s / O_DIRECT random whole-record read bandwidth at queue depth 8 in the same repetition (the mean of 3 s before and 3 s after the run). Commit $(commit), $(date -u +%Y-%m-%d), $(nproc) cores, $(cpu_desc). Commands:"
 echo
 echo '```'
 printf '%s\n' "${cmds[@]}"

@@ -48,7 +48,7 @@ row() {
 row "RAM" 1 2
 row "streamed, 16 slots" 3 4
 echo
-echo "Medians of $reps alternating pairs, warm page cache; 64 decode tokens after a 4-token prompt; the streamed trace holds $(echo "$stat" | bin/coli-json records) records ($(du -k "$trace" | cut -f1) KiB compressed, worst span-sum error $(echo "$stat" | bin/coli-json worst_sum_error)). $(lscpu | sed -n 's/^Model name: *//p'), commit $(commit), $(date -u +%Y-%m-%d), $(nproc) cores. Commands:"
+echo "Medians of $reps alternating pairs, warm page cache; 64 decode tokens after a 4-token prompt; the streamed trace holds $(echo "$stat" | bin/coli-json records) records ($(du -k "$trace" | cut -f1) KiB compressed, worst span-sum error $(echo "$stat" | bin/coli-json worst_sum_error)). $(cpu_desc), commit $(commit), $(date -u +%Y-%m-%d), $(nproc) cores. Commands:"
 echo
 echo '```'
 echo "coli-run -m $model --prompt-ids \"1 2 3 4\" -n 65 --ignore-eos --print-ids --json [--stream --cache-slots 16] [--trace $trace]"
