@@ -12,17 +12,25 @@
 
 #include "container.h"
 #include "route.h"
+#include "state.h"
 #include "store.h"
 #include "tracer.h"
 
-/* The KV cache of one sequence: per layer, GQA keys and values [ctx][kv_heads * head_dim], or
- * MLA's compressed latent [ctx][kv_lora] with its rotated rope key [ctx][rope]. */
+/* The state of one sequence (its "KV cache"): the parts every layer declares (formats/state.h),
+ * each growing by one row per token: GQA keys and values [ctx][kv_heads * head_dim], or MLA's
+ * normalised latent [ctx][kv_lora] and rotated rope key [ctx][rope]; on a DSA "full" layer also
+ * the indexer's keys [ctx][index_head_dim]. Rolling back is setting n. */
 typedef struct coli_kv {
 	int n, cap;                /* tokens cached, capacity */
-	int n_layers;
+	int n_layers;              /* slots of k, v, ix: the main layers and the MTP layers */
+	int n_parts;               /* the parts allocated (coli_model_state_range of the layers kept) */
+	coli_state_part *parts;
+	float **part;              /* [part] -> [cap][width] (a growing part) or [fixed] floats */
 	int k_width, v_width;      /* floats per token and layer: GQA k/v, MLA latent/rope key */
-	float **k, **v;            /* [layer] -> [cap][width] */
+	int ix_width;              /* DSA: index_head_dim (0 without an indexer) */
+	float **k, **v, **ix;      /* [layer] -> views of part: NULL where the layer keeps no such part */
 	float *att;                /* [threads][attn_score_rows][cap] attention scores, rows per compute thread */
+	float *iscore;             /* DSA: [2][cap] one query's indexer scores and the selection's copy (else NULL) */
 } coli_kv;
 
 typedef struct coli_engine {
@@ -38,6 +46,7 @@ typedef struct coli_engine {
 	double *usage;             /* NULL, or routing counts [n_layers + n_mtp_layers][n_experts]
 				    * the MoE blocks add 1 to for each expert each token chooses */
 	const coli_route *route;   /* NULL, or the routing replayed in place of the routers' (opts') */
+	int dsa_dense;             /* DSA: attention over every position (the opts') */
 } coli_engine;
 
 /* Routing of the last forward call, when asked for: [moe layer][token][top_k], experts
@@ -69,6 +78,9 @@ typedef struct coli_engine_opts {
 				   * model's, or with fewer layers than its MoE layers; coli_forward
 				   * refuses positions beyond the route's. The caller's, for the model's
 				   * lifetime. */
+	int dsa_dense;            /* DSA models: the indexer's keys kept, but attention looks at every
+				   * earlier position (what index_topk >= the context would do; for
+				   * measuring what the sparse selection saves) */
 } coli_engine_opts;
 
 #define COLI_MAX_BATCH 512
@@ -79,7 +91,8 @@ int coli_engine_open(coli_engine *m, const char *path, const coli_engine_opts *o
 void coli_engine_close(coli_engine *m);
 
 int coli_kv_init(coli_kv *kv, const coli_engine *m, int cap, coli_err *e);
-/* Bytes of KV cache one token takes over all layers (what coli_kv_init allocates per unit of cap). */
+/* Bytes of state one token takes over all main layers (what coli_kv_init allocates per unit of
+ * cap: coli_model_state_token_bytes; fixed-size parts come on top, once per sequence). */
 uint64_t coli_kv_token_bytes(const coli_model *c);
 void coli_kv_release(coli_kv *kv);
 

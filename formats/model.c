@@ -10,13 +10,13 @@
 
 #include "fileio.h"
 
-#define SUPPORTED "deepseek_v3, glm4_moe, qwen3_moe, olmoe, mixtral"
+#define SUPPORTED "deepseek_v3, glm4_moe, qwen3_moe, olmoe, mixtral, glm_moe_dsa"
 #define REQUIRED LLONG_MIN  /* as a default: the field must be present */
 #define DIM_MAX (1LL << 20) /* bound on hidden/intermediate/rank sizes */
 #define HEAD_MAX 4096       /* bound on head counts and per-head dims */
 
 static const char *const family_names[COLI_FAM_COUNT] = {
-	"deepseek_v3", "glm4_moe", "qwen3_moe", "olmoe", "mixtral",
+	"deepseek_v3", "glm4_moe", "qwen3_moe", "olmoe", "mixtral", "glm_moe_dsa",
 };
 
 /* The defaults of each family's HF config class (v4.57) that differ between families. */
@@ -37,6 +37,7 @@ static const fam_desc fams[COLI_FAM_COUNT] = {
 	[COLI_FAM_QWEN3_MOE] = {"num_experts", 128, 8, 768, 32768, 1e-6, 10000.0, 4, 0, 1.0},
 	[COLI_FAM_OLMOE] = {"num_experts", 64, 8, 0, 4096, 1e-5, 10000.0, 0, 0, 1.0},
 	[COLI_FAM_MIXTRAL] = {"num_local_experts", 8, 2, 0, 131072, 1e-5, 1e6, 8, 1, 1.0},
+	[COLI_FAM_GLM_MOE_DSA] = {"n_routed_experts", 256, 8, 2048, 202752, 1e-5, 10000.0, 64, 1, 1.0},
 };
 
 const char *coli_family_name(coli_family f)
@@ -209,6 +210,46 @@ static int parse_sizes(const cfg *c, coli_model *m)
 	return parse_dtype(c, m);
 }
 
+/* The RoPE parameters' object: transformers 5's nested rope_parameters (which also carries
+ * rope_theta and partial_rotary_factor), else the older rope_scaling; NULL when neither. Both
+ * present is refused unless rope_scaling is null or says "default". */
+static int rope_object(const cfg *top, json_t **out)
+{
+	json_t *p = cfg_get(top, "rope_parameters"), *s = cfg_get(top, "rope_scaling");
+	if (p && !json_is_object(p))
+		return bad_type(top, "rope_parameters", "an object or null", p);
+	if (s && !json_is_object(s))
+		return bad_type(top, "rope_scaling", "an object or null", s);
+	if (p && s) {
+		json_t *t = json_object_get(s, "rope_type") ? json_object_get(s, "rope_type") : json_object_get(s, "type");
+		if (!json_is_string(t) || strcmp(json_string_value(t), "default"))
+			return coli_errf(top->e, COLI_EDATA, "%s: rope_scaling: set beside rope_parameters (one of them "
+					 "must say how RoPE is scaled)", top->name);
+	}
+	*out = p ? p : s;
+	return 0;
+}
+
+/* A number of the rope object that may also stand at the root (rope_theta,
+ * partial_rotary_factor): both present and different is refused. */
+static int get_rope_num(const cfg *top, const char *key, double def, double *out)
+{
+	json_t *o;
+	double nested;
+	if (get_pos(top, key, def, out) || rope_object(top, &o))
+		return -1;
+	cfg c = {o, "rope_parameters.", top->name, top->e};
+	if (!o || o != cfg_get(top, "rope_parameters") || !cfg_get(&c, key))
+		return 0;
+	if (get_pos(&c, key, 0, &nested))
+		return -1;
+	if (cfg_get(top, key) && nested != *out)
+		return coli_errf(top->e, COLI_EDATA, "%s: rope_parameters.%s: %g differs from %s %g", top->name, key,
+				 nested, key, *out);
+	*out = nested;
+	return 0;
+}
+
 /* DeepSeek MLA. HF: q_a_proj, kv_a_proj_with_mqa and o_proj carry attention_bias. */
 static int parse_mla(const cfg *c, coli_model *m)
 {
@@ -264,7 +305,7 @@ static int parse_head_dim(const cfg *c, coli_model *m)
 static int parse_rotary_dim(const cfg *c, coli_model *m)
 {
 	double f;
-	if (get_pos(c, "partial_rotary_factor", fams[m->family].rotary_factor, &f))
+	if (get_rope_num(c, "partial_rotary_factor", fams[m->family].rotary_factor, &f))
 		return -1;
 	m->rope.rotary_dim = (int)(m->head_dim * f);
 	if (f > 1 || m->rope.rotary_dim < 2 || m->rope.rotary_dim % 2)
@@ -315,12 +356,101 @@ static int parse_gqa_extras(const cfg *c, coli_model *m)
 	return 0;
 }
 
+/* A boolean that must be true: the reference computes only that way whatever the key says. */
+static int want_true(const cfg *c, const char *key, const char *why)
+{
+	int v;
+	if (get_bool(c, key, 1, &v))
+		return -1;
+	if (!v)
+		return coli_errf(c->e, COLI_EDATA, "%s: %s: false unsupported (%s)", c->name, key, why);
+	return 0;
+}
+
+/* indexer_types: a list of "full" / "shared" per layer; else index_topk_pattern ("FSSF..." or
+ * such a list); else the schedule transformers derives: layer i is full when
+ * max(i - index_skip_topk_offset + 1, 0) is a multiple of index_topk_freq (defaults 2 and 1). */
+static int parse_indexer_types(const cfg *c, coli_model *m)
+{
+	const char *key = cfg_get(c, "indexer_types") ? "indexer_types" : "index_topk_pattern";
+	json_t *v = cfg_get(c, key);
+	if (!v) {
+		int freq, offset;
+		if (get_int(c, "index_topk_freq", 1, INT_MIN, INT_MAX, &freq) ||
+		    get_int(c, "index_skip_topk_offset", 2, INT_MIN + COLI_MAX_LAYERS, INT_MAX - COLI_MAX_LAYERS, &offset))
+			return -1;
+		freq = freq < 1 ? 1 : freq;
+		for (int i = 0; i < m->n_layers; i++)
+			m->index_full[i] = (i - offset + 1 > 0 ? i - offset + 1 : 0) % freq == 0;
+		return 0;
+	}
+	size_t n = json_is_string(v) ? strlen(json_string_value(v)) : json_array_size(v);
+	if (!json_is_array(v) && !(json_is_string(v) && !strcmp(key, "index_topk_pattern")))
+		return bad_type(c, key, "an array", v);
+	if (n != (size_t)m->n_layers)
+		return coli_errf(c->e, COLI_EDATA, "%s: %s: %zu entries, num_hidden_layers is %d", c->name, key, n,
+				 m->n_layers);
+	for (size_t i = 0; i < n; i++) {
+		const char *t = json_is_string(v) ? (json_string_value(v)[i] == 'F' ? "full" : json_string_value(v)[i] == 'S' ? "shared" : "?")
+						  : json_string_value(json_array_get(v, i));
+		if (!t || (strcmp(t, "full") && strcmp(t, "shared")))
+			return coli_errf(c->e, COLI_EDATA, "%s: %s[%zu]: expected \"full\" or \"shared\"%s", c->name, key, i,
+					 json_is_string(v) ? " (F or S)" : "");
+		m->index_full[i] = !strcmp(t, "full");
+	}
+	return 0;
+}
+
+/* layer_types: only "deepseek_sparse_attention" layers (transformers' glm_moe_dsa). */
+static int parse_dsa_layer_types(const cfg *c, const coli_model *m)
+{
+	json_t *v = cfg_get(c, "layer_types");
+	if (!v)
+		return 0;
+	if (!json_is_array(v) || json_array_size(v) != (size_t)m->n_layers)
+		return coli_errf(c->e, COLI_EDATA, "%s: layer_types: expected an array of %d entries", c->name, m->n_layers);
+	for (size_t i = 0; i < json_array_size(v); i++) {
+		const char *t = json_string_value(json_array_get(v, i));
+		if (!t || strcmp(t, "deepseek_sparse_attention"))
+			return coli_errf(c->e, COLI_EDATA, "%s: layer_types[%zu]: '%s' unsupported (supported: "
+					 "deepseek_sparse_attention)", c->name, i, t ? t : "(not a string)");
+	}
+	return 0;
+}
+
+/* GLM-MoE-DSA: MLA plus the DSA lightning indexer. transformers interleaves the RoPE pairs of
+ * MLA and of the indexer whatever rope_interleave and indexer_rope_interleave say, so false is
+ * refused rather than ignored. */
+static int parse_dsa(const cfg *c, coli_model *m)
+{
+	const char *why = "transformers' glm_moe_dsa always rotates interleaved pairs";
+	if (get_int(c, "index_topk", 2048, 1, DIM_MAX, &m->index_topk) ||
+	    get_int(c, "index_n_heads", 32, 1, HEAD_MAX, &m->index_n_heads) ||
+	    get_int(c, "index_head_dim", 128, 2, HEAD_MAX, &m->index_head_dim) ||
+	    want_true(c, "rope_interleave", why) || want_true(c, "indexer_rope_interleave", why) ||
+	    get_bool(c, "index_share_for_mtp_iteration", 0, &m->index_share_mtp) || parse_dsa_layer_types(c, m) ||
+	    parse_indexer_types(c, m))
+		return -1;
+	if (!m->q_lora_rank)
+		return coli_errf(c->e, COLI_EDATA, "%s: q_lora_rank: null, but the DSA indexer's query is made from the "
+				 "query latent", c->name);
+	if (m->index_head_dim < m->qk_rope_head_dim)
+		return coli_errf(c->e, COLI_EDATA, "%s: index_head_dim: %d is less than qk_rope_head_dim %d (the indexer "
+				 "rotates its first qk_rope_head_dim dims)", c->name, m->index_head_dim, m->qk_rope_head_dim);
+	if (!m->index_full[0])
+		return coli_errf(c->e, COLI_EDATA, "%s: indexer_types[0]: \"shared\", but no earlier \"full\" layer "
+				 "has a selection to share", c->name);
+	return 0;
+}
+
 static int parse_attention(const cfg *c, coli_model *m)
 {
-	if (get_pos(c, "rope_theta", fams[m->family].theta, &m->rope.theta))
+	if (get_rope_num(c, "rope_theta", fams[m->family].theta, &m->rope.theta))
 		return -1;
 	if (m->family == COLI_FAM_DEEPSEEK_V3)
 		return parse_mla(c, m);
+	if (m->family == COLI_FAM_GLM_MOE_DSA)
+		return parse_mla(c, m) || parse_dsa(c, m);
 	m->attn = COLI_ATTN_GQA;
 	if (parse_kv_heads(c, m) || parse_head_dim(c, m) || parse_rotary_dim(c, m) ||
 	    parse_window(c, m))
@@ -331,8 +461,8 @@ static int parse_attention(const cfg *c, coli_model *m)
 /* scoring_func / topk_method are Hub extras; only the sigmoid noaux_tc router is modelled. */
 static int parse_sigmoid_router(const cfg *c, coli_model *m)
 {
-	int sigmoid_defaults = m->family == COLI_FAM_DEEPSEEK_V3;
-	if (get_pos(c, "routed_scaling_factor", sigmoid_defaults ? 2.5 : 1.0,
+	int sigmoid_defaults = m->family == COLI_FAM_DEEPSEEK_V3; /* n_group 8, topk_group 4 */
+	if (get_pos(c, "routed_scaling_factor", m->family == COLI_FAM_GLM4_MOE ? 1.0 : 2.5,
 		    &m->routed_scaling_factor) ||
 	    get_int(c, "n_shared_experts", 1, 0, 1024, &m->n_shared_experts) ||
 	    want_str(c, "scoring_func", "sigmoid", "sigmoid") ||
@@ -363,6 +493,7 @@ static int parse_router(const cfg *c, coli_model *m)
 	switch (m->family) {
 	case COLI_FAM_DEEPSEEK_V3:
 	case COLI_FAM_GLM4_MOE:
+	case COLI_FAM_GLM_MOE_DSA:
 		return get_bool(c, "norm_topk_prob", d->norm_topk, &m->norm_topk_prob) ||
 		       parse_sigmoid_router(c, m);
 	case COLI_FAM_MIXTRAL:
@@ -419,11 +550,11 @@ static int parse_qwen3_layers(const cfg *c, coli_model *m)
 static int parse_dense_first(const cfg *c, coli_model *m)
 {
 	int first, freq = 1;
-	int def = m->family == COLI_FAM_DEEPSEEK_V3 ? 3 : 1;
+	int def = m->family == COLI_FAM_GLM4_MOE ? 1 : 3;
 	if (get_int(c, "first_k_dense_replace", def, 0, COLI_MAX_LAYERS, &first))
 		return -1;
-	if (m->family == COLI_FAM_DEEPSEEK_V3 &&
-	    get_int(c, "moe_layer_freq", 1, 1, COLI_MAX_LAYERS, &freq))
+	if ((m->family == COLI_FAM_DEEPSEEK_V3 || m->family == COLI_FAM_GLM_MOE_DSA) && /* the reference ignores */
+	    get_int(c, "moe_layer_freq", 1, 1, m->family == COLI_FAM_DEEPSEEK_V3 ? COLI_MAX_LAYERS : 1, &freq))
 		return -1;
 	for (int i = 0; i < m->n_layers; i++)
 		m->is_moe[i] = i >= first && i % freq == 0;
@@ -431,7 +562,28 @@ static int parse_dense_first(const cfg *c, coli_model *m)
 		       &m->n_mtp_layers);
 }
 
-/* Which layers are MoE; MTP layers (deepseek_v3, glm4_moe) always are. */
+/* glm_moe_dsa: mlp_layer_types ("dense" / "sparse" per layer) when present, which transformers
+ * then reads in place of first_k_dense_replace. */
+static int parse_mlp_layer_types(const cfg *c, coli_model *m)
+{
+	json_t *v = cfg_get(c, "mlp_layer_types");
+	if (!v)
+		return 0;
+	if (!json_is_array(v) || json_array_size(v) != (size_t)m->n_layers)
+		return coli_errf(c->e, COLI_EDATA, "%s: mlp_layer_types: expected an array of %d entries", c->name,
+				 m->n_layers);
+	for (int i = 0; i < m->n_layers; i++) {
+		const char *t = json_string_value(json_array_get(v, (size_t)i));
+		if (!t || (strcmp(t, "dense") && strcmp(t, "sparse")))
+			return coli_errf(c->e, COLI_EDATA, "%s: mlp_layer_types[%d]: expected \"dense\" or \"sparse\"",
+					 c->name, i);
+		m->is_moe[i] = !strcmp(t, "sparse");
+	}
+	return 0;
+}
+
+/* Which layers are MoE; MTP layers (deepseek_v3, glm4_moe, glm_moe_dsa) always are, and run the
+ * DSA indexer on their own (the checkpoint carries one for them). */
 static int parse_layers(const cfg *c, coli_model *m)
 {
 	int rc = 0;
@@ -440,6 +592,9 @@ static int parse_layers(const cfg *c, coli_model *m)
 	case COLI_FAM_GLM4_MOE:
 		rc = parse_dense_first(c, m);
 		break;
+	case COLI_FAM_GLM_MOE_DSA:
+		rc = parse_dense_first(c, m) || parse_mlp_layer_types(c, m);
+		break;
 	case COLI_FAM_QWEN3_MOE:
 		rc = parse_qwen3_layers(c, m);
 		break;
@@ -447,16 +602,20 @@ static int parse_layers(const cfg *c, coli_model *m)
 		memset(m->is_moe, 1, (size_t)m->n_layers);
 		break;
 	}
-	for (int i = 0; !rc && i < m->n_mtp_layers; i++)
+	for (int i = 0; !rc && i < m->n_mtp_layers; i++) {
 		m->is_moe[m->n_layers + i] = 1;
+		m->index_full[m->n_layers + i] = m->index_topk > 0;
+	}
 	return rc;
 }
 
+/* rope_type (or the older type); rope_parameters may leave it out (transformers then says
+ * "default"), rope_scaling may not. */
 static int parse_rope_type(const cfg *c, coli_model *m)
 {
 	const char *key = cfg_get(c, "rope_type") ? "rope_type" : "type";
 	const char *t;
-	if (get_str(c, key, NULL, &t))
+	if (get_str(c, key, strcmp(c->prefix, "rope_parameters.") ? NULL : "default", &t))
 		return -1;
 	if (!strcmp(t, "default"))
 		m->rope.scaling = COLI_ROPE_NONE;
@@ -465,27 +624,49 @@ static int parse_rope_type(const cfg *c, coli_model *m)
 	else if (!strcmp(t, "yarn"))
 		m->rope.scaling = COLI_ROPE_YARN;
 	else
-		return coli_errf(c->e, COLI_EDATA, "%s: rope_scaling.%s: '%s' unsupported "
-				 "(supported: default, linear, yarn)", c->name, key, t);
+		return coli_errf(c->e, COLI_EDATA, "%s: %s%s: '%s' unsupported (supported: default, linear, yarn)",
+				 c->name, c->prefix, key, t);
 	return 0;
 }
 
-/* rope_scaling: null, linear {factor} or yarn {factor, original_max_position_embeddings,
- * beta_fast, beta_slow, mscale, mscale_all_dim}; HF yarn defaults 32, 1, 1, 0. */
+/* Every key of the rope object must be one coli reads: another (attention_factor, truncate,
+ * low_freq_factor, ...) would change the rotation. */
+static int rope_keys_known(const cfg *c)
+{
+	static const char *const known[] = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "factor",
+					    "original_max_position_embeddings", "beta_fast", "beta_slow", "mscale",
+					    "mscale_all_dim"};
+	const char *key;
+	json_t *v;
+	json_object_foreach(c->obj, key, v) {
+		size_t i = 0;
+		while (i < sizeof(known) / sizeof(known[0]) && strcmp(key, known[i]))
+			i++;
+		if (i == sizeof(known) / sizeof(known[0]))
+			return coli_errf(c->e, COLI_EDATA, "%s: %s%s: unsupported key (coli reads rope_type, rope_theta, "
+					 "partial_rotary_factor, factor, original_max_position_embeddings, beta_fast, "
+					 "beta_slow, mscale, mscale_all_dim)", c->name, c->prefix, key);
+	}
+	return 0;
+}
+
+/* rope_parameters or rope_scaling (rope_object): null, default, linear {factor} or yarn {factor,
+ * original_max_position_embeddings, beta_fast, beta_slow, mscale, mscale_all_dim}; HF yarn
+ * defaults 32, 1, 1, 0. */
 static int parse_rope(const cfg *top, coli_model *m)
 {
 	coli_rope *r = &m->rope;
+	json_t *v;
 	r->scaling = COLI_ROPE_NONE;
 	r->factor = 1.0;
 	r->original_max_position_embeddings = m->max_position_embeddings;
 	r->beta_fast = 32, r->beta_slow = 1, r->mscale = 1, r->mscale_all_dim = 0;
-	json_t *v = cfg_get(top, "rope_scaling");
+	if (rope_object(top, &v))
+		return -1;
 	if (!v)
 		return 0;
-	if (!json_is_object(v))
-		return bad_type(top, "rope_scaling", "an object or null", v);
-	cfg c = {v, "rope_scaling.", top->name, top->e};
-	if (parse_rope_type(&c, m))
+	cfg c = {v, v == cfg_get(top, "rope_parameters") ? "rope_parameters." : "rope_scaling.", top->name, top->e};
+	if (rope_keys_known(&c) || parse_rope_type(&c, m))
 		return -1;
 	if (r->scaling == COLI_ROPE_NONE)
 		return 0;

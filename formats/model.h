@@ -1,8 +1,10 @@
 /* model.h: the model description read from an HF config.json, and the tensor set it implies.
  *
- * Five families (model_type): deepseek_v3, glm4_moe, qwen3_moe, olmoe, mixtral. A family is a
- * description over shared blocks: attention kind, q/k norm kind, router kind, which layers are
- * MoE, and tensor names. HF's defaults apply to every field config.json leaves out.
+ * Six families (model_type): deepseek_v3, glm4_moe, qwen3_moe, olmoe, mixtral, glm_moe_dsa. A
+ * family is a description over shared blocks: attention kind, q/k norm kind, router kind, which
+ * layers are MoE, which run the DSA indexer, and one tensor table (model_tensors.c) that the
+ * converter and the engine both read. HF's defaults apply to every field config.json leaves out;
+ * a key that would change the computation and is not understood is refused.
  */
 #ifndef COLI_MODEL_H
 #define COLI_MODEL_H
@@ -20,6 +22,7 @@ typedef enum coli_family {
 	COLI_FAM_QWEN3_MOE,
 	COLI_FAM_OLMOE,
 	COLI_FAM_MIXTRAL,
+	COLI_FAM_GLM_MOE_DSA,
 	COLI_FAM_COUNT
 } coli_family;
 
@@ -86,6 +89,13 @@ typedef struct coli_model {
 	int has_correction_bias;    /* e_score_correction_bias tensor */
 	uint8_t is_moe[COLI_MAX_LAYERS]; /* per layer: 1 MoE, 0 dense MLP */
 
+	/* DSA lightning indexer (glm_moe_dsa; index_topk 0: none): on a "full" layer index_n_heads
+	 * heads of index_head_dim score every earlier position and attention looks at the
+	 * index_topk best; a "shared" layer reuses the previous full layer's selection. */
+	int index_topk, index_n_heads, index_head_dim;
+	uint8_t index_full[COLI_MAX_LAYERS]; /* per layer (MTP layers included): 1 runs the indexer */
+	int index_share_mtp;        /* index_share_for_mtp_iteration (drafting only) */
+
 	int n_mtp_layers;           /* num_nextn_predict_layers; set to 0 by coli_model_check_ckpt
 				       when the checkpoint carries no MTP tensors */
 
@@ -112,6 +122,27 @@ typedef enum coli_tclass {
 
 typedef enum coli_proj { COLI_PROJ_GATE, COLI_PROJ_UP, COLI_PROJ_DOWN } coli_proj;
 
+/* What the forward pass does with a tensor: the engine places each tensor of the table by its
+ * role, so the names live in one place (model_tensors.c). */
+typedef enum coli_role {
+	COLI_R_EXPERT,          /* a routed expert's gate/up/down (the expert store's) */
+	COLI_R_EMBED, COLI_R_FINAL_NORM, COLI_R_LM_HEAD,
+	/* per layer */
+	COLI_R_ATTN_NORM, COLI_R_MLP_NORM,
+	COLI_R_Q, COLI_R_K, COLI_R_V, COLI_R_O,       /* GQA projections (O also MLA's) */
+	COLI_R_Q_BIAS, COLI_R_K_BIAS, COLI_R_V_BIAS, COLI_R_O_BIAS,
+	COLI_R_Q_NORM, COLI_R_K_NORM,
+	COLI_R_Q_A, COLI_R_Q_A_NORM, COLI_R_Q_A_BIAS, /* MLA q-LoRA */
+	COLI_R_Q_B,                                   /* MLA q_b_proj, or q_proj without q-LoRA */
+	COLI_R_KV_A, COLI_R_KV_A_NORM, COLI_R_KV_A_BIAS, COLI_R_KV_B,
+	COLI_R_IDX_WQ_B, COLI_R_IDX_WK, COLI_R_IDX_K_NORM, COLI_R_IDX_K_BIAS, COLI_R_IDX_WEIGHTS, /* DSA */
+	COLI_R_GATE, COLI_R_UP, COLI_R_DOWN,          /* dense MLP */
+	COLI_R_ROUTER, COLI_R_CORR_BIAS,
+	COLI_R_SH_GATE, COLI_R_SH_UP, COLI_R_SH_DOWN, /* shared expert */
+	COLI_R_ENORM, COLI_R_HNORM, COLI_R_EH_PROJ, COLI_R_MTP_EMBED, COLI_R_HEAD_NORM, COLI_R_HEAD, /* MTP */
+	COLI_R_COUNT
+} coli_role;
+
 typedef struct coli_tensor_spec {
 	char name[192];
 	int ndim;
@@ -121,6 +152,7 @@ typedef struct coli_tensor_spec {
 	int expert;  /* routed expert index, else -1 */
 	int proj;    /* coli_proj for experts, else -1 */
 	int mtp;     /* 1 inside an MTP layer (layer >= n_layers) */
+	coli_role role;
 } coli_tensor_spec;
 
 /* The full expected tensor set (main layers, then MTP layers when n_mtp_layers > 0), in a
@@ -140,5 +172,9 @@ int64_t coli_model_tensor_count(const coli_model *m);
  * all must be. Errors name the tensor and both shapes, e.g.
  * "model.layers.1.mlp.gate.weight: shape [16, 64] expected [32, 64]". */
 int coli_model_check_ckpt(coli_model *m, const coli_ckpt *c, coli_err *e);
+
+/* 1 when a checkpoint of the family may carry the tensor `name` that the computation never uses
+ * (the DSA indexer's weights on a "shared" layer): accepted by the check, never converted. */
+int coli_model_unused_tensor(const coli_model *m, const char *name);
 
 #endif

@@ -17,8 +17,7 @@ typedef struct tb {
 	char prefix[48]; /* "model.layers.3." or "" */
 } tb;
 
-static void add(tb *b, coli_tclass cls, const char *name, int64_t d0, int64_t d1, int ex,
-		int proj)
+static void add(tb *b, coli_tclass cls, coli_role role, const char *name, int64_t d0, int64_t d1, int ex, int proj)
 {
 	if (b->v) {
 		coli_tensor_spec *s = &b->v[b->n];
@@ -31,22 +30,23 @@ static void add(tb *b, coli_tclass cls, const char *name, int64_t d0, int64_t d1
 		s->expert = ex;
 		s->proj = proj;
 		s->mtp = b->mtp;
+		s->role = role;
 	}
 	b->n++;
 }
 
 /* A 1-D norm or bias. */
-static void small(tb *b, const char *name, int64_t d0)
+static void small(tb *b, coli_role role, const char *name, int64_t d0)
 {
-	add(b, COLI_TC_SMALL, name, d0, 0, -1, -1);
+	add(b, COLI_TC_SMALL, role, name, d0, 0, -1, -1);
 }
 
 /* "<base>.weight" [out, in] as a matrix. */
-static void linear(tb *b, const char *base, int64_t out, int64_t in)
+static void linear(tb *b, coli_role role, const char *base, int64_t out, int64_t in)
 {
 	char name[112];
 	snprintf(name, sizeof(name), "%s.weight", base);
-	add(b, COLI_TC_MATRIX, name, out, in, -1, -1);
+	add(b, COLI_TC_MATRIX, role, name, out, in, -1, -1);
 }
 
 static void globals(tb *b)
@@ -55,10 +55,10 @@ static void globals(tb *b)
 	b->layer = -1;
 	b->mtp = 0;
 	b->prefix[0] = 0;
-	linear(b, "model.embed_tokens", m->vocab_size, m->hidden_size);
-	small(b, "model.norm.weight", m->hidden_size);
+	linear(b, COLI_R_EMBED, "model.embed_tokens", m->vocab_size, m->hidden_size);
+	small(b, COLI_R_FINAL_NORM, "model.norm.weight", m->hidden_size);
 	if (!m->tie_word_embeddings)
-		linear(b, "lm_head", m->vocab_size, m->hidden_size);
+		linear(b, COLI_R_LM_HEAD, "lm_head", m->vocab_size, m->hidden_size);
 }
 
 /* q/k/v/o with optional biases and q/k norms (qwen3_moe, glm4_moe, olmoe, mixtral). */
@@ -66,24 +66,39 @@ static void gqa(tb *b)
 {
 	const coli_model *m = b->m;
 	int64_t q = (int64_t)m->n_heads * m->head_dim, kv = (int64_t)m->n_kv_heads * m->head_dim;
-	linear(b, "self_attn.q_proj", q, m->hidden_size);
-	linear(b, "self_attn.k_proj", kv, m->hidden_size);
-	linear(b, "self_attn.v_proj", kv, m->hidden_size);
-	linear(b, "self_attn.o_proj", m->hidden_size, q);
+	linear(b, COLI_R_Q, "self_attn.q_proj", q, m->hidden_size);
+	linear(b, COLI_R_K, "self_attn.k_proj", kv, m->hidden_size);
+	linear(b, COLI_R_V, "self_attn.v_proj", kv, m->hidden_size);
+	linear(b, COLI_R_O, "self_attn.o_proj", m->hidden_size, q);
 	if (m->qkv_bias) {
-		small(b, "self_attn.q_proj.bias", q);
-		small(b, "self_attn.k_proj.bias", kv);
-		small(b, "self_attn.v_proj.bias", kv);
+		small(b, COLI_R_Q_BIAS, "self_attn.q_proj.bias", q);
+		small(b, COLI_R_K_BIAS, "self_attn.k_proj.bias", kv);
+		small(b, COLI_R_V_BIAS, "self_attn.v_proj.bias", kv);
 	}
 	if (m->o_bias)
-		small(b, "self_attn.o_proj.bias", m->hidden_size);
+		small(b, COLI_R_O_BIAS, "self_attn.o_proj.bias", m->hidden_size);
 	if (m->qk_norm == COLI_QKNORM_HEAD) {
-		small(b, "self_attn.q_norm.weight", m->head_dim);
-		small(b, "self_attn.k_norm.weight", m->head_dim);
+		small(b, COLI_R_Q_NORM, "self_attn.q_norm.weight", m->head_dim);
+		small(b, COLI_R_K_NORM, "self_attn.k_norm.weight", m->head_dim);
 	} else if (m->qk_norm == COLI_QKNORM_WHOLE) {
-		small(b, "self_attn.q_norm.weight", q);
-		small(b, "self_attn.k_norm.weight", kv);
+		small(b, COLI_R_Q_NORM, "self_attn.q_norm.weight", q);
+		small(b, COLI_R_K_NORM, "self_attn.k_norm.weight", kv);
 	}
+}
+
+/* The DSA lightning indexer of a "full" layer: its query from the MLA query latent, its key
+ * through its own projection and LayerNorm (weight and bias), the per-head weights (kept f32,
+ * as transformers keeps weights_proj). */
+static void indexer(tb *b)
+{
+	const coli_model *m = b->m;
+	int64_t hd = m->index_head_dim;
+	linear(b, COLI_R_IDX_WQ_B, "self_attn.indexer.wq_b", (int64_t)m->index_n_heads * hd, m->q_lora_rank);
+	linear(b, COLI_R_IDX_WK, "self_attn.indexer.wk", hd, m->hidden_size);
+	small(b, COLI_R_IDX_K_NORM, "self_attn.indexer.k_norm.weight", hd);
+	small(b, COLI_R_IDX_K_BIAS, "self_attn.indexer.k_norm.bias", hd);
+	add(b, COLI_TC_SMALL, COLI_R_IDX_WEIGHTS, "self_attn.indexer.weights_proj.weight", m->index_n_heads,
+	    m->hidden_size, -1, -1);
 }
 
 /* DeepSeek MLA; attention_bias puts biases on q_a_proj, kv_a_proj_with_mqa and o_proj. */
@@ -93,35 +108,38 @@ static void mla(tb *b)
 	int64_t q = (int64_t)m->n_heads * (m->qk_nope_head_dim + m->qk_rope_head_dim);
 	int64_t kva = (int64_t)m->kv_lora_rank + m->qk_rope_head_dim;
 	if (m->q_lora_rank) {
-		linear(b, "self_attn.q_a_proj", m->q_lora_rank, m->hidden_size);
-		small(b, "self_attn.q_a_layernorm.weight", m->q_lora_rank);
-		linear(b, "self_attn.q_b_proj", q, m->q_lora_rank);
+		linear(b, COLI_R_Q_A, "self_attn.q_a_proj", m->q_lora_rank, m->hidden_size);
+		small(b, COLI_R_Q_A_NORM, "self_attn.q_a_layernorm.weight", m->q_lora_rank);
+		linear(b, COLI_R_Q_B, "self_attn.q_b_proj", q, m->q_lora_rank);
 		if (m->qkv_bias)
-			small(b, "self_attn.q_a_proj.bias", m->q_lora_rank);
+			small(b, COLI_R_Q_A_BIAS, "self_attn.q_a_proj.bias", m->q_lora_rank);
 	} else {
-		linear(b, "self_attn.q_proj", q, m->hidden_size);
+		linear(b, COLI_R_Q_B, "self_attn.q_proj", q, m->hidden_size);
 	}
-	linear(b, "self_attn.kv_a_proj_with_mqa", kva, m->hidden_size);
-	small(b, "self_attn.kv_a_layernorm.weight", m->kv_lora_rank);
-	linear(b, "self_attn.kv_b_proj",
-	       (int64_t)m->n_heads * (m->qk_nope_head_dim + m->v_head_dim), m->kv_lora_rank);
-	linear(b, "self_attn.o_proj", m->hidden_size, (int64_t)m->n_heads * m->v_head_dim);
+	linear(b, COLI_R_KV_A, "self_attn.kv_a_proj_with_mqa", kva, m->hidden_size);
+	small(b, COLI_R_KV_A_NORM, "self_attn.kv_a_layernorm.weight", m->kv_lora_rank);
+	linear(b, COLI_R_KV_B, "self_attn.kv_b_proj", (int64_t)m->n_heads * (m->qk_nope_head_dim + m->v_head_dim),
+	       m->kv_lora_rank);
+	linear(b, COLI_R_O, "self_attn.o_proj", m->hidden_size, (int64_t)m->n_heads * m->v_head_dim);
 	if (m->qkv_bias)
-		small(b, "self_attn.kv_a_proj_with_mqa.bias", kva);
+		small(b, COLI_R_KV_A_BIAS, "self_attn.kv_a_proj_with_mqa.bias", kva);
 	if (m->o_bias)
-		small(b, "self_attn.o_proj.bias", m->hidden_size);
+		small(b, COLI_R_O_BIAS, "self_attn.o_proj.bias", m->hidden_size);
+	if (m->index_topk && m->index_full[b->layer])
+		indexer(b);
 }
 
-/* A SwiGLU MLP "<base>.gate_proj/up_proj/down_proj" (dense layers, shared experts). */
-static void swiglu(tb *b, const char *base, int64_t inter)
+/* A SwiGLU MLP "<base>.gate_proj/up_proj/down_proj" (dense layers, shared experts): roles r,
+ * r + 1, r + 2. */
+static void mlp_tensors(tb *b, coli_role r, const char *base, int64_t inter)
 {
 	char name[96];
 	snprintf(name, sizeof(name), "%s.gate_proj", base);
-	linear(b, name, inter, b->m->hidden_size);
+	linear(b, r, name, inter, b->m->hidden_size);
 	snprintf(name, sizeof(name), "%s.up_proj", base);
-	linear(b, name, inter, b->m->hidden_size);
+	linear(b, (coli_role)(r + 1), name, inter, b->m->hidden_size);
 	snprintf(name, sizeof(name), "%s.down_proj", base);
-	linear(b, name, b->m->hidden_size, inter);
+	linear(b, (coli_role)(r + 2), name, b->m->hidden_size, inter);
 }
 
 /* Routed expert e: gate/up/down (mixtral w1/w3/w2). */
@@ -135,8 +153,7 @@ static void expert(tb *b, const char *base, int e)
 		char name[128];
 		snprintf(name, sizeof(name), "%s.experts.%d.%s.weight", base, e,
 			 m->family == COLI_FAM_MIXTRAL ? mx[p] : hf[p]);
-		add(b, COLI_TC_EXPERT, name, p == COLI_PROJ_DOWN ? h : f,
-		    p == COLI_PROJ_DOWN ? f : h, e, p);
+		add(b, COLI_TC_EXPERT, COLI_R_EXPERT, name, p == COLI_PROJ_DOWN ? h : f, p == COLI_PROJ_DOWN ? f : h, e, p);
 	}
 }
 
@@ -146,14 +163,14 @@ static void moe(tb *b)
 	const char *base = m->family == COLI_FAM_MIXTRAL ? "block_sparse_moe" : "mlp";
 	char name[96];
 	snprintf(name, sizeof(name), "%s.gate.weight", base);
-	add(b, COLI_TC_SMALL, name, m->n_experts, m->hidden_size, -1, -1);
+	add(b, COLI_TC_SMALL, COLI_R_ROUTER, name, m->n_experts, m->hidden_size, -1, -1);
 	if (m->has_correction_bias) {
 		snprintf(name, sizeof(name), "%s.gate.e_score_correction_bias", base);
-		small(b, name, m->n_experts);
+		small(b, COLI_R_CORR_BIAS, name, m->n_experts);
 	}
 	if (m->n_shared_experts) {
 		snprintf(name, sizeof(name), "%s.shared_experts", base);
-		swiglu(b, name, (int64_t)m->moe_intermediate_size * m->n_shared_experts);
+		mlp_tensors(b, COLI_R_SH_GATE, name, (int64_t)m->moe_intermediate_size * m->n_shared_experts);
 	}
 	if (!b->v) /* counting: 3 tensors per expert, no names made */
 		b->n += 3 * m->n_experts;
@@ -166,12 +183,12 @@ static void moe(tb *b)
 static void mtp_extras(tb *b)
 {
 	const coli_model *m = b->m;
-	small(b, "enorm.weight", m->hidden_size);
-	small(b, "hnorm.weight", m->hidden_size);
-	linear(b, "eh_proj", m->hidden_size, 2 * (int64_t)m->hidden_size);
-	linear(b, "embed_tokens", m->vocab_size, m->hidden_size);
-	small(b, "shared_head.norm.weight", m->hidden_size);
-	linear(b, "shared_head.head", m->vocab_size, m->hidden_size);
+	small(b, COLI_R_ENORM, "enorm.weight", m->hidden_size);
+	small(b, COLI_R_HNORM, "hnorm.weight", m->hidden_size);
+	linear(b, COLI_R_EH_PROJ, "eh_proj", m->hidden_size, 2 * (int64_t)m->hidden_size);
+	linear(b, COLI_R_MTP_EMBED, "embed_tokens", m->vocab_size, m->hidden_size);
+	small(b, COLI_R_HEAD_NORM, "shared_head.norm.weight", m->hidden_size);
+	linear(b, COLI_R_HEAD, "shared_head.head", m->vocab_size, m->hidden_size);
 }
 
 static void layer(tb *b, int l)
@@ -182,16 +199,16 @@ static void layer(tb *b, int l)
 	snprintf(b->prefix, sizeof(b->prefix), "model.layers.%d.", l);
 	if (b->mtp)
 		mtp_extras(b);
-	small(b, "input_layernorm.weight", m->hidden_size);
+	small(b, COLI_R_ATTN_NORM, "input_layernorm.weight", m->hidden_size);
 	if (m->attn == COLI_ATTN_MLA)
 		mla(b);
 	else
 		gqa(b);
-	small(b, "post_attention_layernorm.weight", m->hidden_size);
+	small(b, COLI_R_MLP_NORM, "post_attention_layernorm.weight", m->hidden_size);
 	if (m->is_moe[l])
 		moe(b);
 	else
-		swiglu(b, "mlp", m->intermediate_size);
+		mlp_tensors(b, COLI_R_GATE, "mlp", m->intermediate_size);
 }
 
 static void build(tb *b)
@@ -326,7 +343,7 @@ static void check_leftovers(chk *k)
 	for (int i = 0; i < k->c->n_tensors; i++) {
 		const char *name = k->c->tensors[i].name;
 		size_t len = strlen(name);
-		if (k->used[i])
+		if (k->used[i] || coli_model_unused_tensor(k->m, name))
 			continue;
 		if (len > 10 && !strcmp(name + len - 10, "_scale_inv"))
 			problem(k, "%s: unexpected tensor (no F8_E4M3 weight of that name)", name);
@@ -382,4 +399,12 @@ int coli_model_check_ckpt(coli_model *m, const coli_ckpt *c, coli_err *e)
 	if (k.problems > 1)
 		snprintf(more, sizeof(more), " (and %d more)", k.problems - 1);
 	return coli_errf(e, COLI_EDATA, "%s: %s%s", c->dir ? c->dir : "checkpoint", k.first, more);
+}
+
+int coli_model_unused_tensor(const coli_model *m, const char *name)
+{
+	int l, at = 0;
+	if (!m->index_topk || sscanf(name, "model.layers.%d.self_attn.indexer.%n", &l, &at) != 1 || at == 0)
+		return 0;
+	return l >= 0 && l < m->n_layers && !m->index_full[l];
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nn/blocks.h"
+#include "nn/dsa.h"
 #include "nn/ws.h"
 #include "fileio.h"
 #include "hot.h"
@@ -273,19 +274,41 @@ static void mla_project(const coli_engine *m, const layer_w *L, coli_kv *kv, int
 }
 
 /* Absorbed MLA for one head of one token (its rope part already rotated): scores against the
- * latent, values from it. */
-static void mla_head(const coli_engine *m, const layer_w *L, const coli_kv *kv, int l, int h, float *q, int pos,
-		     fwd_ws *w, float *out)
+ * latents lat[n][kv_lora] and rope keys rk[n][rope] of the positions it looks at, values from
+ * the latents. */
+static void mla_head(const coli_engine *m, const layer_w *L, const coli_kv *kv, int h, float *q, const float *lat,
+		     const float *rk, int n, fwd_ws *w, float *out)
 {
-	float *att = kv->att; /* [pos + 1] scores */
+	float *att = kv->att; /* [n] scores */
 	const coli_model *c = m->cfg;
-	int nope = c->qk_nope_head_dim, rd = c->qk_rope_head_dim, lat = c->kv_lora_rank, vd = c->v_head_dim;
+	int nope = c->qk_nope_head_dim, rd = c->qk_rope_head_dim, lw = c->kv_lora_rank, vd = c->v_head_dim;
 	int64_t band = (int64_t)h * (nope + vd);
-	memset(w->qc, 0, (size_t)lat * sizeof(float));
+	memset(w->qc, 0, (size_t)lw * sizeof(float));
 	mat_vec_t_acc(m->kc, &L->kv_b, band, nope, q, w->qc); /* qc = W_kb_h^T q_nope */
-	attn_part latent = {w->qc, kv->k[l], lat, lat}, rot = {q + nope, kv->v[l], rd, rd};
-	attn_head(&latent, &rot, kv->k[l], lat, lat, pos + 1, (float)m->attn_scale, att, w->ctx); /* values: the latent */
+	attn_part latent = {w->qc, lat, lw, lw}, rot = {q + nope, rk, rd, rd};
+	attn_head(&latent, &rot, lat, lw, lw, n, (float)m->attn_scale, att, w->ctx); /* values: the latent */
 	mat_vec_range(m->kc, &L->kv_b, band + nope, vd, w->ctx, out); /* v = W_vb_h ctx */
+}
+
+/* Token i's positions: every one up to pos in place in the cache, or (DSA) the nsel selected
+ * ones gathered into GL, GR; *lat, *rk and the count returned. */
+static int mla_rows(const coli_engine *m, const coli_kv *kv, int l, int i, int pos, const float **lat,
+		    const float **rk)
+{
+	fwd_ws *w = m->ws;
+	const coli_model *c = m->cfg;
+	int lw = c->kv_lora_rank, rd = c->qk_rope_head_dim, n = c->index_topk ? w->nsel[i] : -1;
+	if (n < 0 || n >= pos + 1) {
+		*lat = kv->k[l], *rk = kv->v[l];
+		return pos + 1;
+	}
+	const int32_t *sel = w->sel + (int64_t)i * c->index_topk;
+	for (int j = 0; j < n; j++) {
+		memcpy(w->GL + (int64_t)j * lw, kv->k[l] + (int64_t)sel[j] * lw, (size_t)lw * sizeof(float));
+		memcpy(w->GR + (int64_t)j * rd, kv->v[l] + (int64_t)sel[j] * rd, (size_t)rd * sizeof(float));
+	}
+	*lat = w->GL, *rk = w->GR;
+	return n;
 }
 
 int attn_mla(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, float *out, coli_err *e)
@@ -296,10 +319,14 @@ int attn_mla(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, fl
 	fwd_ws *w = m->ws;
 	(void)e;
 	mla_project(m, L, kv, l, X, n, w);
+	if (c->index_topk)
+		dsa_index(m, L, kv, l, X, w->QA, n);
 	for (int i = 0; i < n; i++) {
+		const float *lat, *rk;
+		int rows = mla_rows(m, kv, l, i, kv->n + i, &lat, &rk);
 		rope_apply(m->rope, w->Q + (int64_t)i * c->n_heads * qk + c->qk_nope_head_dim, c->n_heads, qk, kv->n + i);
 		for (int h = 0; h < c->n_heads; h++)
-			mla_head(m, L, kv, l, h, w->Q + ((int64_t)i * c->n_heads + h) * qk, kv->n + i, w,
+			mla_head(m, L, kv, h, w->Q + ((int64_t)i * c->n_heads + h) * qk, lat, rk, rows, w,
 				 w->A + ((int64_t)i * c->n_heads + h) * vd);
 	}
 	mat_mul(m->kc, &L->o, w->A, n, out);

@@ -60,6 +60,7 @@ int coli_engine_open(coli_engine *m, const char *path, const coli_engine_opts *o
 		return -1;
 	}
 	m->route = o ? o->route_from : NULL;
+	m->dsa_dense = o ? o->dsa_dense : 0;
 	m->w = coli_calloc(1, sizeof(*m->w), e);
 	m->rope = m->w ? coli_calloc(1, sizeof(*m->rope), e) : NULL;
 	int batch = o && o->max_batch > 0 ? o->max_batch : COLI_MAX_BATCH;
@@ -106,12 +107,11 @@ uint64_t coli_engine_bytes_per_token(const coli_engine *m)
 	uint64_t n = mat_bytes(&m->w->lm_head);
 	for (int l = 0; l < m->cfg->n_layers; l++) {
 		const layer_w *L = &m->w->layers[l];
-		const coli_mat *mats[] = {&L->q, &L->k, &L->v, &L->o, &L->q_a, &L->kv_a, &L->kv_b, &L->gate, &L->up,
-					  &L->down, &L->router, &L->sh_gate, &L->sh_up, &L->sh_down};
+		const coli_mat *mats[] = {&L->q, &L->k, &L->v, &L->o, &L->q_a, &L->q_b, &L->kv_a, &L->kv_b, &L->idx_wq_b,
+					  &L->idx_wk, &L->idx_weights, &L->gate, &L->up, &L->down, &L->router, &L->sh_gate,
+					  &L->sh_up, &L->sh_down};
 		for (size_t i = 0; i < sizeof(mats) / sizeof(mats[0]); i++)
 			n += mats[i]->rows ? mat_bytes(mats[i]) : 0;
-		if (L->q_a.rows)
-			n += mat_bytes(&L->q_b);
 		const coli_lexperts *x = m->cfg->is_moe[l] ? coli_container_experts(m->ct, l) : NULL;
 		if (x)
 			n += (uint64_t)m->cfg->top_k * (x->part[0].nbytes + x->part[1].nbytes + x->part[2].nbytes);
@@ -131,54 +131,6 @@ int coli_engine_moe_layers(const coli_engine *m)
 	for (int l = 0; l < m->cfg->n_layers; l++)
 		n += m->cfg->is_moe[l];
 	return n;
-}
-
-void fwd_kv_widths(const coli_model *c, int *k, int *v)
-{
-	*k = c->attn == COLI_ATTN_MLA ? c->kv_lora_rank : c->n_kv_heads * c->head_dim;
-	*v = c->attn == COLI_ATTN_MLA ? c->qk_rope_head_dim : c->n_kv_heads * c->head_dim;
-}
-
-uint64_t coli_kv_token_bytes(const coli_model *c)
-{
-	int k, v;
-	fwd_kv_widths(c, &k, &v);
-	return (uint64_t)c->n_layers * (uint64_t)(k + v) * sizeof(float);
-}
-
-int coli_kv_init(coli_kv *kv, const coli_engine *m, int cap, coli_err *e)
-{
-	const coli_model *c = m->cfg;
-	memset(kv, 0, sizeof(*kv));
-	kv->cap = cap;
-	kv->n_layers = c->n_layers;
-	fwd_kv_widths(c, &kv->k_width, &kv->v_width);
-	kv->k = coli_calloc((size_t)kv->n_layers, sizeof(float *), e);
-	kv->v = coli_calloc((size_t)kv->n_layers, sizeof(float *), e);
-	if (!kv->k || !kv->v)
-		return -1;
-	kv->att = coli_malloc((size_t)coli_kernels_threads(m->kc) * (size_t)attn_score_rows(c) * (size_t)cap * sizeof(float), e);
-	if (!kv->att)
-		return -1;
-	for (int l = 0; l < kv->n_layers; l++) {
-		kv->k[l] = coli_malloc((size_t)cap * kv->k_width * sizeof(float), e);
-		kv->v[l] = coli_malloc((size_t)cap * kv->v_width * sizeof(float), e);
-		if (!kv->k[l] || !kv->v[l])
-			return -1;
-	}
-	return 0;
-}
-
-void coli_kv_release(coli_kv *kv)
-{
-	for (int l = 0; kv->k && l < kv->n_layers; l++) {
-		free(kv->k[l]);
-		free(kv->v[l]);
-	}
-	free(kv->k);
-	free(kv->v);
-	free(kv->att);
-	memset(kv, 0, sizeof(*kv));
 }
 
 /* One decoder layer over the batch: x += attn(norm(x)); x += mlp(norm(x)). */

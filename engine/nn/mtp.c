@@ -8,28 +8,10 @@
 #include "fileio.h"
 #include "nn/attention.h"
 #include "nn/blocks.h"
+#include "nn/kv.h"
 #include "nn/mtp.h"
 #include "nn/weights.h"
 #include "nn/ws.h"
-
-/* The MTP layer's KV cache: a slot for every container layer, only the MTP layer's allocated
- * (attention indexes the cache by layer), zeroed: positions before kv_n (a resumed session's)
- * hold zero keys and values. */
-static int kv_open(coli_kv *kv, const coli_engine *m, int layer, int cap, coli_err *e)
-{
-	const coli_model *c = m->cfg;
-	kv->cap = cap;
-	kv->n_layers = c->n_layers + c->n_mtp_layers;
-	fwd_kv_widths(c, &kv->k_width, &kv->v_width);
-	kv->k = coli_calloc((size_t)kv->n_layers, sizeof(float *), e);
-	kv->v = kv->k ? coli_calloc((size_t)kv->n_layers, sizeof(float *), e) : NULL;
-	if (!kv->v)
-		return -1;
-	kv->att = coli_calloc((size_t)coli_kernels_threads(m->kc) * (size_t)attn_score_rows(c) * (size_t)cap, sizeof(float), e);
-	kv->k[layer] = kv->att ? coli_calloc((size_t)cap * kv->k_width, sizeof(float), e) : NULL;
-	kv->v[layer] = kv->k[layer] ? coli_calloc((size_t)cap * kv->v_width, sizeof(float), e) : NULL;
-	return kv->v[layer] ? 0 : -1;
-}
 
 int coli_mtp_init(coli_mtp *s, const coli_engine *m, int cap, int kv_n, coli_err *e)
 {
@@ -43,7 +25,7 @@ int coli_mtp_init(coli_mtp *s, const coli_engine *m, int cap, int kv_n, coli_err
 		return coli_errf(e, COLI_EUSAGE, "MTP state: %d cached positions exceed the cache's %d", kv_n, cap);
 	s->layer = c->n_layers;
 	s->cap = (int)B;
-	if (kv_open(&s->kv, m, s->layer, cap + COLI_DRAFT_MAX, e) < 0 ||
+	if (kv_open_layers(&s->kv, m, s->layer, s->layer + 1, cap + COLI_DRAFT_MAX, e) < 0 ||
 	    !(s->hid = coli_malloc((size_t)(B * d) * sizeof(float), e)) ||
 	    !(s->tok = coli_malloc((size_t)B * sizeof(int32_t), e)) ||
 	    !(s->in = coli_malloc((size_t)(B * 2 * d) * sizeof(float), e)) ||
@@ -91,7 +73,7 @@ static int run_rows(coli_engine *m, coli_mtp *s, const float *hid, const int32_t
 	coli_tracer_begin(m->tr);
 	for (int i = 0; i < n; i++) {
 		float *x = s->in + (int64_t)i * 2 * d; /* [2 x hidden]: enorm(embed(t)), hnorm(h) */
-		mat_row(m->kc, &m->w->embed, tok[i], x);
+		mat_row(m->kc, L->embed.rows ? &L->embed : &m->w->embed, tok[i], x);
 		rmsnorm(x, x, L->enorm, d, eps);
 		rmsnorm(x + d, hid + (int64_t)i * d, L->hnorm, d, eps);
 	}

@@ -7,8 +7,6 @@
 /* forward.c: decoder layer l over the n rows of the working memory's residual X, at positions
  * kv->n .. kv->n + n - 1 (kv->n is the caller's to advance). */
 int fwd_layer(coli_engine *m, coli_kv *kv, int l, int n, int32_t *ids, float *wts, coli_err *e);
-/* forward.c: floats per token and layer of the KV cache: GQA k / v, MLA latent / rope key. */
-void fwd_kv_widths(const coli_model *c, int *k, int *v);
 
 /* mtp.c: before a forward batch of n tokens whose first is next: the last queued row's token
  * set to next, and the queue taken in by the MTP layer when n more rows would not fit. */

@@ -3,6 +3,7 @@
 #include "crc32.h"
 #include "nn/weights.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,78 +38,71 @@ static int check_crcs(const weights *w, const coli_container *c, coli_err *e)
 	return 0;
 }
 
-typedef struct resolver {
-	const weights *w;
-	const coli_container *c;
-	char prefix[64];
-} resolver;
+/* Where a role's tensor goes: its offset in layer_w (or in weights for the globals), and
+ * whether it is a matrix (coli_mat) or a vector (const float *). */
+typedef struct slot {
+	int global;
+	size_t off;
+	int is_mat;
+} slot;
 
-static const coli_ltensor *find(const resolver *r, const char *suffix)
+#define LM(f) {0, offsetof(layer_w, f), 1}
+#define LV(f) {0, offsetof(layer_w, f), 0}
+static const slot slots[COLI_R_COUNT] = {
+	[COLI_R_EMBED] = {1, offsetof(weights, embed), 1}, [COLI_R_FINAL_NORM] = {1, offsetof(weights, final_norm), 0},
+	[COLI_R_LM_HEAD] = {1, offsetof(weights, lm_head), 1},
+	[COLI_R_ATTN_NORM] = LV(attn_norm), [COLI_R_MLP_NORM] = LV(mlp_norm),
+	[COLI_R_Q] = LM(q), [COLI_R_K] = LM(k), [COLI_R_V] = LM(v), [COLI_R_O] = LM(o),
+	[COLI_R_Q_BIAS] = LV(q_bias), [COLI_R_K_BIAS] = LV(k_bias), [COLI_R_V_BIAS] = LV(v_bias),
+	[COLI_R_O_BIAS] = LV(o_bias), [COLI_R_Q_NORM] = LV(q_norm), [COLI_R_K_NORM] = LV(k_norm),
+	[COLI_R_Q_A] = LM(q_a), [COLI_R_Q_A_NORM] = LV(q_a_norm), [COLI_R_Q_A_BIAS] = LV(q_a_bias),
+	[COLI_R_Q_B] = LM(q_b), [COLI_R_KV_A] = LM(kv_a), [COLI_R_KV_A_NORM] = LV(kv_a_norm),
+	[COLI_R_KV_A_BIAS] = LV(kv_a_bias), [COLI_R_KV_B] = LM(kv_b),
+	[COLI_R_IDX_WQ_B] = LM(idx_wq_b), [COLI_R_IDX_WK] = LM(idx_wk), [COLI_R_IDX_K_NORM] = LV(idx_k_norm),
+	[COLI_R_IDX_K_BIAS] = LV(idx_k_bias), [COLI_R_IDX_WEIGHTS] = LM(idx_weights),
+	[COLI_R_GATE] = LM(gate), [COLI_R_UP] = LM(up), [COLI_R_DOWN] = LM(down),
+	[COLI_R_ROUTER] = LM(router), [COLI_R_CORR_BIAS] = LV(corr_bias),
+	[COLI_R_SH_GATE] = LM(sh_gate), [COLI_R_SH_UP] = LM(sh_up), [COLI_R_SH_DOWN] = LM(sh_down),
+	[COLI_R_ENORM] = LV(enorm), [COLI_R_HNORM] = LV(hnorm), [COLI_R_EH_PROJ] = LM(eh_proj),
+	[COLI_R_MTP_EMBED] = LM(embed), [COLI_R_HEAD_NORM] = LV(head_norm), [COLI_R_HEAD] = LM(head),
+};
+
+/* Places tensor t (the container's i-th, as the table's spec s) at its role's slot. */
+static void place(weights *w, const coli_tensor_spec *s, const coli_ltensor *t)
 {
-	char name[256];
-	snprintf(name, sizeof(name), "%s%s", r->prefix, suffix);
-	return coli_container_tensor(r->c, name);
+	const slot *sl = &slots[s->role];
+	uint8_t *base = sl->global ? (uint8_t *)w : (uint8_t *)&w->layers[s->layer];
+	uint8_t *data = w->data[t->section] + t->offset;
+	if (sl->is_mat)
+		*(coli_mat *)(void *)(base + sl->off) = coli_mat_of(&t->blob, data);
+	else
+		*(const float **)(void *)(base + sl->off) = (const float *)(const void *)data;
 }
 
-static coli_mat mat(const resolver *r, const char *suffix)
+/* The table's dense tensors, in the container's order (the manifest check made them the same
+ * names in the same order): each placed by role, and every stored tensor claimed. */
+static int place_all(weights *w, const coli_container *c, coli_err *e)
 {
-	const coli_ltensor *t = find(r, suffix);
-	coli_mat m;
-	memset(&m, 0, sizeof(m));
-	return t ? coli_mat_of(&t->blob, r->w->data[t->section] + t->offset) : m;
-}
-
-static const float *vec(const resolver *r, const char *suffix)
-{
-	const coli_ltensor *t = find(r, suffix);
-	return t ? (const float *)(const void *)(r->w->data[t->section] + t->offset) : NULL;
-}
-
-static void resolve_attention(const resolver *r, layer_w *L)
-{
-	L->q = mat(r, "self_attn.q_proj.weight");
-	L->k = mat(r, "self_attn.k_proj.weight");
-	L->v = mat(r, "self_attn.v_proj.weight");
-	L->o = mat(r, "self_attn.o_proj.weight");
-	L->q_bias = vec(r, "self_attn.q_proj.bias");
-	L->k_bias = vec(r, "self_attn.k_proj.bias");
-	L->v_bias = vec(r, "self_attn.v_proj.bias");
-	L->o_bias = vec(r, "self_attn.o_proj.bias");
-	L->q_norm = vec(r, "self_attn.q_norm.weight");
-	L->k_norm = vec(r, "self_attn.k_norm.weight");
-	L->q_a = mat(r, "self_attn.q_a_proj.weight");
-	L->q_b = L->q_a.rows ? mat(r, "self_attn.q_b_proj.weight") : L->q;
-	L->q_a_norm = vec(r, "self_attn.q_a_layernorm.weight");
-	L->q_a_bias = vec(r, "self_attn.q_a_proj.bias");
-	L->kv_a = mat(r, "self_attn.kv_a_proj_with_mqa.weight");
-	L->kv_a_bias = vec(r, "self_attn.kv_a_proj_with_mqa.bias");
-	L->kv_b = mat(r, "self_attn.kv_b_proj.weight");
-	L->kv_a_norm = vec(r, "self_attn.kv_a_layernorm.weight");
-}
-
-static void resolve_mlp(const resolver *r, layer_w *L, int mixtral)
-{
-	L->gate = mat(r, "mlp.gate_proj.weight");
-	L->up = mat(r, "mlp.up_proj.weight");
-	L->down = mat(r, "mlp.down_proj.weight");
-	L->router = mat(r, mixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight");
-	L->corr_bias = vec(r, "mlp.gate.e_score_correction_bias");
-	L->sh_gate = mat(r, "mlp.shared_experts.gate_proj.weight");
-	L->sh_up = mat(r, "mlp.shared_experts.up_proj.weight");
-	L->sh_down = mat(r, "mlp.shared_experts.down_proj.weight");
-}
-
-static void resolve_layer(const resolver *r, layer_w *L, int mixtral)
-{
-	L->attn_norm = vec(r, "input_layernorm.weight");
-	L->mlp_norm = vec(r, "post_attention_layernorm.weight");
-	resolve_attention(r, L);
-	resolve_mlp(r, L, mixtral);
-	L->enorm = vec(r, "enorm.weight");
-	L->hnorm = vec(r, "hnorm.weight");
-	L->eh_proj = mat(r, "eh_proj.weight");
-	L->head_norm = vec(r, "shared_head.norm.weight");
-	L->head = mat(r, "shared_head.head.weight");
+	coli_tensor_spec *specs;
+	int n, ti = 0, rc = 0;
+	if (coli_model_tensors(&c->model, &specs, &n, e) < 0)
+		return -1;
+	for (int i = 0; rc == 0 && i < n; i++) {
+		if (specs[i].cls == COLI_TC_EXPERT)
+			continue;
+		const coli_ltensor *t = ti < c->layout.n_tensors ? &c->layout.tensors[ti] : NULL;
+		if (!t || strcmp(t->name, specs[i].name))
+			rc = coli_errf(e, COLI_EDATA, "%s: tensors[%d]: '%s', the model's table has '%s'", c->dir, ti,
+				       t ? t->name : "(end)", specs[i].name);
+		else
+			place(w, &specs[i], t);
+		ti++;
+	}
+	if (rc == 0 && ti != c->layout.n_tensors)
+		rc = coli_errf(e, COLI_EDATA, "%s: %d dense tensors stored, the model's table has %d", c->dir,
+			       c->layout.n_tensors, ti);
+	free(specs);
+	return rc;
 }
 
 int weights_load(weights *w, const coli_container *c, coli_err *e)
@@ -118,17 +112,11 @@ int weights_load(weights *w, const coli_container *c, coli_err *e)
 	if (read_section(w, c, COLI_SEC_DENSE, e) < 0 || read_section(w, c, COLI_SEC_MTP, e) < 0 ||
 	    check_crcs(w, c, e) < 0)
 		return -1;
-	resolver r = {w, c, ""};
-	w->embed = mat(&r, "model.embed_tokens.weight");
-	w->final_norm = vec(&r, "model.norm.weight");
-	w->lm_head = m->tie_word_embeddings ? w->embed : mat(&r, "lm_head.weight");
 	w->n_layers = m->n_layers + m->n_mtp_layers;
-	if (!(w->layers = coli_calloc((size_t)w->n_layers, sizeof(*w->layers), e)))
+	if (!(w->layers = coli_calloc((size_t)w->n_layers + 1, sizeof(*w->layers), e)) || place_all(w, c, e) < 0)
 		return -1;
-	for (int l = 0; l < w->n_layers; l++) {
-		snprintf(r.prefix, sizeof(r.prefix), "model.layers.%d.", l);
-		resolve_layer(&r, &w->layers[l], m->family == COLI_FAM_MIXTRAL);
-	}
+	if (m->tie_word_embeddings)
+		w->lm_head = w->embed;
 	return 0;
 }
 

@@ -1,5 +1,6 @@
 /* weights.h: the dense part of a container in RAM (dense.bin and mtp.bin read whole, every
- * tensor's CRC checked), with each layer's tensors resolved by role. */
+ * tensor's CRC checked), each tensor placed by the role the model's tensor table gives it
+ * (formats/model_tensors.c: the one table of names, read by the converter and the engine). */
 #ifndef COLI_WEIGHTS_H
 #define COLI_WEIGHTS_H
 
@@ -20,6 +21,11 @@ typedef struct layer_w {
 	const float *q_a_norm;         /* [q_lora] */
 	const float *kv_a_norm;        /* [kv_lora] */
 	const float *q_a_bias, *kv_a_bias; /* MLA attention_bias */
+	/* DSA lightning indexer ("full" layers) */
+	coli_mat idx_wq_b;             /* [index_heads*index_hd, q_lora] */
+	coli_mat idx_wk;               /* [index_hd, hidden] */
+	const float *idx_k_norm, *idx_k_bias; /* [index_hd] LayerNorm weight and bias */
+	coli_mat idx_weights;          /* [index_heads, hidden] f32 weights_proj */
 	/* MLP: dense, or router + shared expert (experts come from the store) */
 	coli_mat gate, up, down;       /* dense MLP [ffn, hidden] [ffn, hidden] [hidden, ffn] */
 	coli_mat router;               /* [experts, hidden] f32 */
@@ -28,6 +34,7 @@ typedef struct layer_w {
 	/* MTP layer extras */
 	const float *enorm, *hnorm;    /* [hidden] */
 	coli_mat eh_proj;              /* [hidden, 2*hidden] */
+	coli_mat embed;                /* [vocab, hidden] the MTP layer's own embed_tokens */
 	const float *head_norm;        /* shared_head.norm [hidden] */
 	coli_mat head;                 /* shared_head.head [vocab, hidden] */
 } layer_w;

@@ -64,6 +64,13 @@ static void attention_bufs(fwd_ws *w, const coli_model *c, int64_t B, int *bad, 
 	take(w, &w->QA, B * c->q_lora_rank, sizeof(float), bad, e);
 	take(w, &w->qc, c->kv_lora_rank, sizeof(float), bad, e);
 	take(w, &w->ctx, c->kv_lora_rank, sizeof(float), bad, e);
+	int64_t K = c->index_topk, ih = (int64_t)c->index_n_heads;
+	take(w, &w->IQ, K ? B * ih * c->index_head_dim : 0, sizeof(float), bad, e);
+	take(w, &w->IW, K ? B * ih : 0, sizeof(float), bad, e);
+	take(w, &w->sel, B * K, sizeof(int32_t), bad, e);
+	take(w, &w->nsel, B, sizeof(int), bad, e);
+	take(w, &w->GL, K * c->kv_lora_rank, sizeof(float), bad, e);
+	take(w, &w->GR, K * c->qk_rope_head_dim, sizeof(float), bad, e);
 }
 
 static void mlp_bufs(fwd_ws *w, const coli_model *c, int64_t ffn, int *bad, coli_err *e)
@@ -139,7 +146,8 @@ void ws_close(fwd_ws *w)
 {
 	if (!w)
 		return;
-	void *all[] = {w->X, w->N, w->Y, w->Q, w->A, w->CKV, w->QA, w->qc, w->ctx, w->R, w->scratch, w->gsel,
+	void *all[] = {w->X, w->N, w->Y, w->Q, w->A, w->CKV, w->QA, w->qc, w->ctx, w->IQ, w->IW, w->sel, w->nsel,
+		       w->GL, w->GR, w->R, w->scratch, w->gsel,
 		       w->G, w->H, w->U, w->D, w->W, w->wt, w->ids, w->rows_of, w->uni, w->order, w->want, w->js,
 		       w->ex, w->pm, w->px, w->py, w->pN, w->pid, w->pint, w->pw};
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)

@@ -22,6 +22,12 @@ typedef struct fwd_ws {
 	float *CKV;                    /* [B][kv_lora + rope] kv_a_proj output */
 	float *QA;                     /* [B][q_lora] q_a_proj output */
 	float *qc, *ctx;               /* [kv_lora] one head's absorbed query, weighted latent */
+	/* DSA (index_topk > 0) */
+	float *IQ;                     /* [B][index_heads * index_hd] indexer queries */
+	float *IW;                     /* [B][index_heads] per-head weights of the indexer's scores */
+	int32_t *sel;                  /* [B][index_topk] each token's selected positions, ascending */
+	int *nsel;                     /* [B] how many; -1: every causal position */
+	float *GL, *GR;                /* [index_topk][kv_lora], [index_topk][rope]: the selected rows */
 	/* MLP: routers, experts, shared experts, dense MLPs */
 	float *R;                      /* [B][experts] router logits */
 	float *scratch;                /* [3 x experts + 2 x groups] router scores, group scores */

@@ -1,10 +1,11 @@
 /* test_forward.c: the forward pass against Hugging Face transformers' outputs for every
  * fixture family (tests/fixtures/hf/<family>-tiny), at 16, 8 and 4 expert bits (dense 16):
- *   - teacher-forced logits of the 24-token prompt within 1e-3 of logits[_q8|_q4].f32.bin;
+ *   - teacher-forced logits of the prompt (24 tokens; glm_moe_dsa 64, past its index_topk 8, so
+ *     the DSA indexer's selection decides the attention) within 1e-3 of logits[_q8|_q4].f32.bin;
  *   - the routing set of every token at every MoE layer equal to routing_indices[_qN];
  *   - routing weights within 1e-4 (same order: by weight descending, ties by id);
  *   - (16 bits) full_logits over prompt + 16 greedy tokens within 1e-3, and full routing sets;
- *   - 16 greedy tokens through the KV cache equal greedy_tokens[_qN], step logits within 1e-3;
+ *   - the first 16 greedy tokens through the KV cache equal greedy_tokens[_qN], step logits within 1e-3;
  *   - a prefill in one batch equals the same tokens fed one by one (batched = incremental);
  * each with every kernel variant this CPU runs (scalar, AVX2, AVX-512), forced as COLI_ISA
  * forces it. Containers are made with bin/coli-convert into a scratch folder. */
@@ -21,7 +22,8 @@
 
 #define TOL 1e-3
 
-static const char *const families[] = {"olmoe", "qwen3_moe", "mixtral", "deepseek_v3", "glm4_moe", "deepseek_v3-fp8"};
+static const char *const families[] = {"olmoe", "qwen3_moe", "mixtral", "deepseek_v3", "glm4_moe", "deepseek_v3-fp8",
+				       "glm_moe_dsa"};
 
 /* A fixture array: whole file as floats or ints; count in *n. */
 static void *load(const char *fam, const char *name, size_t *n)
@@ -140,11 +142,11 @@ static void check_greedy(fx *f)
 			rc = coli_forward(&f->m, &kv, &got[i], 1, NULL, logits + (size_t)(i + 1) * V, NULL, &e);
 	}
 	snprintf(name, sizeof(name), "forward %s: %s %d-bit experts: 16 greedy tokens through the KV cache", f->isa, f->fam, f->bits);
-	T_CHECK(name, rc == 0 && want && ng == 16 && memcmp(got, want, sizeof(got)) == 0, "rc %d (%s), first token %d vs %d",
+	T_CHECK(name, rc == 0 && want && ng >= 16 && memcmp(got, want, sizeof(got)) == 0, "rc %d (%s), first token %d vs %d",
 		rc, e.msg, got[0], want ? want[0] : -1);
 	snprintf(name, sizeof(name), "forward %s: %s %d-bit experts: greedy step logits within 1e-3", f->isa, f->fam, f->bits);
-	T_CHECK(name, rc == 0 && lref && nl == (size_t)steps * V && max_diff(logits, lref, nl) <= TOL, "max diff %g",
-		rc == 0 && lref ? max_diff(logits, lref, nl) : -1.0);
+	T_CHECK(name, rc == 0 && lref && nl == ng * V && max_diff(logits, lref, (size_t)steps * V) <= TOL, "max diff %g",
+		rc == 0 && lref ? max_diff(logits, lref, (size_t)steps * V) : -1.0);
 	free(want), free(lref), free(logits);
 	coli_kv_release(&kv);
 }

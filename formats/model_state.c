@@ -1,0 +1,61 @@
+/* model_state.c: the per-sequence state each layer of a model declares (state.h). */
+#include "state.h"
+
+/* Appends one part (out NULL: counts). */
+static int part(coli_state_part *out, int n, int layer, coli_state_kind kind, int width, int fixed)
+{
+	if (out)
+		out[n] = (coli_state_part){layer, (int)kind, width, fixed};
+	return n + 1;
+}
+
+int coli_model_state_range(const coli_model *m, int first, int last, coli_state_part *out)
+{
+	int n = 0;
+	for (int l = first; l < last; l++) {
+		if (m->attn == COLI_ATTN_MLA) {
+			n = part(out, n, l, COLI_STATE_LATENT, m->kv_lora_rank, 0);
+			n = part(out, n, l, COLI_STATE_ROPE_KEY, m->qk_rope_head_dim, 0);
+		} else {
+			n = part(out, n, l, COLI_STATE_KEY, m->n_kv_heads * m->head_dim, 0);
+			n = part(out, n, l, COLI_STATE_VALUE, m->n_kv_heads * m->head_dim, 0);
+		}
+		if (m->index_topk && m->index_full[l])
+			n = part(out, n, l, COLI_STATE_INDEX_KEY, m->index_head_dim, 0);
+	}
+	return n;
+}
+
+int coli_model_state(const coli_model *m, coli_state_part *out)
+{
+	return coli_model_state_range(m, 0, m->n_layers, out);
+}
+
+/* Sums the main layers' widths (fixed 0) or fixed sizes (fixed 1), in bytes. */
+static uint64_t state_bytes(const coli_model *m, int fixed)
+{
+	coli_state_part p[COLI_STATE_LAYER_MAX];
+	uint64_t b = 0;
+	for (int l = 0; l < m->n_layers; l++) {
+		int n = coli_model_state_range(m, l, l + 1, p);
+		for (int i = 0; i < n; i++)
+			b += (uint64_t)(fixed ? p[i].fixed : p[i].width) * sizeof(float);
+	}
+	return b;
+}
+
+uint64_t coli_model_state_token_bytes(const coli_model *m)
+{
+	return state_bytes(m, 0);
+}
+
+uint64_t coli_model_state_fixed_bytes(const coli_model *m)
+{
+	return state_bytes(m, 1);
+}
+
+const char *coli_state_kind_name(int kind)
+{
+	static const char *const names[] = {"?", "key", "value", "latent", "rope_key", "index_key"};
+	return kind >= 1 && kind <= COLI_STATE_KIND_MAX ? names[kind] : "?";
+}

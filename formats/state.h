@@ -1,0 +1,48 @@
+/* state.h: the state a model keeps per sequence, declared per layer as typed parts.
+ *
+ * Each decoder layer declares what it keeps for a sequence: GQA keys and values, MLA's latent and
+ * rotated rope key, the DSA indexer's keys (all growing by one row per token), and, for the
+ * families that have them, fixed-size parts (a recurrent state, a convolution tail). The KV cache,
+ * RAM budgets (coli-run --ram, coli-plan), sessions (.coli_kv, formats/kv.md) and speculative
+ * decoding's rollback all work from this one declaration. */
+#ifndef COLI_STATE_H
+#define COLI_STATE_H
+
+#include <stdint.h>
+
+#include "model.h"
+
+/* Part kinds; the numbers are stored in .coli_kv files (never renumber). */
+typedef enum coli_state_kind {
+	COLI_STATE_KEY = 1,       /* GQA keys after norm and RoPE: kv_heads x head_dim per token */
+	COLI_STATE_VALUE = 2,     /* GQA values: kv_heads x head_dim per token */
+	COLI_STATE_LATENT = 3,    /* MLA: the normalised kv latent, kv_lora_rank per token */
+	COLI_STATE_ROPE_KEY = 4,  /* MLA: the rotated shared rope key, qk_rope_head_dim per token */
+	COLI_STATE_INDEX_KEY = 5, /* DSA: the indexer's key after LayerNorm and RoPE, index_head_dim per token */
+	COLI_STATE_KIND_MAX = 5
+} coli_state_kind;
+
+#define COLI_STATE_LAYER_MAX 8 /* parts one layer may declare, at most */
+
+typedef struct coli_state_part {
+	int layer; /* decoder layer (main layers; MTP layers keep theirs apart and are never saved) */
+	int kind;  /* coli_state_kind */
+	int width; /* floats per token (a part that grows with the sequence); 0 for a fixed part */
+	int fixed; /* floats per sequence (a fixed-size part); 0 for a growing part */
+} coli_state_part;
+
+/* The parts of layers [first, last) in layer order, each layer's in kind order; out NULL only
+ * counts. Returns the count. */
+int coli_model_state_range(const coli_model *m, int first, int last, coli_state_part *out);
+
+/* The main layers' parts (what a session saves): coli_model_state_range(m, 0, n_layers, out). */
+int coli_model_state(const coli_model *m, coli_state_part *out);
+
+/* Bytes the main layers' growing parts take per token, and their fixed parts per sequence. */
+uint64_t coli_model_state_token_bytes(const coli_model *m);
+uint64_t coli_model_state_fixed_bytes(const coli_model *m);
+
+/* "key", "value", "latent", "rope_key", "index_key"; "?" for another number. */
+const char *coli_state_kind_name(int kind);
+
+#endif
