@@ -250,6 +250,25 @@ static int get_rope_num(const cfg *top, const char *key, double def, double *out
 	return 0;
 }
 
+/* Keys MLA computes one way only: every head its own KV head (transformers repeats KV heads
+ * num_attention_heads / num_key_value_heads times, which MLA's latent cache has no room for),
+ * the whole rope part rotated. */
+static int mla_pinned(const cfg *c, const coli_model *m)
+{
+	int kv;
+	double f;
+	if (get_int(c, "num_key_value_heads", m->n_heads, 1, HEAD_MAX, &kv) ||
+	    get_rope_num(c, "partial_rotary_factor", 1.0, &f))
+		return -1;
+	if (kv != m->n_heads)
+		return coli_errf(c->e, COLI_EDATA, "%s: num_key_value_heads: %d unsupported with MLA (must equal "
+				 "num_attention_heads %d)", c->name, kv, m->n_heads);
+	if (f != 1.0)
+		return coli_errf(c->e, COLI_EDATA, "%s: partial_rotary_factor: %g unsupported with MLA (its rope part, "
+				 "qk_rope_head_dim, is rotated whole)", c->name, f);
+	return 0;
+}
+
 /* DeepSeek MLA. HF: q_a_proj, kv_a_proj_with_mqa and o_proj carry attention_bias. */
 static int parse_mla(const cfg *c, coli_model *m)
 {
@@ -272,7 +291,7 @@ static int parse_mla(const cfg *c, coli_model *m)
 	m->head_dim = m->qk_nope_head_dim + m->qk_rope_head_dim;
 	m->rope.rotary_dim = m->qk_rope_head_dim;
 	m->qkv_bias = m->o_bias = bias;
-	return 0;
+	return mla_pinned(c, m);
 }
 
 /* num_key_value_heads: family default when absent, num_attention_heads when null. */
@@ -289,9 +308,13 @@ static int parse_kv_heads(const cfg *c, coli_model *m)
 	return 0;
 }
 
-/* head_dim from config.json when set, else hidden_size / num_attention_heads (HF getattr). */
+/* head_dim from config.json when set, else hidden_size / num_attention_heads (HF getattr);
+ * olmoe's reference always uses hidden_size / num_attention_heads, so another value is refused. */
 static int parse_head_dim(const cfg *c, coli_model *m)
 {
+	if (cfg_get(c, "head_dim") && m->family == COLI_FAM_OLMOE && m->hidden_size % m->n_heads == 0 &&
+	    get_int(c, "head_dim", 0, m->hidden_size / m->n_heads, m->hidden_size / m->n_heads, &m->head_dim))
+		return -1;
 	if (cfg_get(c, "head_dim"))
 		return get_int(c, "head_dim", 0, 1, HEAD_MAX, &m->head_dim);
 	if (m->hidden_size % m->n_heads)
@@ -324,6 +347,8 @@ static int parse_window(const cfg *c, coli_model *m)
 	if (!use)
 		return 0;
 	int def = m->family == COLI_FAM_QWEN3_MOE ? 4096 : 0; /* HF Qwen3MoeConfig default */
+	if (is_null(c, "sliding_window")) /* null: no window, whatever use_sliding_window says */
+		return 0;
 	return get_int(c, "sliding_window", def, 0, INT_MAX, &m->sliding_window);
 }
 
@@ -401,8 +426,8 @@ static int parse_indexer_types(const cfg *c, coli_model *m)
 	return 0;
 }
 
-/* layer_types: only "deepseek_sparse_attention" layers (transformers' glm_moe_dsa). */
-static int parse_dsa_layer_types(const cfg *c, const coli_model *m)
+/* layer_types, when present, must give every layer the one kind coli computes (want). */
+static int all_layers_are(const cfg *c, const coli_model *m, const char *want)
 {
 	json_t *v = cfg_get(c, "layer_types");
 	if (!v)
@@ -411,9 +436,9 @@ static int parse_dsa_layer_types(const cfg *c, const coli_model *m)
 		return coli_errf(c->e, COLI_EDATA, "%s: layer_types: expected an array of %d entries", c->name, m->n_layers);
 	for (size_t i = 0; i < json_array_size(v); i++) {
 		const char *t = json_string_value(json_array_get(v, i));
-		if (!t || strcmp(t, "deepseek_sparse_attention"))
-			return coli_errf(c->e, COLI_EDATA, "%s: layer_types[%zu]: '%s' unsupported (supported: "
-					 "deepseek_sparse_attention)", c->name, i, t ? t : "(not a string)");
+		if (!t || strcmp(t, want))
+			return coli_errf(c->e, COLI_EDATA, "%s: layer_types[%zu]: '%s' unsupported (supported: %s)",
+					 c->name, i, t ? t : "(not a string)", want);
 	}
 	return 0;
 }
@@ -428,7 +453,8 @@ static int parse_dsa(const cfg *c, coli_model *m)
 	    get_int(c, "index_n_heads", 32, 1, HEAD_MAX, &m->index_n_heads) ||
 	    get_int(c, "index_head_dim", 128, 2, HEAD_MAX, &m->index_head_dim) ||
 	    want_true(c, "rope_interleave", why) || want_true(c, "indexer_rope_interleave", why) ||
-	    get_bool(c, "index_share_for_mtp_iteration", 0, &m->index_share_mtp) || parse_dsa_layer_types(c, m) ||
+	    get_bool(c, "index_share_for_mtp_iteration", 0, &m->index_share_mtp) ||
+	    all_layers_are(c, m, "deepseek_sparse_attention") ||
 	    parse_indexer_types(c, m))
 		return -1;
 	if (!m->q_lora_rank)
@@ -453,7 +479,7 @@ static int parse_attention(const cfg *c, coli_model *m)
 		return parse_mla(c, m) || parse_dsa(c, m);
 	m->attn = COLI_ATTN_GQA;
 	if (parse_kv_heads(c, m) || parse_head_dim(c, m) || parse_rotary_dim(c, m) ||
-	    parse_window(c, m))
+	    parse_window(c, m) || (m->family != COLI_FAM_MIXTRAL && all_layers_are(c, m, "full_attention")))
 		return -1;
 	return parse_gqa_extras(c, m);
 }
@@ -506,10 +532,29 @@ static int parse_router(const cfg *c, coli_model *m)
 	}
 }
 
+/* The routed-expert count under the family's key, or under the other spelling transformers 5
+ * maps onto it (attribute_map); both present and different is refused. */
+static int parse_expert_count(const cfg *c, coli_model *m)
+{
+	const char *key = fams[m->family].experts_key;
+	const char *alias = strcmp(key, "num_local_experts") ? "num_local_experts" : "num_experts";
+	int a;
+	if (!cfg_get(c, alias))
+		return get_int(c, key, fams[m->family].experts, 1, 1 << 16, &m->n_experts);
+	if (get_int(c, alias, 0, 1, 1 << 16, &a))
+		return -1;
+	if (get_int(c, key, a, 1, 1 << 16, &m->n_experts))
+		return -1;
+	if (a != m->n_experts)
+		return coli_errf(c->e, COLI_EDATA, "%s: %s: %d differs from %s %d (two spellings of the expert count)",
+				 c->name, alias, a, key, m->n_experts);
+	return 0;
+}
+
 static int parse_moe(const cfg *c, coli_model *m)
 {
 	const fam_desc *d = &fams[m->family];
-	if (get_int(c, d->experts_key, d->experts, 1, 1 << 16, &m->n_experts) ||
+	if (parse_expert_count(c, m) ||
 	    get_int(c, "num_experts_per_tok", d->top_k, 1, 1 << 16, &m->top_k))
 		return -1;
 	if (m->top_k > m->n_experts)
@@ -553,8 +598,9 @@ static int parse_dense_first(const cfg *c, coli_model *m)
 	int def = m->family == COLI_FAM_GLM4_MOE ? 1 : 3;
 	if (get_int(c, "first_k_dense_replace", def, 0, COLI_MAX_LAYERS, &first))
 		return -1;
-	if ((m->family == COLI_FAM_DEEPSEEK_V3 || m->family == COLI_FAM_GLM_MOE_DSA) && /* the reference ignores */
-	    get_int(c, "moe_layer_freq", 1, 1, m->family == COLI_FAM_DEEPSEEK_V3 ? COLI_MAX_LAYERS : 1, &freq))
+	/* DeepSeek's own code reads moe_layer_freq; glm4_moe's and glm_moe_dsa's references ignore it,
+	 * so there only 1 (what they compute) is taken. */
+	if (get_int(c, "moe_layer_freq", 1, 1, m->family == COLI_FAM_DEEPSEEK_V3 ? COLI_MAX_LAYERS : 1, &freq))
 		return -1;
 	for (int i = 0; i < m->n_layers; i++)
 		m->is_moe[i] = i >= first && i % freq == 0;
@@ -650,6 +696,15 @@ static int rope_keys_known(const cfg *c)
 	return 0;
 }
 
+/* transformers reads beta_fast and beta_slow as `x or default`: 0 is the default. mscale absent
+ * stays 0 (HF's None: the attention factor is then 0.1 ln(factor) + 1). */
+static int yarn_zero_defaults(coli_rope *r)
+{
+	r->beta_fast = r->beta_fast == 0 ? 32 : r->beta_fast;
+	r->beta_slow = r->beta_slow == 0 ? 1 : r->beta_slow;
+	return 0;
+}
+
 /* rope_parameters or rope_scaling (rope_object): null, default, linear {factor} or yarn {factor,
  * original_max_position_embeddings, beta_fast, beta_slow, mscale, mscale_all_dim}; HF yarn
  * defaults 32, 1, 1, 0. */
@@ -660,7 +715,7 @@ static int parse_rope(const cfg *top, coli_model *m)
 	r->scaling = COLI_ROPE_NONE;
 	r->factor = 1.0;
 	r->original_max_position_embeddings = m->max_position_embeddings;
-	r->beta_fast = 32, r->beta_slow = 1, r->mscale = 1, r->mscale_all_dim = 0;
+	r->beta_fast = 32, r->beta_slow = 1, r->mscale = 0, r->mscale_all_dim = 0;
 	if (rope_object(top, &v))
 		return -1;
 	if (!v)
@@ -668,6 +723,12 @@ static int parse_rope(const cfg *top, coli_model *m)
 	cfg c = {v, v == cfg_get(top, "rope_parameters") ? "rope_parameters." : "rope_scaling.", top->name, top->e};
 	if (rope_keys_known(&c) || parse_rope_type(&c, m))
 		return -1;
+	static const char *const yarn_only[] = {"beta_fast", "beta_slow", "mscale", "mscale_all_dim",
+						"original_max_position_embeddings"};
+	for (size_t i = 0; r->scaling != COLI_ROPE_YARN && i < sizeof(yarn_only) / sizeof(yarn_only[0]); i++)
+		if (cfg_get(&c, yarn_only[i]))
+			return coli_errf(c.e, COLI_EDATA, "%s: %s%s: set, but only yarn reads it (rope type is not yarn)",
+					 c.name, c.prefix, yarn_only[i]);
 	if (r->scaling == COLI_ROPE_NONE)
 		return 0;
 	if (!cfg_get(&c, "factor"))
@@ -680,14 +741,17 @@ static int parse_rope(const cfg *top, coli_model *m)
 		       &r->original_max_position_embeddings) ||
 	       get_num(&c, "beta_fast", 32, &r->beta_fast) ||
 	       get_num(&c, "beta_slow", 1, &r->beta_slow) ||
-	       get_num(&c, "mscale", 1, &r->mscale) ||
-	       get_num(&c, "mscale_all_dim", 0, &r->mscale_all_dim);
+	       get_num(&c, "mscale", 0, &r->mscale) ||
+	       get_num(&c, "mscale_all_dim", 0, &r->mscale_all_dim) || yarn_zero_defaults(r);
 }
 
 static int parse_block_size(const cfg *c, coli_model *m)
 {
 	json_t *v = cfg_get(c, "weight_block_size");
 	m->fp8_block[0] = m->fp8_block[1] = 128; /* HF FineGrainedFP8Config default */
+	if (!v && is_null(c, "weight_block_size"))
+		return coli_errf(c->e, COLI_EDATA, "%s: quantization_config.weight_block_size: null (one scale per "
+				 "tensor) unsupported: coli reads block scales", c->name);
 	if (!v)
 		return 0;
 	if (!json_is_array(v) || json_array_size(v) != 2)
@@ -715,7 +779,7 @@ static int parse_quant(const cfg *top, coli_model *m)
 		return bad_type(top, "quantization_config", "an object", v);
 	cfg c = {v, "quantization_config.", top->name, top->e};
 	if (want_str(&c, "quant_method", NULL, "fp8") || want_str(&c, "fmt", "e4m3", "e4m3") ||
-	    parse_block_size(&c, m))
+	    want_str(&c, "activation_scheme", "dynamic", "dynamic") || parse_block_size(&c, m))
 		return -1;
 	m->fp8 = 1;
 	return 0;

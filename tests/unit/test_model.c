@@ -11,7 +11,7 @@
 
 static const char *const fixture_names[] = {
 	"deepseek_v3-tiny", "deepseek_v3-fp8-tiny", "glm4_moe-tiny",
-	"qwen3_moe-tiny", "olmoe-tiny", "mixtral-tiny",
+	"qwen3_moe-tiny", "olmoe-tiny", "mixtral-tiny", "glm_moe_dsa-tiny",
 };
 #define N_FIXTURES ((int)(sizeof(fixture_names) / sizeof(fixture_names[0])))
 
@@ -202,6 +202,36 @@ static void test_tensor_classes(void)
 	free(v);
 }
 
+/* GLM-MoE-DSA: nested rope_parameters (no root rope_theta), the indexer's schedule, MTP. */
+static void test_glm_dsa(void)
+{
+	coli_model m;
+	coli_err e = {0};
+	coli_tensor_spec *v = NULL;
+	int n = 0;
+	int rc = load_fixture(&m, "glm_moe_dsa-tiny", &e) || coli_model_tensors(&m, &v, &n, &e);
+	T_CHECK("model_dsa_load", rc == 0, "%s", e.msg);
+	if (rc)
+		return;
+	T_CHECK("model_dsa_rope_parameters", m.rope.theta == 8000000.0 && m.rope.interleave &&
+		m.rope.scaling == COLI_ROPE_NONE && m.rope.rotary_dim == 16, "theta %g", m.rope.theta);
+	T_CHECK("model_dsa_indexer", m.index_topk == 8 && m.index_n_heads == 8 && m.index_head_dim == 32 &&
+		m.index_full[0] && m.index_full[1] && !m.index_full[2] && m.index_full[3] && !m.index_full[4] &&
+		m.index_full[5] && m.index_share_mtp, "topk %d heads %d hd %d full %d%d%d%d%d mtp %d", m.index_topk,
+		m.index_n_heads, m.index_head_dim, m.index_full[0], m.index_full[1], m.index_full[2], m.index_full[3],
+		m.index_full[4], m.index_full[5]);
+	T_CHECK("model_dsa_layers", m.n_layers == 5 && !m.is_moe[0] && m.is_moe[1] && m.is_moe[4] && m.n_mtp_layers == 1 &&
+		m.router == COLI_ROUTER_SIGMOID_GROUP && m.n_group == 1 && m.routed_scaling_factor == 2.5,
+		"layers %d mtp %d", m.n_layers, m.n_mtp_layers);
+	const coli_tensor_spec *wq = spec_find(v, n, "model.layers.3.self_attn.indexer.wq_b.weight");
+	T_CHECK("model_dsa_tensors", wq && wq->role == COLI_R_IDX_WQ_B && wq->shape[0] == 8 * 32 && wq->shape[1] == 32 &&
+		!spec_find(v, n, "model.layers.2.self_attn.indexer.wk.weight") &&
+		spec_find(v, n, "model.layers.5.self_attn.indexer.wk.weight") &&
+		coli_model_unused_tensor(&m, "model.layers.2.self_attn.indexer.wk.weight") &&
+		!coli_model_unused_tensor(&m, "model.layers.3.self_attn.indexer.wk.weight"), "wq_b %p", (void *)wq);
+	free(v);
+}
+
 static void test_tied(void)
 {
 	coli_model m;
@@ -249,7 +279,7 @@ static void test_corrupt(void)
 {
 	expect_fail("model_bad_model_type", "llama", "",
 		    "config.json: model_type 'llama' unsupported (supported: deepseek_v3, "
-		    "glm4_moe, qwen3_moe, olmoe, mixtral)");
+		    "glm4_moe, qwen3_moe, olmoe, mixtral, glm_moe_dsa)");
 	coli_model m;
 	coli_err e = {0};
 	int rc = coli_model_parse(&m, "{\"model_type\": \"olmoe\", \"vocab_size\": 8}",
@@ -297,6 +327,66 @@ static void test_corrupt(void)
 		    "partial_rotary_factor: 0.1 gives 0 rotary dims");
 	expect_fail("model_kv_heads_default", "glm4_moe", "",
 		    "num_key_value_heads: 8 out of range [1, 4]");
+}
+
+/* A key that would change the computation and that coli does not take is refused, per family:
+ * never read with a default in its place. */
+static void test_refused_keys(void)
+{
+	const char *dsa = "\"q_lora_rank\": 16, \"kv_lora_rank\": 16, \"qk_nope_head_dim\": 8, \"qk_rope_head_dim\": 8, "
+			  "\"v_head_dim\": 8, \"n_routed_experts\": 8, \"num_experts_per_tok\": 2, \"index_topk\": 4, "
+			  "\"index_n_heads\": 2, \"index_head_dim\": 16";
+	char buf[1024];
+	expect_fail("model_refuse_deepseek_kv_heads", "deepseek_v3",
+		    "\"n_routed_experts\": 16, \"n_group\": 1, \"topk_group\": 1, \"num_key_value_heads\": 2",
+		    "num_key_value_heads: 2 unsupported with MLA");
+	expect_fail("model_refuse_glm4_moe_layer_freq", "glm4_moe", "\"num_key_value_heads\": 2, \"moe_layer_freq\": 2",
+		    "moe_layer_freq: 2 out of range [1, 1]");
+	expect_fail("model_refuse_qwen3_layer_types", "qwen3_moe",
+		    "\"layer_types\": [\"full_attention\", \"sliding_attention\"]",
+		    "layer_types[1]: 'sliding_attention' unsupported (supported: full_attention)");
+	expect_fail("model_refuse_olmoe_head_dim", "olmoe", "\"head_dim\": 16", "head_dim: 16 out of range [8, 8]");
+	expect_fail("model_refuse_mixtral_alias", "mixtral", "\"num_key_value_heads\": 2, \"num_local_experts\": 8, \"num_experts\": 4",
+		    "num_experts: 4 differs from num_local_experts 8");
+	expect_fail("model_refuse_rope_key", "qwen3_moe",
+		    "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4, \"attention_factor\": 0.5}",
+		    "rope_scaling.attention_factor: unsupported key");
+	expect_fail("model_refuse_rope_both", "qwen3_moe",
+		    "\"rope_theta\": 1000, \"rope_parameters\": {\"rope_theta\": 5000, \"rope_type\": \"default\"}",
+		    "rope_parameters.rope_theta: 5000 differs from rope_theta 1000");
+	expect_fail("model_refuse_yarn_key_on_linear", "mixtral",
+		    "\"num_key_value_heads\": 2, \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2, \"mscale_all_dim\": 1}",
+		    "rope_scaling.mscale_all_dim: set, but only yarn reads it");
+	expect_fail("model_refuse_fp8_static", "deepseek_v3",
+		    "\"quantization_config\": {\"quant_method\": \"fp8\", \"activation_scheme\": \"static\"}",
+		    "quantization_config.activation_scheme: 'static' unsupported");
+	snprintf(buf, sizeof(buf), "%s, \"indexer_types\": [\"shared\", \"full\"]", dsa);
+	expect_fail("model_refuse_dsa_first_shared", "glm_moe_dsa", buf, "indexer_types[0]: \"shared\"");
+	snprintf(buf, sizeof(buf), "%s, \"indexer_rope_interleave\": false", dsa);
+	expect_fail("model_refuse_dsa_interleave", "glm_moe_dsa", buf, "indexer_rope_interleave: false unsupported");
+	snprintf(buf, sizeof(buf), "%s, \"indexer_types\": [\"full\"]", dsa);
+	expect_fail("model_refuse_dsa_types_length", "glm_moe_dsa", buf, "indexer_types: 1 entries, num_hidden_layers is 2");
+	snprintf(buf, sizeof(buf), "%s, \"mlp_layer_types\": [\"dense\", \"moe\"]", dsa);
+	expect_fail("model_refuse_dsa_mlp_types", "glm_moe_dsa", buf, "mlp_layer_types[1]: expected");
+	coli_model m;
+	coli_err e;
+	snprintf(buf, sizeof(buf), "%s, \"rope_parameters\": {\"rope_theta\": 8000000, \"rope_type\": \"default\"}, "
+		 "\"index_topk_freq\": 4, \"index_skip_topk_offset\": 3, \"mlp_layer_types\": [\"dense\", \"sparse\"]",
+		 dsa);
+	int rc = parse_with(&m, "glm_moe_dsa", buf, &e);
+	T_CHECK("model_dsa_schedule", rc == 0 && m.rope.theta == 8e6 && m.index_full[0] && m.index_full[1] &&
+		!m.is_moe[0] && m.is_moe[1], "rc %d %s", rc, e.msg);
+	snprintf(buf, sizeof(buf), "%s, \"num_hidden_layers\": 78, \"index_topk_freq\": 4, \"index_skip_topk_offset\": 3",
+		 dsa);
+	char full[2048];
+	snprintf(full, sizeof(full), "{\"model_type\": \"glm_moe_dsa\", \"vocab_size\": 64, \"hidden_size\": 32, "
+		 "\"num_attention_heads\": 4, \"intermediate_size\": 64, %s}", buf);
+	rc = coli_model_parse(&m, full, "config.json", &e);
+	int nfull = 0;
+	for (int l = 0; rc == 0 && l < m.n_layers; l++)
+		nfull += m.index_full[l];
+	T_CHECK("model_dsa_glm52_schedule_21_of_78", rc == 0 && nfull == 21 && m.index_full[2] && !m.index_full[3] &&
+		m.index_full[6] && m.index_full[74] && !m.index_full[75], "rc %d (%s) full %d", rc, e.msg, nfull);
 }
 
 /* Range checks need the field exactly once, so these use a hand-written config. */
@@ -646,6 +736,7 @@ static void test_synthetic(void)
 int main(void)
 {
 	test_deepseek();
+	test_glm_dsa();
 	test_fp8();
 	test_glm();
 	test_qwen3();
@@ -656,6 +747,7 @@ int main(void)
 	test_tensor_classes();
 	test_tied();
 	test_corrupt();
+	test_refused_keys();
 	test_ranges();
 	test_defaults();
 	test_synthetic();
