@@ -103,9 +103,17 @@ int coli_forward(coli_engine *m, coli_kv *kv, const int32_t *tokens, int n, floa
 	    coli_routing_log *routing, coli_err *e);
 
 /* Decode's attention core (scores, softmax, the weighted values; not the projections), for a
- * planner's cost model: its multiply-adds for one token at KV position pos over all layers, and
- * in *threaded whether the engine shares them over its threads (else one thread does them). */
+ * planner's cost model: its multiply-adds for one token at KV position pos over all layers (DSA:
+ * over the index_topk selected positions once there are more), and in *threaded whether the
+ * engine shares them over its threads (else one thread does them). */
 double coli_attn_decode_fmas(const coli_model *c, int pos, int *threaded);
+/* DSA: the lightning indexer's scan at pos over all layers (index heads x index_head_dim per
+ * earlier position on each full layer; 0 while every position is attended). The engine shares
+ * it over its threads. */
+double coli_attn_index_fmas(const coli_model *c, int pos);
+/* Bytes of per-token state decode reads at pos: what attention looks at (DSA: index_topk
+ * positions) and the index keys the indexer scans. */
+double coli_attn_decode_bytes(const coli_model *c, int pos);
 /* Multiply-adds per second of the engine's attention core on the calling thread: one query head
  * of hd dimensions against n cached positions, repeated for seconds (0 when memory is short). */
 double coli_attn_core_rate(int hd, int n, double seconds);

@@ -6,7 +6,9 @@
  *   attention  the attention matrices (self_attn.*) / the kernels' speed for their encoding,
  *              + the attention core at position ctx / 2: its multiply-adds (the engine's count)
  *              at the probe's rate (x threads where the engine shares them), or the KV cache
- *              read at the memory bandwidth when that takes longer
+ *              read at the memory bandwidth when that takes longer; DSA models attend only
+ *              index_topk positions past that many, plus the indexer's scan of every earlier
+ *              position on its full layers (a context-dependent term, over every thread)
  *   other      every other dense matrix (routers, shared experts, dense MLPs, lm_head) the same
  *              way, + OTHER_PER_LAYER per layer (norms, RoPE, sums: measured small)
  *   disk       the misses' reads not hidden: a layer's misses (top_k x (1 - hit) records) are read
@@ -124,10 +126,12 @@ static double attn_core_time(const plan *p, int pos)
 {
 	const coli_model *m = &p->ct->model;
 	int threaded;
-	double fmas = coli_attn_decode_fmas(m, pos, &threaded), kv = (double)coli_kv_token_bytes(m) * (pos + 1);
+	double fmas = coli_attn_decode_fmas(m, pos, &threaded), kv = coli_attn_decode_bytes(m, pos);
 	double mem = kv / (p->threads > 1 ? p->probe.mem_bps_all : p->probe.mem_bps_1);
 	double rate = p->probe.attn_fma_per_s * (threaded ? p->threads : 1);
 	double core = rate > 0 ? fmas / rate : 0; /* 0: a probe of revision 1.0, without the figure */
+	if (rate > 0) /* DSA's indexer scan, over every thread */
+		core += coli_attn_index_fmas(m, pos) / (p->probe.attn_fma_per_s * p->threads);
 	return core > mem ? core : mem;
 }
 

@@ -6,6 +6,21 @@
 #include "engine.h"
 #include "nn/attention.h"
 
+/* Positions one layer's attention looks at from pos: every earlier one, or DSA's index_topk. */
+static double attended(const coli_model *c, int pos)
+{
+	return c->index_topk && pos + 1 > c->index_topk ? c->index_topk : pos + 1.0;
+}
+
+/* Layers that run the DSA indexer (none without one). */
+static int index_layers(const coli_model *c)
+{
+	int n = 0;
+	for (int l = 0; c->index_topk && l < c->n_layers; l++)
+		n += c->index_full[l];
+	return n;
+}
+
 double coli_attn_decode_fmas(const coli_model *c, int pos, int *threaded)
 {
 	double per; /* multiply-adds per (query head, cached position) */
@@ -16,7 +31,27 @@ double coli_attn_decode_fmas(const coli_model *c, int pos, int *threaded)
 		per = 2.0 * c->head_dim;
 		*threaded = (double)c->n_heads * (pos + 1) * c->head_dim >= COLI_ATTN_THREAD_WORK;
 	}
-	return (double)c->n_layers * c->n_heads * (pos + 1) * per;
+	return (double)c->n_layers * c->n_heads * attended(c, pos) * per;
+}
+
+double coli_attn_index_fmas(const coli_model *c, int pos)
+{
+	if (!c->index_topk || pos + 1 <= c->index_topk) /* every position attended: no scan */
+		return 0;
+	return (double)index_layers(c) * (pos + 1.0) * c->index_n_heads * c->index_head_dim;
+}
+
+double coli_attn_decode_bytes(const coli_model *c, int pos)
+{
+	coli_state_part p[COLI_STATE_LAYER_MAX];
+	double b = 0;
+	for (int l = 0; l < c->n_layers; l++) {
+		int n = coli_model_state_range(c, l, l + 1, p);
+		for (int i = 0; i < n; i++) /* the index keys are all scanned, the rest only where attended */
+			b += (double)p[i].width * sizeof(float) *
+			     (p[i].kind == COLI_STATE_INDEX_KEY ? (coli_attn_index_fmas(c, pos) > 0 ? pos + 1.0 : 0) : attended(c, pos));
+	}
+	return b;
 }
 
 double coli_attn_core_rate(int hd, int n, double seconds)
