@@ -72,7 +72,8 @@ test_expect_success "bad data exits 1: a tokenizer beyond the vocabulary, a sess
 	python3 -c "
 import struct, sys, zlib
 b = bytearray(open(sys.argv[1], \"rb\").read())
-b[128:132] = struct.pack(\"<i\", 99999)
+o = 128 + 16 * struct.unpack_from(\"<I\", b, 48)[0]
+b[o:o+4] = struct.pack(\"<i\", 99999)
 struct.pack_into(\"<I\", b, 80, zlib.crc32(bytes(b[128:])))
 struct.pack_into(\"<I\", b, 124, zlib.crc32(bytes(b[:124])))
 open(sys.argv[1], \"wb\").write(b)" s.coli_kv &&

@@ -339,7 +339,7 @@ static int load_kv(coli_err *e)
 {
 	coli_kvfile f;
 	memset(&f, 0, sizeof(f));
-	int rc = coli_kvfile_load(kv_path, identity, 512, &f, e);
+	int rc = coli_kvfile_load(kv_path, identity, 512, NULL, 0, &f, e); /* any valid part table */
 	coli_kvfile_release(&f);
 	return rc;
 }
