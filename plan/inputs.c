@@ -121,7 +121,7 @@ static int fixed_part(plan *p, coli_err *e)
 	*in = (coli_budget_in){.budget = p->budget, .vocab = m->vocab_size, .top_k = m->top_k, .pins = -1,
 			       .has_usage = p->usage.counts != NULL};
 	in->work = (double)coli_engine_work_bytes(m, COLI_MAX_BATCH);
-	in->kv = (double)coli_kv_token_bytes(m) * ((double)p->a->ctx + 1);
+	in->kv = (double)coli_kv_token_bytes(m) * ((double)p->a->ctx + 1) + (double)coli_model_state_fixed_bytes(m);
 	coli_budget_container(ct, in);
 	in->usage_known = coli_usage_known(p->usage.counts, p->usage.n_layers, p->usage.n_experts);
 	if (coli_budget_split(in, &p->fixed, e) < 0)

@@ -453,7 +453,13 @@ static double draft_bytes(const run_opts *o, const coli_model *c, int batch, int
 {
 	if (o->draft == 0 || (c->n_mtp_layers < 1 && !o->draft_oracle))
 		return 0;
-	double layer_kv = (double)coli_kv_token_bytes(c) / (c->n_layers > 0 ? c->n_layers : 1);
+	coli_state_part p[COLI_STATE_LAYER_MAX]; /* the MTP layer's own state (an indexer's keys included) */
+	double layer_kv = 0;
+	int n = c->n_mtp_layers > 0 ? coli_model_state_range(c, c->n_layers, c->n_layers + 1, p) : 0;
+	for (int i = 0; i < n; i++)
+		layer_kv += 4.0 * p[i].width;
+	if (n == 0) /* an oracle without an MTP layer: as an average layer */
+		layer_kv = (double)coli_kv_token_bytes(c) / (c->n_layers > 0 ? c->n_layers : 1);
 	return layer_kv * (ctx + 2 + COLI_DRAFT_MAX) + 4.0 * (3.0 * batch * c->hidden_size) +
 	       4.0 * (2 * COLI_DRAFT_MAX + 3) * c->vocab_size;
 }
@@ -521,7 +527,7 @@ static int cache_plan(runner *r, coli_engine_opts *mo, coli_err *e)
 	mo->max_batch = batch_tokens(o, n);
 	in.work = (double)coli_engine_work_bytes(c, mo->max_batch) + draft_bytes(o, c, mo->max_batch, context_extra(o, n));
 	struct stat sb;
-	in.kv = (double)coli_kv_token_bytes(c) * ((double)context_extra(o, n) + 1);
+	in.kv = (double)coli_kv_token_bytes(c) * ((double)context_extra(o, n) + 1) + (double)coli_model_state_fixed_bytes(c);
 	if (o->session && stat(o->session, &sb) == 0) /* the resumed tokens' KV: at most the file */
 		in.kv += (double)sb.st_size;
 	coli_budget_container(ct, &in);
