@@ -27,7 +27,7 @@ int cfg_bad_type(const cfg *c, const char *key, const char *want, const json_t *
 
 int cfg_missing(const cfg *c, const char *key)
 {
-	return coli_errf(c->e, COLI_EDATA, "%s: %s%s: cfg_missing", c->name, c->prefix, key);
+	return coli_errf(c->e, COLI_EDATA, "%s: %s%s: missing", c->name, c->prefix, key);
 }
 
 /* The value of key; NULL when absent or null (HF then uses its default). */

@@ -47,7 +47,7 @@ static int parse_family(const cfg *c, coli_model *m)
 {
 	json_t *v = cfg_get(c, "model_type");
 	if (!v)
-		return coli_errf(c->e, COLI_EDATA, "%s: model_type: cfg_missing (supported: " SUPPORTED
+		return coli_errf(c->e, COLI_EDATA, "%s: model_type: missing (supported: " SUPPORTED
 				 ")", c->name);
 	if (!json_is_string(v))
 		return cfg_bad_type(c, "model_type", "a string", v);
