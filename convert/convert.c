@@ -75,8 +75,12 @@ static int plan(conv *cv, coli_err *e)
 {
 	if (not_a_container(cv->o->src, e) < 0 || coli_ckpt_open(&cv->src, cv->o->src, e) < 0 ||
 	    source_fingerprint(cv, e) < 0 || canonical_config(cv, e) < 0 ||
+	    coli_model_map_ckpt(&cv->ct.model, cv->src, &cv->skipped, e) < 0 ||
 	    coli_model_check_ckpt(&cv->ct.model, cv->src, e) < 0)
 		return -1;
+	if (cv->skipped) /* never silently: the container holds the text model only */
+		fprintf(stderr, "coli-convert: %s: %d tensors of the vision tower (model.visual.*) left out: the container "
+			"holds the text model\n", cv->o->src, cv->skipped);
 	memcpy(cv->ct.bits, cv->o->bits, sizeof(cv->ct.bits));
 	if (coli_layout_plan(&cv->ct.layout, &cv->ct.model, cv->src, cv->o->bits[0], cv->o->bits[1],
 			     cv->o->bits[2], e) < 0)

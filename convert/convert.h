@@ -35,6 +35,7 @@ typedef struct job {
 typedef struct conv {
 	const convert_opts *o;
 	coli_ckpt *src;
+	int skipped;              /* source tensors left out by the family's mapping (a vision tower) */
 	coli_container ct;    /* the container being written: model, layout, identity, carried */
 	int *dfd;             /* per shard: O_DIRECT read descriptor (buffered where unsupported) */
 	char source_hex[65];  /* sha256 of the shards' names, sizes and mtimes: a resume must see the same */

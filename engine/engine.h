@@ -19,7 +19,9 @@
 /* The state of one sequence (its "KV cache"): the parts every layer declares (formats/state.h),
  * each growing by one row per token: GQA keys and values [ctx][kv_heads * head_dim], or MLA's
  * normalised latent [ctx][kv_lora] and rotated rope key [ctx][rope]; on a DSA "full" layer also
- * the indexer's keys [ctx][index_head_dim]. Rolling back is setting n. */
+ * the indexer's keys [ctx][index_head_dim]; a Gated DeltaNet layer keeps fixed-size parts instead
+ * (its conv's last inputs, its recurrent state), which only go forward. Rolling back the growing
+ * parts is setting n. */
 typedef struct coli_kv {
 	int n, cap;                /* tokens cached, capacity */
 	int n_layers;              /* slots of k, v, ix: the main layers and the MTP layers */
@@ -29,6 +31,7 @@ typedef struct coli_kv {
 	int k_width, v_width;      /* floats per token and layer: GQA k/v, MLA latent/rope key */
 	int ix_width;              /* DSA: index_head_dim (0 without an indexer) */
 	float **k, **v, **ix;      /* [layer] -> views of part: NULL where the layer keeps no such part */
+	float **conv, **rec;       /* [layer] -> Gated DeltaNet's fixed parts (NULL on other layers) */
 	float *att;                /* [threads][attn_score_rows][cap] attention scores, rows per compute thread */
 	float *iscore;             /* DSA: [2][cap] one query's indexer scores and the selection's copy (else NULL) */
 } coli_kv;

@@ -11,10 +11,10 @@
 #include "fileio.h"
 #include "model_cfg.h"
 
-#define SUPPORTED "deepseek_v3, glm4_moe, qwen3_moe, olmoe, mixtral, glm_moe_dsa"
+#define SUPPORTED "deepseek_v3, glm4_moe, qwen3_moe, olmoe, mixtral, glm_moe_dsa, qwen3_5_moe"
 
 static const char *const family_names[COLI_FAM_COUNT] = {
-	"deepseek_v3", "glm4_moe", "qwen3_moe", "olmoe", "mixtral", "glm_moe_dsa",
+	"deepseek_v3", "glm4_moe", "qwen3_moe", "olmoe", "mixtral", "glm_moe_dsa", "qwen3_5_moe",
 };
 
 /* The defaults of each family's HF config class (v4.57) that differ between families. */
@@ -36,6 +36,7 @@ static const fam_desc fams[COLI_FAM_COUNT] = {
 	[COLI_FAM_OLMOE] = {"num_experts", 64, 8, 0, 4096, 1e-5, 10000.0, 0, 0, 1.0},
 	[COLI_FAM_MIXTRAL] = {"num_local_experts", 8, 2, 0, 131072, 1e-5, 1e6, 8, 1, 1.0},
 	[COLI_FAM_GLM_MOE_DSA] = {"n_routed_experts", 256, 8, 2048, 202752, 1e-5, 10000.0, 64, 1, 1.0},
+	[COLI_FAM_QWEN3_5_MOE] = {"num_experts", 256, 8, 512, 262144, 1e-6, 10000000.0, 2, 1, 0.25},
 };
 
 const char *coli_family_name(coli_family f)
@@ -52,6 +53,8 @@ static int parse_family(const cfg *c, coli_model *m)
 	if (!json_is_string(v))
 		return cfg_bad_type(c, "model_type", "a string", v);
 	const char *s = json_string_value(v);
+	if (!strcmp(s, "qwen3_5_moe_text")) /* the text model alone (Qwen3_5MoeForCausalLM) */
+		s = "qwen3_5_moe";
 	for (int f = 0; f < COLI_FAM_COUNT; f++) {
 		if (!strcmp(s, family_names[f])) {
 			m->family = (coli_family)f;
@@ -84,11 +87,12 @@ static int parse_sizes(const cfg *c, coli_model *m)
 	    cfg_int(c, "hidden_size", CFG_REQUIRED, 1, DIM_MAX, &m->hidden_size) ||
 	    cfg_int(c, "num_hidden_layers", CFG_REQUIRED, 1, COLI_MAX_LAYERS, &m->n_layers) ||
 	    cfg_int(c, "num_attention_heads", CFG_REQUIRED, 1, HEAD_MAX, &m->n_heads) ||
-	    cfg_int(c, "intermediate_size", CFG_REQUIRED, 1, DIM_MAX, &m->intermediate_size) ||
+	    (m->family != COLI_FAM_QWEN3_5_MOE && /* every qwen3_5_moe layer is MoE */
+	     cfg_int(c, "intermediate_size", CFG_REQUIRED, 1, DIM_MAX, &m->intermediate_size)) ||
 	    cfg_int(c, "max_position_embeddings", d->max_pos, 1, INT_MAX,
 		    &m->max_position_embeddings) ||
 	    cfg_pos(c, "rms_norm_eps", d->eps, &m->rms_norm_eps) ||
-	    cfg_bool(c, "tie_word_embeddings", 0, &m->tie_word_embeddings) ||
+	    (m->family != COLI_FAM_QWEN3_5_MOE && cfg_bool(c, "tie_word_embeddings", 0, &m->tie_word_embeddings)) ||
 	    cfg_want_str(c, "hidden_act", "silu", "silu"))
 		return -1;
 	return parse_dtype(c, m);
@@ -210,6 +214,7 @@ static int parse_gqa_extras(const cfg *c, coli_model *m)
 		m->qkv_bias = bias;
 		break;
 	case COLI_FAM_QWEN3_MOE:
+	case COLI_FAM_QWEN3_5_MOE:
 		m->qk_norm = COLI_QKNORM_HEAD;
 		m->qkv_bias = m->o_bias = bias;
 		break;
@@ -234,8 +239,11 @@ static int parse_attention(const cfg *c, coli_model *m)
 	if (m->family == COLI_FAM_GLM_MOE_DSA)
 		return parse_mla(c, m) || mdl_parse_dsa(c, m);
 	m->attn = COLI_ATTN_GQA;
-	if (parse_kv_heads(c, m) || parse_head_dim(c, m) || parse_rotary_dim(c, m) ||
-	    parse_window(c, m) || (m->family != COLI_FAM_MIXTRAL && cfg_all_layers_are(c, m, "full_attention")))
+	if (parse_kv_heads(c, m) || parse_head_dim(c, m) || parse_rotary_dim(c, m) || parse_window(c, m))
+		return -1;
+	if (m->family == COLI_FAM_QWEN3_5_MOE)
+		return parse_gqa_extras(c, m) || mdl_parse_hybrid(c, m);
+	if (m->family != COLI_FAM_MIXTRAL && cfg_all_layers_are(c, m, "full_attention"))
 		return -1;
 	return parse_gqa_extras(c, m);
 }
@@ -278,6 +286,8 @@ static int parse_router(const cfg *c, coli_model *m)
 	case COLI_FAM_GLM_MOE_DSA:
 		return cfg_bool(c, "norm_topk_prob", d->norm_topk, &m->norm_topk_prob) ||
 		       parse_sigmoid_router(c, m);
+	case COLI_FAM_QWEN3_5_MOE:
+		return mdl_parse_hybrid_moe(c, m);
 	case COLI_FAM_MIXTRAL:
 		m->router = COLI_ROUTER_TOPK_SOFTMAX; /* a softmax over the k: always normalised */
 		m->norm_topk_prob = 1;
@@ -380,6 +390,8 @@ static int parse_layers(const cfg *c, coli_model *m)
 	case COLI_FAM_QWEN3_MOE:
 		rc = parse_qwen3_layers(c, m);
 		break;
+	case COLI_FAM_QWEN3_5_MOE: /* every layer MoE (mdl_parse_hybrid_moe) */
+		break;
 	default:
 		memset(m->is_moe, 1, (size_t)m->n_layers);
 		break;
@@ -433,11 +445,14 @@ static int parse_quant(const cfg *top, coli_model *m)
 
 static int parse_root(coli_model *m, json_t *root, const char *name, coli_err *e)
 {
-	cfg c = {root, "", name, e};
+	cfg top = {root, "", name, e}, c;
 	memset(m, 0, sizeof(*m));
-	if (parse_family(&c, m) || parse_sizes(&c, m) || parse_attention(&c, m) ||
-	    parse_moe(&c, m) || parse_layers(&c, m) || mdl_parse_rope(&c, m) || parse_quant(&c, m))
+	if (parse_family(&top, m) || (m->family == COLI_FAM_QWEN3_5_MOE ? mdl_text_config(&top, &c, m) : (c = top, 0)) ||
+	    parse_sizes(&c, m) || parse_attention(&c, m) || parse_moe(&c, m) || parse_layers(&c, m) ||
+	    mdl_parse_rope(&c, m) || parse_quant(&top, m))
 		return -1;
+	if (!m->shared_inter) /* DeepSeek's and GLM's shared experts: n_shared_experts of the routed size */
+		m->shared_inter = m->moe_intermediate_size * m->n_shared_experts;
 	return 0;
 }
 

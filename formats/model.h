@@ -1,9 +1,9 @@
 /* model.h: the model description read from an HF config.json, and the tensor set it implies.
  *
- * Six families (model_type): deepseek_v3, glm4_moe, qwen3_moe, olmoe, mixtral, glm_moe_dsa. A
- * family is a description over shared blocks: attention kind, q/k norm kind, router kind, which
- * layers are MoE, which run the DSA indexer, and one tensor table (model_tensors.c) that the
- * converter and the engine both read. HF's defaults apply to every field config.json leaves out;
+ * Seven families (model_type): deepseek_v3, glm4_moe, qwen3_moe, olmoe, mixtral, glm_moe_dsa,
+ * qwen3_5_moe. A family is a description over shared blocks: attention kind, q/k norm kind,
+ * router kind, which layers are MoE, which run the DSA indexer, which are Gated DeltaNet, and one
+ * tensor table (model_tensors.c) that the converter and the engine both read. HF's defaults apply to every field config.json leaves out;
  * a key that would change the computation and is not understood is refused.
  */
 #ifndef COLI_MODEL_H
@@ -23,6 +23,7 @@ typedef enum coli_family {
 	COLI_FAM_OLMOE,
 	COLI_FAM_MIXTRAL,
 	COLI_FAM_GLM_MOE_DSA,
+	COLI_FAM_QWEN3_5_MOE,
 	COLI_FAM_COUNT
 } coli_family;
 
@@ -82,7 +83,10 @@ typedef struct coli_model {
 	coli_router_kind router;
 	int n_experts, top_k;
 	int moe_intermediate_size;
-	int n_shared_experts;       /* shared expert intermediate = moe_intermediate_size x n_shared */
+	int n_shared_experts;       /* shared experts (0: none) */
+	int shared_inter;           /* their intermediate size: moe_intermediate_size x n_shared, or
+				       qwen3_5_moe's shared_expert_intermediate_size */
+	int shared_gate;            /* the shared expert scaled by sigmoid(shared_expert_gate x) */
 	int norm_topk_prob;
 	double routed_scaling_factor; /* 1.0 when the family has none */
 	int n_group, topk_group;    /* group-limited routing; 1,1 = plain top-k */
@@ -95,6 +99,15 @@ typedef struct coli_model {
 	int index_topk, index_n_heads, index_head_dim;
 	uint8_t index_full[COLI_MAX_LAYERS]; /* per layer (MTP layers included): 1 runs the indexer */
 	int index_share_mtp;        /* index_share_for_mtp_iteration (drafting only) */
+
+	/* Hybrid stacks (qwen3_5_moe): Gated DeltaNet ("linear_attention") layers beside gated full
+	 * attention ones. */
+	uint8_t is_linear[COLI_MAX_LAYERS]; /* per layer: 1 Gated DeltaNet, 0 attention */
+	int lin_k_heads, lin_v_heads;       /* linear_num_key_heads, linear_num_value_heads */
+	int lin_k_dim, lin_v_dim;           /* linear_key_head_dim, linear_value_head_dim */
+	int lin_conv;                       /* linear_conv_kernel_dim: the causal conv's taps */
+	int attn_gate;              /* attention output x sigmoid(gate), the gate from q_proj's second half per head */
+	int norm_offset;            /* RMSNorm weights stored centred on 0: x is scaled by (1 + w) */
 
 	int n_mtp_layers;           /* num_nextn_predict_layers; set to 0 by coli_model_check_ckpt
 				       when the checkpoint carries no MTP tensors */
@@ -136,9 +149,12 @@ typedef enum coli_role {
 	COLI_R_Q_B,                                   /* MLA q_b_proj, or q_proj without q-LoRA */
 	COLI_R_KV_A, COLI_R_KV_A_NORM, COLI_R_KV_A_BIAS, COLI_R_KV_B,
 	COLI_R_IDX_WQ_B, COLI_R_IDX_WK, COLI_R_IDX_K_NORM, COLI_R_IDX_K_BIAS, COLI_R_IDX_WEIGHTS, /* DSA */
+	COLI_R_LIN_QKV, COLI_R_LIN_Z, COLI_R_LIN_B, COLI_R_LIN_A,      /* Gated DeltaNet projections */
+	COLI_R_LIN_CONV, COLI_R_LIN_A_LOG, COLI_R_LIN_DT_BIAS, COLI_R_LIN_NORM, COLI_R_LIN_OUT,
 	COLI_R_GATE, COLI_R_UP, COLI_R_DOWN,          /* dense MLP */
 	COLI_R_ROUTER, COLI_R_CORR_BIAS,
 	COLI_R_SH_GATE, COLI_R_SH_UP, COLI_R_SH_DOWN, /* shared expert */
+	COLI_R_SH_EXPERT_GATE,                        /* its sigmoid gate [1, hidden] */
 	COLI_R_ENORM, COLI_R_HNORM, COLI_R_EH_PROJ, COLI_R_MTP_EMBED, COLI_R_HEAD_NORM, COLI_R_HEAD, /* MTP */
 	COLI_R_COUNT
 } coli_role;
@@ -172,6 +188,13 @@ int64_t coli_model_tensor_count(const coli_model *m);
  * all must be. Errors name the tensor and both shapes, e.g.
  * "model.layers.1.mlp.gate.weight: shape [16, 64] expected [32, 64]". */
 int coli_model_check_ckpt(coli_model *m, const coli_ckpt *c, coli_err *e);
+
+/* The family's released layout seen through the table's names (ckpt_map.c): qwen3_5_moe's
+ * model.language_model.* as model.*, mtp.* as MTP layer n_layers (DeepSeek-V3 naming), fused
+ * experts as one view per expert and projection, the conv taps [C, 1, K] as [C, K]; the vision
+ * tower model.visual.* left out (*skipped: how many tensors). Views share the shards' bytes.
+ * Other families: nothing changes. Call before coli_model_check_ckpt. */
+int coli_model_map_ckpt(const coli_model *m, coli_ckpt *c, int *skipped, coli_err *e);
 
 /* 1 when a checkpoint of the family may carry the tensor `name` that the computation never uses
  * (the DSA indexer's weights on a "shared" layer): accepted by the check, never converted. */

@@ -51,4 +51,10 @@ int mdl_parse_rope(const cfg *top, coli_model *m);
 int mdl_parse_dsa(const cfg *c, coli_model *m);
 int mdl_parse_mlp_layer_types(const cfg *c, coli_model *m);
 
+/* model_hybrid.c: qwen3_5_moe: the text model's keys (text_config, else the root itself), the
+ * hybrid attention (after the GQA keys), the MoE's shared expert, router and MTP. */
+int mdl_text_config(const cfg *root, cfg *text, coli_model *m);
+int mdl_parse_hybrid(const cfg *c, coli_model *m);
+int mdl_parse_hybrid_moe(const cfg *c, coli_model *m);
+
 #endif

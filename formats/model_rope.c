@@ -66,7 +66,7 @@ static int parse_rope_type(const cfg *c, coli_model *m)
 
 /* Every key of the rope object must be one coli reads: another (attention_factor, truncate,
  * low_freq_factor, ...) would change the rotation. */
-static int rope_keys_known(const cfg *c)
+static int rope_keys_known(const cfg *c, const coli_model *m)
 {
 	static const char *const known[] = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "factor",
 					    "original_max_position_embeddings", "beta_fast", "beta_slow", "mscale",
@@ -77,7 +77,10 @@ static int rope_keys_known(const cfg *c)
 		size_t i = 0;
 		while (i < sizeof(known) / sizeof(known[0]) && strcmp(key, known[i]))
 			i++;
-		if (i == sizeof(known) / sizeof(known[0]))
+		/* qwen3_5_moe's M-RoPE: text positions are equal on its three axes, which makes it the
+		 * plain RoPE of the first rotary dims (its sections only concern images) */
+		int mrope = m->family == COLI_FAM_QWEN3_5_MOE && (!strcmp(key, "mrope_section") || !strcmp(key, "mrope_interleaved"));
+		if (i == sizeof(known) / sizeof(known[0]) && !mrope)
 			return coli_errf(c->e, COLI_EDATA, "%s: %s%s: unsupported key (coli reads rope_type, rope_theta, "
 					 "partial_rotary_factor, factor, original_max_position_embeddings, beta_fast, "
 					 "beta_slow, mscale, mscale_all_dim)", c->name, c->prefix, key);
@@ -110,7 +113,7 @@ int mdl_parse_rope(const cfg *top, coli_model *m)
 	if (!v)
 		return 0;
 	cfg c = {v, v == cfg_get(top, "rope_parameters") ? "rope_parameters." : "rope_scaling.", top->name, top->e};
-	if (rope_keys_known(&c) || parse_rope_type(&c, m))
+	if (rope_keys_known(&c, m) || parse_rope_type(&c, m))
 		return -1;
 	static const char *const yarn_only[] = {"beta_fast", "beta_slow", "mscale", "mscale_all_dim",
 						"original_max_position_embeddings"};

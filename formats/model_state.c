@@ -13,7 +13,11 @@ int coli_model_state_range(const coli_model *m, int first, int last, coli_state_
 {
 	int n = 0;
 	for (int l = first; l < last; l++) {
-		if (m->attn == COLI_ATTN_MLA) {
+		if (m->is_linear[l]) {
+			int conv_dim = 2 * m->lin_k_heads * m->lin_k_dim + m->lin_v_heads * m->lin_v_dim;
+			n = part(out, n, l, COLI_STATE_CONV, 0, (m->lin_conv - 1) * conv_dim);
+			n = part(out, n, l, COLI_STATE_RECURRENT, 0, m->lin_v_heads * m->lin_k_dim * m->lin_v_dim);
+		} else if (m->attn == COLI_ATTN_MLA) {
 			n = part(out, n, l, COLI_STATE_LATENT, m->kv_lora_rank, 0);
 			n = part(out, n, l, COLI_STATE_ROPE_KEY, m->qk_rope_head_dim, 0);
 		} else {
@@ -56,6 +60,6 @@ uint64_t coli_model_state_fixed_bytes(const coli_model *m)
 
 const char *coli_state_kind_name(int kind)
 {
-	static const char *const names[] = {"?", "key", "value", "latent", "rope_key", "index_key"};
+	static const char *const names[] = {"?", "key", "value", "latent", "rope_key", "index_key", "conv", "recurrent"};
 	return kind >= 1 && kind <= COLI_STATE_KIND_MAX ? names[kind] : "?";
 }

@@ -61,12 +61,13 @@ static void globals(tb *b)
 		linear(b, COLI_R_LM_HEAD, "lm_head", m->vocab_size, m->hidden_size);
 }
 
-/* q/k/v/o with optional biases and q/k norms (qwen3_moe, glm4_moe, olmoe, mixtral). */
+/* q/k/v/o with optional biases and q/k norms (qwen3_moe, glm4_moe, olmoe, mixtral, qwen3_5_moe:
+ * there q_proj also gives each head's output gate, [query | gate] per head). */
 static void gqa(tb *b)
 {
 	const coli_model *m = b->m;
 	int64_t q = (int64_t)m->n_heads * m->head_dim, kv = (int64_t)m->n_kv_heads * m->head_dim;
-	linear(b, COLI_R_Q, "self_attn.q_proj", q, m->hidden_size);
+	linear(b, COLI_R_Q, "self_attn.q_proj", m->attn_gate ? 2 * q : q, m->hidden_size);
 	linear(b, COLI_R_K, "self_attn.k_proj", kv, m->hidden_size);
 	linear(b, COLI_R_V, "self_attn.v_proj", kv, m->hidden_size);
 	linear(b, COLI_R_O, "self_attn.o_proj", m->hidden_size, q);
@@ -84,6 +85,24 @@ static void gqa(tb *b)
 		small(b, COLI_R_Q_NORM, "self_attn.q_norm.weight", q);
 		small(b, COLI_R_K_NORM, "self_attn.k_norm.weight", kv);
 	}
+}
+
+/* A Gated DeltaNet ("linear_attention") layer: q, k, v (through the causal conv), the output
+ * gate z, the per-value-head b (beta) and a (decay); the conv's taps [conv_dim, kernel] (stored
+ * [conv_dim, 1, kernel]); A_log and dt_bias; the gated RMSNorm over a value head; out_proj. */
+static void gdn(tb *b)
+{
+	const coli_model *m = b->m;
+	int64_t kd = (int64_t)m->lin_k_heads * m->lin_k_dim, vd = (int64_t)m->lin_v_heads * m->lin_v_dim;
+	linear(b, COLI_R_LIN_QKV, "linear_attn.in_proj_qkv", 2 * kd + vd, m->hidden_size);
+	linear(b, COLI_R_LIN_Z, "linear_attn.in_proj_z", vd, m->hidden_size);
+	add(b, COLI_TC_SMALL, COLI_R_LIN_B, "linear_attn.in_proj_b.weight", m->lin_v_heads, m->hidden_size, -1, -1);
+	add(b, COLI_TC_SMALL, COLI_R_LIN_A, "linear_attn.in_proj_a.weight", m->lin_v_heads, m->hidden_size, -1, -1);
+	add(b, COLI_TC_SMALL, COLI_R_LIN_CONV, "linear_attn.conv1d.weight", 2 * kd + vd, m->lin_conv, -1, -1);
+	small(b, COLI_R_LIN_A_LOG, "linear_attn.A_log", m->lin_v_heads);
+	small(b, COLI_R_LIN_DT_BIAS, "linear_attn.dt_bias", m->lin_v_heads);
+	small(b, COLI_R_LIN_NORM, "linear_attn.norm.weight", m->lin_v_dim);
+	linear(b, COLI_R_LIN_OUT, "linear_attn.out_proj", m->hidden_size, vd);
 }
 
 /* The DSA lightning indexer of a "full" layer: its query from the MLA query latent, its key
@@ -168,10 +187,12 @@ static void moe(tb *b)
 		snprintf(name, sizeof(name), "%s.gate.e_score_correction_bias", base);
 		small(b, COLI_R_CORR_BIAS, name, m->n_experts);
 	}
-	if (m->n_shared_experts) {
-		snprintf(name, sizeof(name), "%s.shared_experts", base);
-		mlp_tensors(b, COLI_R_SH_GATE, name, (int64_t)m->moe_intermediate_size * m->n_shared_experts);
+	if (m->n_shared_experts) { /* qwen3_5_moe: one "shared_expert" behind a sigmoid gate */
+		snprintf(name, sizeof(name), "%s.%s", base, m->shared_gate ? "shared_expert" : "shared_experts");
+		mlp_tensors(b, COLI_R_SH_GATE, name, m->shared_inter);
 	}
+	if (m->shared_gate)
+		add(b, COLI_TC_SMALL, COLI_R_SH_EXPERT_GATE, "mlp.shared_expert_gate.weight", 1, m->hidden_size, -1, -1);
 	if (!b->v) /* counting: 3 tensors per expert, no names made */
 		b->n += 3 * m->n_experts;
 	for (int e = 0; b->v && e < m->n_experts; e++)
@@ -186,9 +207,11 @@ static void mtp_extras(tb *b)
 	small(b, COLI_R_ENORM, "enorm.weight", m->hidden_size);
 	small(b, COLI_R_HNORM, "hnorm.weight", m->hidden_size);
 	linear(b, COLI_R_EH_PROJ, "eh_proj", m->hidden_size, 2 * (int64_t)m->hidden_size);
-	linear(b, COLI_R_MTP_EMBED, "embed_tokens", m->vocab_size, m->hidden_size);
+	if (m->family != COLI_FAM_QWEN3_5_MOE) /* Qwen's MTP layer reads the model's embedding and lm_head */
+		linear(b, COLI_R_MTP_EMBED, "embed_tokens", m->vocab_size, m->hidden_size);
 	small(b, COLI_R_HEAD_NORM, "shared_head.norm.weight", m->hidden_size);
-	linear(b, COLI_R_HEAD, "shared_head.head", m->vocab_size, m->hidden_size);
+	if (m->family != COLI_FAM_QWEN3_5_MOE)
+		linear(b, COLI_R_HEAD, "shared_head.head", m->vocab_size, m->hidden_size);
 }
 
 static void layer(tb *b, int l)
@@ -202,6 +225,8 @@ static void layer(tb *b, int l)
 	small(b, COLI_R_ATTN_NORM, "input_layernorm.weight", m->hidden_size);
 	if (m->attn == COLI_ATTN_MLA)
 		mla(b);
+	else if (m->is_linear[l])
+		gdn(b);
 	else
 		gqa(b);
 	small(b, COLI_R_MLP_NORM, "post_attention_layernorm.weight", m->hidden_size);

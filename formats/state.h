@@ -19,7 +19,9 @@ typedef enum coli_state_kind {
 	COLI_STATE_LATENT = 3,    /* MLA: the normalised kv latent, kv_lora_rank per token */
 	COLI_STATE_ROPE_KEY = 4,  /* MLA: the rotated shared rope key, qk_rope_head_dim per token */
 	COLI_STATE_INDEX_KEY = 5, /* DSA: the indexer's key after LayerNorm and RoPE, index_head_dim per token */
-	COLI_STATE_KIND_MAX = 5
+	COLI_STATE_CONV = 6,      /* Gated DeltaNet: the causal conv's last kernel - 1 inputs [kernel - 1][conv_dim] (fixed) */
+	COLI_STATE_RECURRENT = 7, /* Gated DeltaNet: the delta rule's state [v_heads][k_head_dim][v_head_dim] (fixed) */
+	COLI_STATE_KIND_MAX = 7
 } coli_state_kind;
 
 #define COLI_STATE_LAYER_MAX 8 /* parts one layer may declare, at most */
@@ -42,7 +44,7 @@ int coli_model_state(const coli_model *m, coli_state_part *out);
 uint64_t coli_model_state_token_bytes(const coli_model *m);
 uint64_t coli_model_state_fixed_bytes(const coli_model *m);
 
-/* "key", "value", "latent", "rope_key", "index_key"; "?" for another number. */
+/* "key", "value", "latent", "rope_key", "index_key", "conv", "recurrent"; "?" for another number. */
 const char *coli_state_kind_name(int kind);
 
 #endif

@@ -1,6 +1,7 @@
 /* attention.c: GQA/MHA and MLA attention over the KV cache, causal within the batch. */
 #include "nn/attention.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,6 +150,17 @@ static void attend(const float *q, const coli_kv *kv, int l, int kvh, int hd, in
 	attn_head(&a, NULL, kv->v[l] + kvh * hd, kv->v_width, hd, last + 1, scale, att, out);
 }
 
+/* qwen3_5_moe's gated attention: q_proj gave [query | gate] per head in QG; the queries into Q,
+ * the gates into G. */
+static void split_gate(const coli_model *c, const float *QG, int n, float *Q, float *G)
+{
+	int hd = c->head_dim;
+	for (int64_t r = 0; r < (int64_t)n * c->n_heads; r++) {
+		memcpy(Q + r * hd, QG + 2 * r * hd, (size_t)hd * sizeof(float));
+		memcpy(G + r * hd, QG + (2 * r + 1) * hd, (size_t)hd * sizeof(float));
+	}
+}
+
 /* q, k, v projections of the batch, normed, clipped and rotated, keys/values cached. */
 static void gqa_project(const coli_engine *m, const layer_w *L, coli_kv *kv, int l, const float *X, int n, float *Q)
 {
@@ -156,14 +168,17 @@ static void gqa_project(const coli_engine *m, const layer_w *L, coli_kv *kv, int
 	int hd = c->head_dim, qw = c->n_heads * hd, kw = c->n_kv_heads * hd;
 	float *K = kv->k[l] + (int64_t)kv->n * kw; /* [n][kv_heads * hd], appended to the cache */
 	float *V = kv->v[l] + (int64_t)kv->n * kw; /* [n][kv_heads * hd] */
+	float *QP = c->attn_gate ? m->ws->QG : Q;   /* what q_proj writes */
 	const coli_mat *W[3] = {&L->q, &L->k, &L->v};
 	const float *xs[3] = {X, X, X};
-	float *ys[3] = {Q, K, V};
+	float *ys[3] = {QP, K, V};
 	if (n != 1 || mat_vec_batch(m->kc, W, xs, ys, 3) < 0) { /* decode: the three in one dispatch */
-		mat_mul(m->kc, &L->q, X, n, Q);
+		mat_mul(m->kc, &L->q, X, n, QP);
 		mat_mul(m->kc, &L->k, X, n, K);
 		mat_mul(m->kc, &L->v, X, n, V);
 	}
+	if (c->attn_gate)
+		split_gate(c, QP, n, Q, m->ws->AG);
 	add_bias(Q, L->q_bias, n, qw);
 	add_bias(K, L->k_bias, n, kw);
 	add_bias(V, L->v_bias, n, kw);
@@ -242,6 +257,8 @@ int attn_gqa(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, fl
 		fn(&j, 0, items);
 	else
 		coli_kernels_for(m->kc, items, items / (4 * coli_kernels_threads(m->kc)) + 1, fn, &j);
+	for (int64_t i = 0; c->attn_gate && i < (int64_t)n * c->n_heads * c->head_dim; i++)
+		A[i] *= 1.0f / (1.0f + expf(-m->ws->AG[i])); /* the output gate: sigmoid */
 	mat_mul(m->kc, &L->o, A, n, out);
 	add_bias(out, L->o_bias, n, c->hidden_size);
 	return 0;

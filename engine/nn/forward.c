@@ -9,6 +9,7 @@
 #include "fileio.h"
 #include "nn/attention.h"
 #include "nn/blocks.h"
+#include "nn/gdn.h"
 #include "nn/moe.h"
 #include "nn/mtp.h"
 #include "nn/rope.h"
@@ -108,8 +109,9 @@ uint64_t coli_engine_bytes_per_token(const coli_engine *m)
 	for (int l = 0; l < m->cfg->n_layers; l++) {
 		const layer_w *L = &m->w->layers[l];
 		const coli_mat *mats[] = {&L->q, &L->k, &L->v, &L->o, &L->q_a, &L->q_b, &L->kv_a, &L->kv_b, &L->idx_wq_b,
-					  &L->idx_wk, &L->idx_weights, &L->gate, &L->up, &L->down, &L->router, &L->sh_gate,
-					  &L->sh_up, &L->sh_down};
+					  &L->idx_wk, &L->idx_weights, &L->lin_qkv, &L->lin_z, &L->lin_b, &L->lin_a,
+					  &L->lin_out, &L->gate, &L->up, &L->down, &L->router, &L->sh_gate, &L->sh_up,
+					  &L->sh_down};
 		for (size_t i = 0; i < sizeof(mats) / sizeof(mats[0]); i++)
 			n += mats[i]->rows ? mat_bytes(mats[i]) : 0;
 		const coli_lexperts *x = m->cfg->is_moe[l] ? coli_container_experts(m->ct, l) : NULL;
@@ -144,7 +146,9 @@ int fwd_layer(coli_engine *m, coli_kv *kv, int l, int n, int32_t *ids, float *wt
 	for (int i = 0; i < n; i++)
 		rmsnorm(w->N + (int64_t)i * d, w->X + (int64_t)i * d, L->attn_norm, d, eps);
 	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, l);
-	int rc = c->attn == COLI_ATTN_MLA ? attn_mla(m, l, kv, w->N, n, w->Y, e) : attn_gqa(m, l, kv, w->N, n, w->Y, e);
+	int rc = c->is_linear[l]	     ? attn_gdn(m, l, kv, w->N, n, w->Y, e)
+		 : c->attn == COLI_ATTN_MLA ? attn_mla(m, l, kv, w->N, n, w->Y, e)
+					    : attn_gqa(m, l, kv, w->N, n, w->Y, e);
 	if (rc < 0)
 		return -1;
 	coli_tracer_mark(m->tr, COLI_SPAN_ATTENTION, l);

@@ -17,6 +17,8 @@ static float **view_of(coli_kv *kv, int kind)
 	case COLI_STATE_VALUE:
 	case COLI_STATE_ROPE_KEY: return kv->v;
 	case COLI_STATE_INDEX_KEY: return kv->ix;
+	case COLI_STATE_CONV: return kv->conv;
+	case COLI_STATE_RECURRENT: return kv->rec;
 	default: return NULL;
 	}
 }
@@ -32,8 +34,12 @@ static int alloc_parts(coli_kv *kv, coli_err *e)
 		float **view = view_of(kv, p->kind);
 		if (view)
 			view[p->layer] = kv->part[i];
-		int *width = p->kind == COLI_STATE_INDEX_KEY ? &kv->ix_width : view == kv->k ? &kv->k_width : &kv->v_width;
-		*width = p->width;
+		int *width = p->kind == COLI_STATE_INDEX_KEY ? &kv->ix_width
+			     : view == kv->k		     ? &kv->k_width
+			     : view == kv->v		     ? &kv->v_width
+							     : NULL;
+		if (width)
+			*width = p->width;
 	}
 	return 0;
 }
@@ -50,7 +56,9 @@ int kv_open_layers(coli_kv *kv, const coli_engine *m, int first, int last, int c
 	kv->k = kv->part ? coli_calloc((size_t)kv->n_layers, sizeof(float *), e) : NULL;
 	kv->v = kv->k ? coli_calloc((size_t)kv->n_layers, sizeof(float *), e) : NULL;
 	kv->ix = kv->v ? coli_calloc((size_t)kv->n_layers, sizeof(float *), e) : NULL;
-	kv->att = kv->ix ? coli_calloc((size_t)coli_kernels_threads(m->kc) * (size_t)attn_score_rows(c) * (size_t)cap,
+	kv->conv = kv->ix ? coli_calloc((size_t)kv->n_layers, sizeof(float *), e) : NULL;
+	kv->rec = kv->conv ? coli_calloc((size_t)kv->n_layers, sizeof(float *), e) : NULL;
+	kv->att = kv->rec ? coli_calloc((size_t)coli_kernels_threads(m->kc) * (size_t)attn_score_rows(c) * (size_t)cap,
 				       sizeof(float), e)
 			 : NULL;
 	if (!kv->att)
@@ -80,6 +88,8 @@ void coli_kv_release(coli_kv *kv)
 	free(kv->k);
 	free(kv->v);
 	free(kv->ix);
+	free(kv->conv);
+	free(kv->rec);
 	free(kv->att);
 	free(kv->iscore);
 	memset(kv, 0, sizeof(*kv));

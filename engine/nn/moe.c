@@ -317,8 +317,12 @@ static int moe_block(const coli_engine *m, int l, int pos, const float *X, int n
 	rc = n == 1 ? experts_one_token(m, l, X, w, out, e) : experts_batch(m, l, X, n, w, out, e);
 	if (rc == 0 && L->sh_gate.rows) {
 		swiglu_mlp(m->kc, &L->sh_gate, &L->sh_up, &L->sh_down, X, n, w->H, w->U, w->D);
-		for (int i = 0; i < n * d; i++)
-			out[i] += w->D[i];
+		for (int i = 0; i < n; i++) { /* qwen3_5_moe: x sigmoid(shared_expert_gate . x) */
+			const float *g = (const float *)(const void *)L->sh_expert_gate.codes;
+			float s = g ? 1.0f / (1.0f + expf(-dot(g, X + (int64_t)i * d, d))) : 1.0f;
+			for (int j = 0; j < d; j++)
+				out[(int64_t)i * d + j] += s * w->D[(int64_t)i * d + j];
+		}
 	}
 	if (rc == 0 && ids)
 		memcpy(ids, w->ids, (size_t)n * k * sizeof(int32_t));

@@ -60,6 +60,9 @@ static const slot slots[COLI_R_COUNT] = {
 	[COLI_R_KV_A_BIAS] = LV(kv_a_bias), [COLI_R_KV_B] = LM(kv_b),
 	[COLI_R_IDX_WQ_B] = LM(idx_wq_b), [COLI_R_IDX_WK] = LM(idx_wk), [COLI_R_IDX_K_NORM] = LV(idx_k_norm),
 	[COLI_R_IDX_K_BIAS] = LV(idx_k_bias), [COLI_R_IDX_WEIGHTS] = LM(idx_weights),
+	[COLI_R_LIN_QKV] = LM(lin_qkv), [COLI_R_LIN_Z] = LM(lin_z), [COLI_R_LIN_B] = LM(lin_b), [COLI_R_LIN_A] = LM(lin_a),
+	[COLI_R_LIN_CONV] = LM(lin_conv), [COLI_R_LIN_A_LOG] = LV(lin_a_log), [COLI_R_LIN_DT_BIAS] = LV(lin_dt_bias),
+	[COLI_R_LIN_NORM] = LV(lin_norm), [COLI_R_LIN_OUT] = LM(lin_out), [COLI_R_SH_EXPERT_GATE] = LM(sh_expert_gate),
 	[COLI_R_GATE] = LM(gate), [COLI_R_UP] = LM(up), [COLI_R_DOWN] = LM(down),
 	[COLI_R_ROUTER] = LM(router), [COLI_R_CORR_BIAS] = LV(corr_bias),
 	[COLI_R_SH_GATE] = LM(sh_gate), [COLI_R_SH_UP] = LM(sh_up), [COLI_R_SH_DOWN] = LM(sh_down),
@@ -67,12 +70,25 @@ static const slot slots[COLI_R_COUNT] = {
 	[COLI_R_MTP_EMBED] = LM(embed), [COLI_R_HEAD_NORM] = LV(head_norm), [COLI_R_HEAD] = LM(head),
 };
 
-/* Places tensor t (the container's i-th, as the table's spec s) at its role's slot. */
-static void place(weights *w, const coli_tensor_spec *s, const coli_ltensor *t)
+/* The RMSNorms a (1 + w) family (norm_offset) scales by 1 + the stored weight; the Gated
+ * DeltaNet's gated norm is not one of them. */
+static int offset_norm(coli_role r)
+{
+	return r == COLI_R_ATTN_NORM || r == COLI_R_MLP_NORM || r == COLI_R_FINAL_NORM || r == COLI_R_Q_NORM ||
+	       r == COLI_R_K_NORM || r == COLI_R_ENORM || r == COLI_R_HNORM || r == COLI_R_HEAD_NORM;
+}
+
+/* Places tensor t (the container's i-th, as the table's spec s) at its role's slot. A (1 + w)
+ * norm becomes 1 + w in RAM once its CRC has been checked (what transformers computes in
+ * float32), so every family's RMSNorm multiplies by its weight. */
+static void place(weights *w, const coli_model *m, const coli_tensor_spec *s, const coli_ltensor *t)
 {
 	const slot *sl = &slots[s->role];
 	uint8_t *base = sl->global ? (uint8_t *)w : (uint8_t *)&w->layers[s->layer];
 	uint8_t *data = w->data[t->section] + t->offset;
+	float *f = (float *)(void *)data;
+	for (int64_t i = 0; m->norm_offset && offset_norm(s->role) && i < t->blob.cols * t->blob.rows; i++)
+		f[i] = 1.0f + f[i];
 	if (sl->is_mat)
 		*(coli_mat *)(void *)(base + sl->off) = coli_mat_of(&t->blob, data);
 	else
@@ -95,7 +111,7 @@ static int place_all(weights *w, const coli_container *c, coli_err *e)
 			rc = coli_errf(e, COLI_EDATA, "%s: tensors[%d]: '%s', the model's table has '%s'", c->dir, ti,
 				       t ? t->name : "(end)", specs[i].name);
 		else
-			place(w, &specs[i], t);
+			place(w, &c->model, &specs[i], t);
 		ti++;
 	}
 	if (rc == 0 && ti != c->layout.n_tensors)

@@ -26,11 +26,20 @@ typedef struct layer_w {
 	coli_mat idx_wk;               /* [index_hd, hidden] */
 	const float *idx_k_norm, *idx_k_bias; /* [index_hd] LayerNorm weight and bias */
 	coli_mat idx_weights;          /* [index_heads, hidden] f32 weights_proj */
+	/* Gated DeltaNet ("linear_attention" layers) */
+	coli_mat lin_qkv;              /* [2 x key_dim + value_dim, hidden] q, k, v before the conv */
+	coli_mat lin_z;                /* [value_dim, hidden] the output gate */
+	coli_mat lin_b, lin_a;         /* [v_heads, hidden] f32: beta's and the decay's inputs */
+	coli_mat lin_conv;             /* [2 x key_dim + value_dim, kernel] f32 causal conv taps */
+	const float *lin_a_log, *lin_dt_bias; /* [v_heads] */
+	const float *lin_norm;         /* [v_head_dim] the gated RMSNorm's weight */
+	coli_mat lin_out;              /* [hidden, value_dim] */
 	/* MLP: dense, or router + shared expert (experts come from the store) */
 	coli_mat gate, up, down;       /* dense MLP [ffn, hidden] [ffn, hidden] [hidden, ffn] */
 	coli_mat router;               /* [experts, hidden] f32 */
 	const float *corr_bias;        /* [experts] e_score_correction_bias */
 	coli_mat sh_gate, sh_up, sh_down; /* shared expert */
+	coli_mat sh_expert_gate;       /* [1, hidden] f32: the shared expert x sigmoid(this . x) */
 	/* MTP layer extras */
 	const float *enorm, *hnorm;    /* [hidden] */
 	coli_mat eh_proj;              /* [hidden, 2*hidden] */

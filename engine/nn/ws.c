@@ -9,7 +9,7 @@
  * experts. */
 static int64_t config_ffn(const coli_model *c)
 {
-	int64_t f = (int64_t)c->moe_intermediate_size * (c->n_shared_experts > 1 ? c->n_shared_experts : 1);
+	int64_t f = c->shared_inter > c->moe_intermediate_size ? c->shared_inter : c->moe_intermediate_size;
 	for (int l = 0; l < c->n_layers; l++)
 		if (!c->is_moe[l] && c->intermediate_size > f)
 			f = c->intermediate_size;
@@ -38,7 +38,8 @@ static int64_t max3(int64_t a, int64_t b, int64_t c)
 int64_t ws_max_cols(const coli_model *c, const weights *w)
 {
 	int64_t heads = (int64_t)c->n_heads * max3(c->head_dim, c->v_head_dim, 1);
-	return max3(max3(c->hidden_size, max_ffn(c, w), heads), max3(c->q_lora_rank, c->kv_lora_rank, 1),
+	int64_t value_dim = (int64_t)c->lin_v_heads * c->lin_v_dim; /* a Gated DeltaNet's out_proj */
+	return max3(max3(c->hidden_size, max_ffn(c, w), heads), max3(c->q_lora_rank, c->kv_lora_rank, value_dim),
 		    2 * (int64_t)c->hidden_size);
 }
 
@@ -71,6 +72,18 @@ static void attention_bufs(fwd_ws *w, const coli_model *c, int64_t B, int *bad, 
 	take(w, &w->nsel, B, sizeof(int), bad, e);
 	take(w, &w->GL, K * c->kv_lora_rank, sizeof(float), bad, e);
 	take(w, &w->GR, K * c->qk_rope_head_dim, sizeof(float), bad, e);
+	int64_t vd = (int64_t)c->lin_v_heads * c->lin_v_dim, cd = 2 * (int64_t)c->lin_k_heads * c->lin_k_dim + vd;
+	int linear = 0;
+	for (int l = 0; l < c->n_layers; l++)
+		linear |= c->is_linear[l];
+	take(w, &w->LR, linear ? B * cd : 0, sizeof(float), bad, e);
+	take(w, &w->LY, linear ? B * cd : 0, sizeof(float), bad, e);
+	take(w, &w->LZ, linear ? B * vd : 0, sizeof(float), bad, e);
+	take(w, &w->LO, linear ? B * vd : 0, sizeof(float), bad, e);
+	take(w, &w->LB, linear ? B * c->lin_v_heads : 0, sizeof(float), bad, e);
+	take(w, &w->LA, linear ? B * c->lin_v_heads : 0, sizeof(float), bad, e);
+	take(w, &w->QG, c->attn_gate ? 2 * B * c->n_heads * c->head_dim : 0, sizeof(float), bad, e);
+	take(w, &w->AG, c->attn_gate ? B * c->n_heads * c->head_dim : 0, sizeof(float), bad, e);
 }
 
 static void mlp_bufs(fwd_ws *w, const coli_model *c, int64_t ffn, int *bad, coli_err *e)
@@ -147,7 +160,7 @@ void ws_close(fwd_ws *w)
 	if (!w)
 		return;
 	void *all[] = {w->X, w->N, w->Y, w->Q, w->A, w->CKV, w->QA, w->qc, w->ctx, w->IQ, w->IW, w->sel, w->nsel,
-		       w->GL, w->GR, w->R, w->scratch, w->gsel,
+		       w->GL, w->GR, w->LR, w->LY, w->LZ, w->LO, w->LB, w->LA, w->QG, w->AG, w->R, w->scratch, w->gsel,
 		       w->G, w->H, w->U, w->D, w->W, w->wt, w->ids, w->rows_of, w->uni, w->order, w->want, w->js,
 		       w->ex, w->pm, w->px, w->py, w->pN, w->pid, w->pint, w->pw};
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)

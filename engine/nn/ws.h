@@ -28,6 +28,11 @@ typedef struct fwd_ws {
 	int32_t *sel;                  /* [B][index_topk] each token's selected positions, ascending */
 	int *nsel;                     /* [B] how many; -1: every causal position */
 	float *GL, *GR;                /* [index_topk][kv_lora], [index_topk][rope]: the selected rows */
+	/* Gated DeltaNet (linear layers) and gated attention */
+	float *LR, *LY;                /* [B][conv_dim] q, k, v before the conv, after it */
+	float *LZ, *LO;                /* [B][value_dim] the output gate, the heads' output */
+	float *LB, *LA;                /* [B][v_heads] beta's and the decay's inputs */
+	float *QG, *AG;                /* [B][heads x 2 hd] q_proj's [query | gate] per head, [B][heads x hd] the gates */
 	/* MLP: routers, experts, shared experts, dense MLPs */
 	float *R;                      /* [B][experts] router logits */
 	float *scratch;                /* [3 x experts + 2 x groups] router scores, group scores */

@@ -23,7 +23,7 @@
 #define TOL 1e-3
 
 static const char *const families[] = {"olmoe", "qwen3_moe", "mixtral", "deepseek_v3", "glm4_moe", "deepseek_v3-fp8",
-				       "glm_moe_dsa"};
+				       "glm_moe_dsa", "qwen3_5_moe"};
 
 /* A fixture array: whole file as floats or ints; count in *n. */
 static void *load(const char *fam, const char *name, size_t *n)
