@@ -16,6 +16,8 @@
 #include "store.h"
 #include "tracer.h"
 
+#define COLI_DRAFT_MAX 4           /* draft tokens per verify, at most */
+
 /* The state of one sequence (its "KV cache"): the parts every layer declares (formats/state.h),
  * each growing by one row per token: GQA keys and values [ctx][kv_heads * head_dim], or MLA's
  * normalised latent [ctx][kv_lora] and rotated rope key [ctx][rope]; on a DSA "full" layer also
@@ -34,6 +36,8 @@ typedef struct coli_kv {
 	float **conv, **rec;       /* [layer] -> Gated DeltaNet's fixed parts (NULL on other layers) */
 	float *att;                /* [threads][attn_score_rows][cap] attention scores, rows per compute thread */
 	float *iscore;             /* DSA: [2][cap] one query's indexer scores and the selection's copy (else NULL) */
+	struct kv_keep *keep;      /* NULL, or what coli_kv_rollback needs of the last short forward call
+				    * (coli_kv_keep; internal: nn/kv.h) */
 } coli_kv;
 
 typedef struct coli_engine {
@@ -99,6 +103,17 @@ int coli_kv_init(coli_kv *kv, const coli_engine *m, int cap, coli_err *e);
 uint64_t coli_kv_token_bytes(const coli_model *c);
 void coli_kv_release(coli_kv *kv);
 
+/* Speculative decoding's rollback. coli_kv_keep makes every later forward call of at most
+ * COLI_DRAFT_MAX + 1 tokens keep what rolling it back needs: for fixed-size parts (a Gated
+ * DeltaNet's conv and recurrent state) their value before the call and each token's inputs to
+ * them (a few rows per layer, not a copy of the state per token). coli_kv_rollback(kv, n) then
+ * makes the state that of the first n tokens: growing parts are cut at n, fixed parts restored
+ * and the kept tokens before n replayed. n must lie within the last forward call (from its first
+ * position to kv->n) when the model has fixed parts; EUSAGE otherwise. A model without fixed
+ * parts needs no coli_kv_keep: rolling back is setting n. */
+int coli_kv_keep(coli_kv *kv, const coli_engine *m, coli_err *e);
+int coli_kv_rollback(const coli_engine *m, coli_kv *kv, int n, coli_err *e);
+
 /* Runs n tokens (in batches of max_batch); logits: [n][vocab] (all positions) or NULL; last:
  * [vocab] logits of the last token only (may be NULL). routing may be NULL. Allocates nothing:
  * its working memory is the model's, the KV cache's. */
@@ -140,7 +155,6 @@ int coli_engine_moe_layers(const coli_engine *m);
  * then shared_head.norm and shared_head.head (the model's final norm and lm_head when absent):
  * the logits of t_{p+2}. A further draft step at p + 1 reads the previous step's head input and
  * the token it chose. The state of one sequence: */
-#define COLI_DRAFT_MAX 4           /* draft tokens per verify, at most */
 typedef struct coli_mtp {
 	int layer;                 /* the container layer that drafts (the first MTP layer) */
 	coli_kv kv;                /* its KV cache (only that layer's slot): positions 0 .. kv.n - 1 */

@@ -184,7 +184,10 @@ typedef struct store_stream_opts {
 	int n_mirrors;
 	int no_crc;               /* 1: records read are not CRC checked (pins included) */
 	coli_events events;       /* where io_uring refusals, failovers and CRC failures go */
-	coli_tracer *tracer;      /* NULL, or where each chunk read and each get's outcome go */
+	coli_tracer *tracer;      /* NULL, or where each chunk read and each get's outcome go: kept
+				   * under the store's lock, emitted by the thread calling the store
+				   * once it releases the lock (a get's own records before it returns),
+				   * never by an I/O thread; the rest at close */
 	/* test hooks */
 	uint64_t chunk;           /* bytes per chunk read, a multiple of 4096 (0: STORE_CHUNK) */
 	int no_uring;             /* 1: act as if the kernel refused io_uring */
@@ -202,7 +205,10 @@ typedef struct store_disk {
 
 /* Counters of the streaming store since open. */
 struct store_stats {
-	uint64_t hits, misses;     /* gets of a checked record; records read (a prediction's once chosen) */
+	/* gets = hits + misses: each get (and each try_get that returns an expert) counts once, as
+	 * its trace outcome (COLI_X_*) says: a hit when pinned or read and checked for an earlier get,
+	 * else a miss (read, or being read, for it: by the get, a request, a prefetch or a prediction) */
+	uint64_t hits, misses;
 	uint64_t pin_hits;        /* of the hits, gets of a pinned expert */
 	int pins;                 /* experts pinned in the MoE layer with most (0: none) */
 	uint64_t bytes_read;

@@ -6,7 +6,14 @@
  * (coli_engine_opts.tracer); NULL traces nothing and costs nothing. Within each forward call the SPAN
  * records are contiguous and cover the call from its start to its end, so their durations sum
  * to its TOKEN record's. emit is called from the compute thread and from the store's I/O
- * threads (with the store's lock held): it must serialise, and must not call into the engine. */
+ * threads (with the store's lock held): it must serialise, and must not call into the engine.
+ *
+ * The caller's wall (formats/trace.md, "The caller's wall"): a caller that times a phase itself
+ * brackets it with coli_tracer_wall_begin/end, giving its own clock readings; the calls inside
+ * then tile that interval: the time between forward calls goes into BETWEEN spans of the call
+ * before it (the first call also takes the time from the wall's start), each TOKEN record is
+ * written when the next call begins or the wall ends, so the phase's TOKEN durations sum to the
+ * caller's seconds. */
 #ifndef COLI_TRACER_H
 #define COLI_TRACER_H
 
@@ -24,6 +31,10 @@ typedef struct coli_tracer {
 	/* the compute thread's call and its open span [span_t0, last) */
 	uint64_t call_t0, span_t0, last;
 	int span_kind, span_layer;  /* span_kind -1: none open */
+	/* the caller's wall: open, when it began, and the call ended but not yet written (its TOKEN
+	 * [pend_t0, ...), its phase and positions, its forward pass ending at pend_end) */
+	int wall, pending, pend_phase;
+	uint64_t wall_t0, pend_t0, pend_end, pend_n;
 } coli_tracer;
 
 /* A tracer emitting to emit(ctx), its clock starting now, no call yet. */
@@ -41,6 +52,12 @@ void coli_tracer_mark(coli_tracer *t, int kind, int layer);
  * record, and moves on to the next token index. */
 void coli_tracer_begin(coli_tracer *t);
 void coli_tracer_end(coli_tracer *t, uint64_t n);
+
+/* The caller's clock for phase (COLI_PHASE_*) starts / stops; now: its reading of coli_now()
+ * (formats/clock.h: the tracer's clock in seconds), so the trace's wall is the caller's. A wall
+ * still open is ended first. No-ops when t is NULL or was never initialised (no emit). */
+void coli_tracer_wall_begin(coli_tracer *t, int phase, double now);
+void coli_tracer_wall_end(coli_tracer *t, double now);
 
 /* One record of kind READ or EXPERT for the call running (token filled in). */
 void coli_tracer_emit(coli_tracer *t, int kind, int sub, int copy, int layer, int expert, uint64_t t0,

@@ -10,6 +10,7 @@
 #include "nn/attention.h"
 #include "nn/blocks.h"
 #include "nn/gdn.h"
+#include "nn/kv.h"
 #include "nn/moe.h"
 #include "nn/mtp.h"
 #include "nn/rope.h"
@@ -221,6 +222,7 @@ static int forward(coli_engine *m, coli_kv *kv, coli_mtp *s, const int32_t *toke
 	for (int i = 0; i < n; i++)
 		if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
 			return coli_errf(e, COLI_EUSAGE, "token id %d out of range [0, %d)", tokens[i], c->vocab_size);
+	kv_keep_begin(kv, n);
 	for (int at = 0; rc == 0 && at < n; at += B) {
 		int nb = n - at < B ? n - at : B;
 		if (s && mtp_make_room(m, s, tokens[at], nb, e) < 0)

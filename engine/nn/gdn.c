@@ -7,6 +7,7 @@
 
 #include "kernels/pool.h"
 #include "nn/blocks.h"
+#include "nn/kv.h"
 #include "nn/weights.h"
 #include "nn/ws.h"
 
@@ -37,6 +38,17 @@ static void l2norm(float *x, int n)
 		x[i] *= r;
 }
 
+/* The conv state after n more raw rows R[n][C]: the last K - 1 inputs of state + R. */
+static void conv_slide(float *state, const float *R, int n, int C, int K)
+{
+	int keep = K - 1;
+	for (int s = 0; s < keep; s++) {
+		int t = n - keep + s; /* its index in R, or < 0: in the old state */
+		const float *src = t >= 0 ? R + (int64_t)t * C : state + (int64_t)(t + keep) * C;
+		memmove(state + (int64_t)s * C, src, (size_t)C * sizeof(float));
+	}
+}
+
 /* The causal depthwise conv over the batch's raw rows R[n][C] with the state's last K - 1
  * inputs before them, SiLU: into Y[n][C]; then the state keeps the last K - 1 inputs. */
 static void conv(const float *taps, float *state, const float *R, int n, int C, int K, float *Y)
@@ -51,12 +63,7 @@ static void conv(const float *taps, float *state, const float *R, int n, int C, 
 			}
 			Y[(int64_t)i * C + c] = siluf(acc);
 		}
-	int keep = K - 1; /* slide: the last keep inputs of state + R */
-	for (int s = 0; s < keep; s++) {
-		int t = n - keep + s; /* its index in R, or < 0: in the old state */
-		const float *src = t >= 0 ? R + (int64_t)t * C : state + (int64_t)(t + keep) * C;
-		memmove(state + (int64_t)s * C, src, (size_t)C * sizeof(float));
-	}
+	conv_slide(state, R, n, C, K);
 }
 
 void gdn_step(float *S, const float *q, const float *k, const float *v, float g, float beta, int dk, int dv, float *o)
@@ -149,6 +156,7 @@ int attn_gdn(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, fl
 	for (int i = 0; i < n; i++) {
 		float *Y = w->LY + (int64_t)i * C, *O = w->LO + (int64_t)i * vd;
 		norm_qk(c, Y);
+		kv_keep_rows(kv, c, l, i, w->LR + (int64_t)i * C, Y, w->LB + (int64_t)i * Hv, w->LA + (int64_t)i * Hv);
 		heads_job j = {m, kv->rec[l], Y, w->LB + (int64_t)i * Hv, w->LA + (int64_t)i * Hv, L->lin_a_log, L->lin_dt_bias, O};
 		if (work < (1 << 18))
 			heads(&j, 0, Hv);
@@ -158,4 +166,18 @@ int attn_gdn(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, fl
 	}
 	mat_mul(m->kc, &L->lin_out, w->LO, n, out);
 	return 0;
+}
+
+void gdn_replay(const coli_engine *m, coli_kv *kv, int l, int steps)
+{
+	const coli_model *c = m->cfg;
+	const layer_w *L = &m->w->layers[l];
+	kv_keep *k = kv->keep;
+	int Hv = c->lin_v_heads, C = 2 * c->lin_k_heads * c->lin_k_dim + Hv * c->lin_v_dim;
+	conv_slide(kv->conv[l], k->R[l], steps, C, c->lin_conv);
+	for (int i = 0; i < steps; i++) { /* the outputs land in scratch: only the state matters */
+		heads_job j = {m, kv->rec[l], k->Y[l] + (int64_t)i * C, k->B[l] + (int64_t)i * Hv, k->A[l] + (int64_t)i * Hv,
+			       L->lin_a_log, L->lin_dt_bias, m->ws->LO};
+		heads(&j, 0, Hv);
+	}
 }

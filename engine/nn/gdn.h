@@ -16,4 +16,8 @@ int attn_gdn(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, fl
  * then S += k (beta (v - S^T k))^T, o = S^T q. */
 void gdn_step(float *S, const float *q, const float *k, const float *v, float g, float beta, int dk, int dv, float *o);
 
+/* coli_kv_rollback: layer l's fixed state (restored to the kept call's start) moved forward by
+ * the first `steps` kept tokens, from their kept rows. */
+void gdn_replay(const coli_engine *m, coli_kv *kv, int l, int steps);
+
 #endif

@@ -7,6 +7,7 @@
 
 #include "fileio.h"
 #include "nn/attention.h"
+#include "nn/gdn.h"
 
 /* The per-layer view a part of this kind fills, or NULL (a kind the views do not name). */
 static float **view_of(coli_kv *kv, int kind)
@@ -69,6 +70,22 @@ int kv_open_layers(coli_kv *kv, const coli_engine *m, int first, int last, int c
 	return alloc_parts(kv, e);
 }
 
+/* coli_kv_keep's buffers. */
+static void keep_free(coli_kv *kv)
+{
+	kv_keep *k = kv->keep;
+	if (!k)
+		return;
+	float **rows[4] = {k->R, k->Y, k->B, k->A};
+	for (int r = 0; r < 4; r++) {
+		for (int l = 0; rows[r] && l < kv->n_layers; l++)
+			free(rows[r][l]);
+		free(rows[r]);
+	}
+	free(k->snap);
+	free(k);
+}
+
 int coli_kv_init(coli_kv *kv, const coli_engine *m, int cap, coli_err *e)
 {
 	return kv_open_layers(kv, m, 0, m->cfg->n_layers, cap, e);
@@ -92,5 +109,91 @@ void coli_kv_release(coli_kv *kv)
 	free(kv->rec);
 	free(kv->att);
 	free(kv->iscore);
+	keep_free(kv);
 	memset(kv, 0, sizeof(*kv));
+}
+
+/* Floats of every fixed part together. */
+static size_t fixed_floats(const coli_kv *kv)
+{
+	size_t n = 0;
+	for (int i = 0; i < kv->n_parts; i++)
+		n += (size_t)kv->parts[i].fixed;
+	return n;
+}
+
+int coli_kv_keep(coli_kv *kv, const coli_engine *m, coli_err *e)
+{
+	const coli_model *c = m->cfg;
+	size_t S = COLI_DRAFT_MAX + 1, C = 2 * (size_t)c->lin_k_heads * c->lin_k_dim + (size_t)c->lin_v_heads * c->lin_v_dim;
+	if (kv->keep || !fixed_floats(kv))
+		return 0;
+	kv_keep *k = kv->keep = coli_calloc(1, sizeof(*k), e);
+	if (!k || !(k->snap = coli_malloc(fixed_floats(kv) * sizeof(float), e)))
+		return -1;
+	float ***rows[4] = {&k->R, &k->Y, &k->B, &k->A};
+	for (int r = 0; r < 4; r++)
+		if (!(*rows[r] = coli_calloc((size_t)kv->n_layers, sizeof(float *), e)))
+			return -1;
+	for (int l = 0; l < kv->n_layers; l++) {
+		if (!kv->rec[l])
+			continue;
+		size_t w[4] = {C, C, (size_t)c->lin_v_heads, (size_t)c->lin_v_heads};
+		for (int r = 0; r < 4; r++)
+			if (!((*rows[r])[l] = coli_malloc(S * w[r] * sizeof(float), e)))
+				return -1;
+	}
+	return 0;
+}
+
+void kv_keep_begin(coli_kv *kv, int n)
+{
+	kv_keep *k = kv->keep;
+	if (!k)
+		return;
+	k->n0 = kv->n;
+	k->n = n <= COLI_DRAFT_MAX + 1 ? n : 0;
+	float *at = k->snap;
+	for (int i = 0; k->n && i < kv->n_parts; i++) {
+		memcpy(at, kv->part[i], (size_t)kv->parts[i].fixed * sizeof(float));
+		at += kv->parts[i].fixed;
+	}
+}
+
+void kv_keep_rows(coli_kv *kv, const coli_model *c, int l, int i, const float *R, const float *Y, const float *B,
+		  const float *A)
+{
+	kv_keep *k = kv->keep;
+	if (!k || !k->n || !k->R[l])
+		return;
+	size_t C = 2 * (size_t)c->lin_k_heads * c->lin_k_dim + (size_t)c->lin_v_heads * c->lin_v_dim, H = (size_t)c->lin_v_heads;
+	memcpy(k->R[l] + i * C, R, C * sizeof(float));
+	memcpy(k->Y[l] + i * C, Y, C * sizeof(float));
+	memcpy(k->B[l] + i * H, B, H * sizeof(float));
+	memcpy(k->A[l] + i * H, A, H * sizeof(float));
+}
+
+int coli_kv_rollback(const coli_engine *m, coli_kv *kv, int n, coli_err *e)
+{
+	kv_keep *k = kv->keep;
+	if (n > kv->n || n < 0)
+		return coli_errf(e, COLI_EUSAGE, "rollback to %d tokens: the state holds %d", n, kv->n);
+	if (n == kv->n || !fixed_floats(kv)) {
+		kv->n = n;
+		return 0;
+	}
+	if (!k || !k->n || n < k->n0 || kv->n != k->n0 + k->n)
+		return coli_errf(e, COLI_EUSAGE, "rollback to %d tokens: the fixed-size state keeps only the last short "
+				 "forward call (positions %d..%d)", n, k ? k->n0 : 0, k ? k->n0 + k->n : 0);
+	const float *at = k->snap;
+	for (int i = 0; i < kv->n_parts; i++) {
+		memcpy(kv->part[i], at, (size_t)kv->parts[i].fixed * sizeof(float));
+		at += kv->parts[i].fixed;
+	}
+	for (int l = 0; l < kv->n_layers; l++)
+		if (kv->rec[l])
+			gdn_replay(m, kv, l, n - k->n0);
+	kv->n = n;
+	k->n = 0;
+	return 0;
 }

@@ -9,4 +9,19 @@
  * outside the range have none. kv->n is 0. */
 int kv_open_layers(coli_kv *kv, const coli_engine *m, int first, int last, int cap, coli_err *e);
 
+/* What rolling back the last short forward call needs (coli_kv_keep). */
+typedef struct kv_keep {
+	int n0, n;                 /* the call kept positions n0 .. n0 + n - 1 (n 0: nothing kept) */
+	float *snap;               /* every fixed part at n0, in part order */
+	float **R, **Y, **B, **A;  /* [layer] -> per kept token: the Gated DeltaNet's conv inputs [conv_dim],
+				    * its q, k, v ready for the delta rule [conv_dim], b and a [v_heads] */
+} kv_keep;
+
+/* forward.c: before a forward call of n tokens, the fixed parts' snapshot when it is kept. */
+void kv_keep_begin(coli_kv *kv, int n);
+
+/* gdn.c: kept token i of layer l: its rows (copied when the call is kept). */
+void kv_keep_rows(coli_kv *kv, const coli_model *c, int l, int i, const float *R, const float *Y, const float *B,
+		  const float *A);
+
 #endif

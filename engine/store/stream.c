@@ -32,13 +32,51 @@ void stream_trace_issue(const stream_store *s, slot *p, int c)
 		p->chunk_t0[c] = coli_tracer_now(s->tr);
 }
 
-/* A READ record: flags ok, prediction, re-read. */
-static void trace_read(const stream_store *s, const slot *p, int r, uint64_t t0, uint64_t len, int flags)
+/* A record for the call running, kept in the ring until the lock is released. Lock held. */
+static void trace_keep(stream_store *s, int kind, int sub, int copy, const slot *p, uint64_t t0, uint64_t t1,
+		       uint64_t n)
 {
-	coli_tracer_emit(s->tr, COLI_TR_READ, flags, r, p->x->layer, p->expert, t0, coli_tracer_now(s->tr), len);
+	if (s->trq_head - s->trq_tail == s->trq_cap) {
+		s->trq_lost++;
+		return;
+	}
+	s->trq[s->trq_head++ % s->trq_cap] = (coli_trace_rec){
+		.kind = (uint8_t)kind, .sub = (uint8_t)sub, .copy = (uint16_t)copy, .token = atomic_load(&s->tr->token),
+		.layer = p->x->layer, .expert = p->expert, .t0 = t0, .t1 = t1 < t0 ? t0 : t1, .n = n};
 }
 
-void stream_trace_read(const stream_store *s, const slot *p, int c, int r, int ok)
+void stream_trace_flush(stream_store *s)
+{
+	if (!s->trq)
+		return;
+	pthread_mutex_lock(&s->trq_mu);
+	pthread_mutex_lock(&s->mu);
+	uint64_t from = s->trq_tail, to = s->trq_head;
+	pthread_mutex_unlock(&s->mu);
+	for (uint64_t i = from; i < to; i++) /* the producers never overwrite [trq_tail, trq_head) */
+		s->tr->emit(s->tr->ctx, &s->trq[i % s->trq_cap]);
+	pthread_mutex_lock(&s->mu);
+	s->trq_tail = to;
+	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_unlock(&s->trq_mu);
+}
+
+/* Releases the lock at the end of a caller's call, then emits the trace records kept meanwhile. */
+static void unlock_emit(stream_store *s)
+{
+	int kept = s->trq && s->trq_head != s->trq_tail;
+	pthread_mutex_unlock(&s->mu);
+	if (kept)
+		stream_trace_flush(s);
+}
+
+/* A READ record: flags ok, prediction, re-read. Lock held. */
+static void trace_read(stream_store *s, const slot *p, int r, uint64_t t0, uint64_t len, int flags)
+{
+	trace_keep(s, COLI_TR_READ, flags, r, p, t0, coli_tracer_now(s->tr), len);
+}
+
+void stream_trace_read(stream_store *s, const slot *p, int c, int r, int ok)
 {
 	if (!s->tr)
 		return;
@@ -47,8 +85,8 @@ void stream_trace_read(const stream_store *s, const slot *p, int c, int r, int o
 }
 
 /* A get's outcome, traced: pin, hit (read and checked by an earlier get), or by who queued
- * its read. Lock held (or p a pin). */
-static void trace_outcome(const stream_store *s, const slot *p, int pinned)
+ * its read. Lock held. */
+static void trace_outcome(stream_store *s, const slot *p, int pinned)
 {
 	static const int by_origin[] = {[Q_PREDICT] = COLI_X_PREDICTED, [Q_PREFETCH] = COLI_X_PREFETCHED,
 					[Q_GET] = COLI_X_MISS};
@@ -56,16 +94,16 @@ static void trace_outcome(const stream_store *s, const slot *p, int pinned)
 		return;
 	int x = pinned ? COLI_X_PIN : p->state == S_READY ? COLI_X_HIT : by_origin[p->origin];
 	uint64_t t = coli_tracer_now(s->tr);
-	coli_tracer_emit(s->tr, COLI_TR_EXPERT, x, 0, p->x->layer, p->expert, t, t, 0);
+	trace_keep(s, COLI_TR_EXPERT, x, 0, p, t, t, 0);
 }
 
-/* A predicted read its layer did not choose, traced. */
-static void trace_wasted(const stream_store *s, const slot *p)
+/* A predicted read its layer did not choose, traced. Lock held. */
+static void trace_wasted(stream_store *s, const slot *p)
 {
 	if (!s->tr)
 		return;
 	uint64_t t = coli_tracer_now(s->tr);
-	coli_tracer_emit(s->tr, COLI_TR_EXPERT, COLI_X_PREDICT_WASTED, 0, p->x->layer, p->expert, t, t, 0);
+	trace_keep(s, COLI_TR_EXPERT, COLI_X_PREDICT_WASTED, 0, p, t, t, 0);
 }
 
 /* Drops slot i's expert (its buffer stays for reuse). */
@@ -219,7 +257,6 @@ static int queue_read(stream_store *s, stream_layer *L, int i, int x, int prio, 
 	p->next_chunk = p->chunks_done = 0, p->used = 0, p->io_rc = 0, p->origin = prio;
 	L->where[x] = i;
 	L->resident++;
-	s->st.misses += prio != Q_PREDICT; /* a prediction's read: a miss once chosen */
 	enqueue(s, p, prio);
 	return 0;
 }
@@ -309,7 +346,6 @@ static int find_or_queue(stream_store *s, stream_layer *L, int x, coli_err *e)
 {
 	int i = L->where[x];
 	if (i >= 0) {
-		s->st.hits += L->slots[i].state == S_READY;
 		promote(s, &L->slots[i], Q_GET);
 		return i;
 	}
@@ -340,14 +376,18 @@ static const coli_expert *pinned_get(stream_store *s, stream_layer *L, int x)
 	if (L->count)
 		L->count[x] += 1;
 	trace_outcome(s, &L->pins[L->pinned[x]], 1);
-	pthread_mutex_unlock(&s->mu);
+	unlock_emit(s);
 	return &L->pins[L->pinned[x]].view;
 }
 
-/* A get's use of slot i: waits for its read, checks it once read. Lock held. */
+/* A get's use of slot i, counted (a hit when read and checked for an earlier get, else a miss:
+ * read, or being read, for this get, a request, a prefetch or a prediction): waits for its read,
+ * checks it once read. Lock held. */
 static const coli_expert *use_slot(stream_store *s, stream_layer *L, int i, coli_err *e)
 {
 	slot *p = &L->slots[i];
+	s->st.hits += p->state == S_READY;
+	s->st.misses += p->state != S_READY;
 	p->refs++;
 	p->stale = 0;
 	p->last = ++s->tick;
@@ -375,12 +415,10 @@ static const coli_expert *get(stream_store *s, int layer, int expert, int wait, 
 	int i = L->where[expert];
 	if (wait)
 		i = find_or_queue(s, L, expert, e);
-	else if (i >= 0 && L->slots[i].state != S_FLIGHT)
-		s->st.hits += L->slots[i].state == S_READY;
-	else
+	else if (i >= 0 && L->slots[i].state == S_FLIGHT)
 		i = -1;
 	v = i >= 0 ? use_slot(s, L, i, e) : NULL;
-	pthread_mutex_unlock(&s->mu);
+	unlock_emit(s);
 	return v;
 }
 
@@ -423,7 +461,7 @@ static void queue_listed(coli_store *base, int layer, const int *experts, int n,
 		return;
 	pthread_mutex_lock(&s->mu);
 	prefetch_locked(s, &s->layers[layer], experts, n, prio, NULL);
-	pthread_mutex_unlock(&s->mu);
+	unlock_emit(s);
 }
 
 static void stream_request(coli_store *base, int layer, const int *experts, int n)
@@ -450,7 +488,7 @@ static void stream_release(coli_store *base, int layer, int expert)
 		for (int lru; L->resident > L->keep && (lru = lru_slot(L, NULL, 0, 1)) >= 0;)
 			evict(L, lru);
 	}
-	pthread_mutex_unlock(&s->mu);
+	unlock_emit(s);
 }
 
 /* Stops the I/O threads once the queued reads are done. */
@@ -468,6 +506,7 @@ static void stream_close(coli_store *base)
 {
 	stream_store *s = (stream_store *)base;
 	stop_threads(s);
+	stream_trace_flush(s); /* the reads that ended meanwhile */
 	for (int l = 0; s->layers && l < s->n_layers; l++) {
 		stream_layer *L = &s->layers[l];
 		for (int i = 0; L->slots && i < L->work; i++)
@@ -483,7 +522,8 @@ static void stream_close(coli_store *base)
 	}
 	free(s->layers);
 	replicas_close(&s->rs);
-	free(s->ureqs);
+	free(s->ureqs), free(s->trq);
+	pthread_mutex_destroy(&s->trq_mu);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->queued);
 	pthread_cond_destroy(&s->done);
@@ -544,7 +584,7 @@ static int pin_layer(stream_store *s, stream_layer *L, const double *row, int ne
 		}
 		pthread_mutex_lock(&s->mu);
 		int rc = check(s, p, e);
-		pthread_mutex_unlock(&s->mu);
+		unlock_emit(s);
 		if (rc < 0)
 			return -1;
 		L->pinned[best] = L->n_pins - 1;
@@ -579,6 +619,21 @@ static int init_counts(stream_layer *L, const store_stream_opts *o, int ne, coli
 	return 0;
 }
 
+/* The trace ring, for the most records made between two flushes: each slot's reads of two
+ * records (one ending after a flush, one queued before the next), each chunk on every copy at
+ * worst (read failures) and a recovery on every copy; a call's outcome and wasted predictions. */
+static int trace_ring(stream_store *s, coli_err *e)
+{
+	uint64_t n = 64 + 2 * (uint64_t)s->top_k;
+	for (int l = 0; l < s->n_layers; l++) {
+		const stream_layer *L = &s->layers[l];
+		if (L->x)
+			n += 2 * (uint64_t)L->work * (uint64_t)s->rs.n * ((L->x->record_size + s->chunk - 1) / s->chunk + 1);
+	}
+	s->trq_cap = n;
+	return (s->trq = coli_calloc((size_t)n, sizeof(*s->trq), e)) ? 0 : -1;
+}
+
 /* Every MoE layer's slots, the replicas, then each layer's pins read and checked. */
 static int open_layers(stream_store *s, const store_stream_opts *o, int keep, coli_err *e)
 {
@@ -594,6 +649,8 @@ static int open_layers(stream_store *s, const store_stream_opts *o, int keep, co
 	}
 	if (rc == 0)
 		rc = replicas_open(&s->rs, c, o ? o->mirrors : NULL, o ? o->n_mirrors : 0, n_records, e);
+	if (rc == 0 && s->tr)
+		rc = trace_ring(s, e);
 	int ne = c->model.n_experts;
 	for (int i = 0; rc == 0 && i < c->layout.n_elayers; i++) {
 		const coli_lexperts *x = &c->layout.elayers[i];
@@ -623,6 +680,7 @@ int store_stream_open(coli_store **out, const coli_container *c, const store_str
 	s->base.ops = &stream_ops;
 	s->c = c;
 	pthread_mutex_init(&s->mu, NULL);
+	pthread_mutex_init(&s->trq_mu, NULL);
 	pthread_cond_init(&s->queued, NULL);
 	pthread_cond_init(&s->done, NULL);
 	pthread_cond_init(&s->crc_cv, NULL);
@@ -676,7 +734,7 @@ static void stream_predict(coli_store *base, int layer, const int *experts, int 
 	prefetch_locked(s, L, experts, n, Q_PREDICT, L->pred_read);
 	memcpy(L->pred, experts, (size_t)n * sizeof(int));
 	L->n_pred = n;
-	pthread_mutex_unlock(&s->mu);
+	unlock_emit(s);
 }
 
 static void stream_predict_check(coli_store *base, int layer, const int32_t *chosen, int n)
@@ -692,7 +750,6 @@ static void stream_predict_check(coli_store *base, int layer, const int32_t *cho
 		for (int t = 0; t < n && !hit; t++)
 			hit = chosen[t] == x;
 		s->st.predict_hits += (uint64_t)hit;
-		s->st.misses += (uint64_t)(hit && L->pred_read[j]);
 		if (hit || !L->pred_read[j] || i < 0)
 			continue;
 		slot *p = &L->slots[i];
@@ -714,7 +771,7 @@ static void stream_predict_check(coli_store *base, int layer, const int32_t *cho
 		s->st.predict_wasted_bytes += L->x->record_size;
 	}
 	L->n_pred = 0;
-	pthread_mutex_unlock(&s->mu);
+	unlock_emit(s);
 }
 
 static int stream_stats(const coli_store *s, store_stats *st)

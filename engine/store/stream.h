@@ -84,6 +84,13 @@ typedef struct stream_store {
 	int no_uring;             /* test hook: io_uring refused */
 	coli_events events;
 	coli_tracer *tr;          /* NULL: no trace */
+	/* Trace records are made under the lock into this ring and emitted after it is released, by
+	 * the caller's thread (stream_trace_flush): a slow trace never holds the lock, and the I/O
+	 * threads never write one. Sized at open for the most records made between two flushes. */
+	coli_trace_rec *trq;      /* [trq_cap]; NULL: no trace */
+	uint64_t trq_cap, trq_head, trq_tail; /* records made / emitted so far (under mu) */
+	uint64_t trq_lost;        /* made while the ring was full (none, by its size) */
+	pthread_mutex_t trq_mu;   /* one emitter at a time, in ring order */
 	uint64_t chunk;           /* STORE_CHUNK, or the opts' (tests: multi-chunk tiny records) */
 	int top_k;                /* the model's: the most experts a prediction names */
 	stream_layer *layers;     /* [container layer]; x NULL when not MoE */
@@ -132,9 +139,14 @@ void stream_retire(stream_store *s, int r, uint64_t len, int ok);
  * "PATH: expert record [layer L][expert X] at offset O: problem". */
 void stream_name_error(const stream_store *s, const slot *p, int r, const coli_err *err, coli_err *out);
 
-/* Traced: chunk c of p issued to a copy / its read on copy r ended (ok: delivered). Lock held. */
+/* Traced: chunk c of p issued to a copy / its read on copy r ended (ok: delivered; its record
+ * kept for stream_trace_flush). Lock held. */
 void stream_trace_issue(const stream_store *s, slot *p, int c);
-void stream_trace_read(const stream_store *s, const slot *p, int c, int r, int ok);
+void stream_trace_read(stream_store *s, const slot *p, int c, int r, int ok);
+
+/* Emits the trace records kept so far, in the order they were made. Lock not held; never called
+ * by an I/O thread. */
+void stream_trace_flush(stream_store *s);
 
 /* Formats an event and hands it to s->events (when set). */
 void stream_event(const stream_store *s, coli_event_kind kind, const char *fmt, ...)

@@ -1,6 +1,8 @@
-/* trace/tracer.c: the engine's trace records: spans coalesced on the compute thread, reads and
- * expert outcomes from wherever they happen. */
+/* trace/tracer.c: the engine's trace records: spans coalesced on the compute thread, the time
+ * between calls of a caller's wall, reads and expert outcomes from wherever they happen. */
 #include "tracer.h"
+
+#include <math.h>
 
 #include "clock.h"
 
@@ -31,6 +33,34 @@ static void close_span(coli_tracer *t)
 	t->span_kind = -1;
 }
 
+/* A BETWEEN span [t0, t1) of the call running, when it lasts. */
+static void between(coli_tracer *t, uint64_t t0, uint64_t t1)
+{
+	if (t1 > t0)
+		coli_tracer_emit(t, COLI_TR_SPAN, COLI_SPAN_BETWEEN, 0, -1, -1, t0, t1, 0);
+}
+
+/* The call that ended, its TOKEN ending at `at`: the time since its forward pass ended is its
+ * BETWEEN span. Then the next token index. */
+static void flush_pending(coli_tracer *t, uint64_t at)
+{
+	if (!t->pending)
+		return;
+	at = at < t->pend_end ? t->pend_end : at;
+	between(t, t->pend_end, at);
+	coli_tracer_emit(t, COLI_TR_TOKEN, t->pend_phase, 0, -1, -1, t->pend_t0, at, t->pend_n);
+	atomic_fetch_add(&t->token, 1);
+	t->pending = 0;
+}
+
+/* The caller's coli_now() reading on the trace's clock (never before what was recorded). */
+static uint64_t at_of(const coli_tracer *t, double now)
+{
+	double ns = floor(now * 1e9 + 0.5) - (double)t->origin;
+	uint64_t at = ns > 0 ? (uint64_t)ns : 0;
+	return at < t->last ? t->last : at;
+}
+
 void coli_tracer_mark(coli_tracer *t, int kind, int layer)
 {
 	if (!t)
@@ -43,11 +73,21 @@ void coli_tracer_mark(coli_tracer *t, int kind, int layer)
 	t->last = now;
 }
 
+/* Within a wall the previous call is written now, and the wall's first call starts at the wall's
+ * start (the time before its forward pass a BETWEEN span). */
 void coli_tracer_begin(coli_tracer *t)
 {
 	if (!t)
 		return;
-	t->call_t0 = t->last = coli_tracer_now(t);
+	uint64_t now = coli_tracer_now(t);
+	int first = t->wall && t->wall_t0 != UINT64_MAX && !t->pending;
+	flush_pending(t, now);
+	t->call_t0 = t->last = now;
+	if (first) {
+		t->call_t0 = t->wall_t0 < now ? t->wall_t0 : now;
+		between(t, t->call_t0, now);
+	}
+	t->wall_t0 = UINT64_MAX; /* the wall's first call has begun */
 	t->span_kind = -1;
 }
 
@@ -56,6 +96,29 @@ void coli_tracer_end(coli_tracer *t, uint64_t n)
 	if (!t)
 		return;
 	close_span(t);
+	if (t->wall) {
+		t->pending = 1, t->pend_t0 = t->call_t0, t->pend_end = t->last, t->pend_n = n, t->pend_phase = t->phase;
+		return;
+	}
 	coli_tracer_emit(t, COLI_TR_TOKEN, t->phase, 0, -1, -1, t->call_t0, t->last, n);
 	atomic_fetch_add(&t->token, 1);
+}
+
+void coli_tracer_wall_begin(coli_tracer *t, int phase, double now)
+{
+	if (!t || !t->emit)
+		return;
+	if (t->wall)
+		coli_tracer_wall_end(t, now);
+	t->phase = phase, t->wall = 1, t->wall_t0 = at_of(t, now);
+}
+
+void coli_tracer_wall_end(coli_tracer *t, double now)
+{
+	if (!t || !t->emit || !t->wall)
+		return;
+	uint64_t at = at_of(t, now);
+	flush_pending(t, at);
+	t->last = at > t->last ? at : t->last;
+	t->wall = 0;
 }
