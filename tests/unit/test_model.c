@@ -11,7 +11,7 @@
 
 static const char *const fixture_names[] = {
 	"deepseek_v3-tiny", "deepseek_v3-fp8-tiny", "glm4_moe-tiny",
-	"qwen3_moe-tiny", "olmoe-tiny", "mixtral-tiny", "glm_moe_dsa-tiny",
+	"qwen3_moe-tiny", "olmoe-tiny", "mixtral-tiny", "glm_moe_dsa-tiny", "qwen3_5_moe-tiny",
 };
 #define N_FIXTURES ((int)(sizeof(fixture_names) / sizeof(fixture_names[0])))
 
@@ -141,9 +141,9 @@ static void test_fixture_ckpts(void)
 		int rc = load_fixture(&m, fixture_names[i], &e);
 		if (!rc)
 			rc = coli_ckpt_open(&c, dir, &e);
-		int mtp = rc ? 0 : m.n_mtp_layers;
-		if (!rc)
-			rc = coli_model_check_ckpt(&m, c, &e);
+		int mtp = rc ? 0 : m.n_mtp_layers, skipped;
+		if (!rc) /* the released layout seen through the table's names first (qwen3_5_moe) */
+			rc = coli_model_map_ckpt(&m, c, &skipped, &e) || coli_model_check_ckpt(&m, c, &e);
 		snprintf(tname, sizeof(tname), "model_check_ckpt_%s", fixture_names[i]);
 		T_CHECK(tname, rc == 0 && m.n_mtp_layers == mtp, "%s", e.msg);
 		coli_ckpt_close(c);
@@ -279,7 +279,7 @@ static void test_corrupt(void)
 {
 	expect_fail("model_bad_model_type", "llama", "",
 		    "config.json: model_type 'llama' unsupported (supported: deepseek_v3, "
-		    "glm4_moe, qwen3_moe, olmoe, mixtral, glm_moe_dsa)");
+		    "glm4_moe, qwen3_moe, olmoe, mixtral, glm_moe_dsa, qwen3_5_moe)");
 	coli_model m;
 	coli_err e = {0};
 	int rc = coli_model_parse(&m, "{\"model_type\": \"olmoe\", \"vocab_size\": 8}",
@@ -387,6 +387,57 @@ static void test_refused_keys(void)
 		nfull += m.index_full[l];
 	T_CHECK("model_dsa_glm52_schedule_21_of_78", rc == 0 && nfull == 21 && m.index_full[2] && !m.index_full[3] &&
 		m.index_full[6] && m.index_full[74] && !m.index_full[75], "rc %d (%s) full %d", rc, e.msg, nfull);
+}
+
+/* Qwen3.5/3.6: the text model's keys under text_config, the hybrid stack, the released layout
+ * mapped onto the table (fused experts, mtp.*, the vision tower left out). */
+static void test_qwen3_5(void)
+{
+	coli_model m;
+	coli_err e = {0};
+	coli_ckpt *c = NULL;
+	char dir[512];
+	int skipped = 0;
+	int rc = load_fixture(&m, "qwen3_5_moe-tiny", &e);
+	T_CHECK("model_qwen3_5_load", rc == 0, "%s", e.msg);
+	if (rc)
+		return;
+	T_CHECK("model_qwen3_5_hybrid", m.family == COLI_FAM_QWEN3_5_MOE && m.is_linear[0] && !m.is_linear[1] &&
+		m.is_linear[2] && !m.is_linear[3] && !m.is_linear[4] && m.lin_k_heads == 2 && m.lin_v_heads == 4 &&
+		m.lin_k_dim == 16 && m.lin_v_dim == 16 && m.lin_conv == 4 && m.attn_gate && m.norm_offset,
+		"linear %d%d%d%d", m.is_linear[0], m.is_linear[1], m.is_linear[2], m.is_linear[3]);
+	T_CHECK("model_qwen3_5_attention", m.head_dim == 32 && m.n_kv_heads == 2 && m.rope.rotary_dim == 8 &&
+		m.rope.theta == 1e7 && !m.rope.interleave && m.qk_norm == COLI_QKNORM_HEAD, "hd %d rot %d theta %g",
+		m.head_dim, m.rope.rotary_dim, m.rope.theta);
+	T_CHECK("model_qwen3_5_moe", m.router == COLI_ROUTER_SOFTMAX_TOPK && m.norm_topk_prob && m.n_experts == 16 &&
+		m.top_k == 4 && m.shared_inter == 64 && m.shared_gate && m.n_mtp_layers == 1 && m.is_moe[0] && m.is_moe[4] &&
+		!m.tie_word_embeddings, "experts %d shared %d mtp %d", m.n_experts, m.shared_inter, m.n_mtp_layers);
+	fixture_dir(dir, sizeof(dir), "qwen3_5_moe-tiny");
+	rc = coli_ckpt_open(&c, dir, &e) || coli_model_map_ckpt(&m, c, &skipped, &e) || coli_model_check_ckpt(&m, c, &e);
+	const coli_st_tensor *up = rc ? NULL : coli_ckpt_find(c, "model.layers.2.mlp.experts.5.up_proj.weight");
+	T_CHECK("model_qwen3_5_released_layout", rc == 0 && skipped == 21 && up && up->shape[0] == 64 && up->shape[1] == 64 &&
+		coli_ckpt_find(c, "model.layers.4.eh_proj.weight") && !coli_ckpt_find(c, "mtp.fc.weight"),
+		"rc %d (%s) skipped %d", rc, e.msg, skipped);
+	coli_ckpt_close(c);
+	const char *gdn = "\"layer_types\": [\"linear_attention\", \"full_attention\"], \"num_key_value_heads\": 2, "
+			  "\"linear_num_key_heads\": 2, \"linear_num_value_heads\": 4";
+	char buf[1024];
+	snprintf(buf, sizeof(buf), "%s, \"attn_output_gate\": false", gdn);
+	expect_fail("model_refuse_qwen3_5_ungated", "qwen3_5_moe", buf, "attn_output_gate: false unsupported");
+	snprintf(buf, sizeof(buf), "%s, \"mtp_use_dedicated_embeddings\": true", gdn);
+	expect_fail("model_refuse_qwen3_5_mtp_embed", "qwen3_5_moe", buf, "mtp_use_dedicated_embeddings: true unsupported");
+	expect_fail("model_refuse_qwen3_5_heads", "qwen3_5_moe",
+		    "\"num_key_value_heads\": 2, \"linear_num_key_heads\": 3, \"linear_num_value_heads\": 4",
+		    "linear_num_value_heads: 4 is not a multiple of linear_num_key_heads 3");
+	expect_fail("model_refuse_qwen3_5_layer_kind", "qwen3_5_moe",
+		    "\"num_key_value_heads\": 2, \"layer_types\": [\"linear_attention\", \"sliding_attention\"]",
+		    "layer_types[1]: 'sliding_attention' unsupported");
+	coli_model d;
+	rc = coli_model_parse(&d, "{\"model_type\": \"qwen3_5_moe_text\", \"vocab_size\": 64, \"hidden_size\": 32, "
+			      "\"num_hidden_layers\": 8, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+			      "\"linear_num_key_heads\": 2, \"linear_num_value_heads\": 4}", "config.json", &e);
+	T_CHECK("model_qwen3_5_interval_default", rc == 0 && d.is_linear[0] && d.is_linear[2] && !d.is_linear[3] &&
+		!d.is_linear[7] && d.is_linear[4], "rc %d %s", rc, e.msg);
 }
 
 /* Range checks need the field exactly once, so these use a hand-written config. */
@@ -737,6 +788,7 @@ int main(void)
 {
 	test_deepseek();
 	test_glm_dsa();
+	test_qwen3_5();
 	test_fp8();
 	test_glm();
 	test_qwen3();
