@@ -129,8 +129,11 @@ double coli_attn_decode_fmas(const coli_model *c, int pos, int *threaded);
  * earlier position on each full layer; 0 while every position is attended). The engine shares
  * it over its threads. */
 double coli_attn_index_fmas(const coli_model *c, int pos);
-/* Bytes of per-token state decode reads at pos: what attention looks at (DSA: index_topk
- * positions) and the index keys the indexer scans. */
+/* Gated DeltaNet: the delta rule's multiply-adds per token over its layers (4 passes over each
+ * value head's state), shared over the threads; the same at every position. */
+double coli_attn_linear_fmas(const coli_model *c);
+/* Bytes of state decode moves at pos: what attention looks at (DSA: index_topk positions), the
+ * index keys the indexer scans, and fixed-size state (a Gated DeltaNet's) read and written. */
 double coli_attn_decode_bytes(const coli_model *c, int pos);
 /* Multiply-adds per second of the engine's attention core on the calling thread: one query head
  * of hd dimensions against n cached positions, repeated for seconds (0 when memory is short). */

@@ -8,7 +8,9 @@
  *              at the probe's rate (x threads where the engine shares them), or the KV cache
  *              read at the memory bandwidth when that takes longer; DSA models attend only
  *              index_topk positions past that many, plus the indexer's scan of every earlier
- *              position on its full layers (a context-dependent term, over every thread)
+ *              position on its full layers (a context-dependent term, over every thread); Gated
+ *              DeltaNet layers (linear_attn.*) count as attention: their projections, the delta
+ *              rule's passes over the recurrent state and the state read and written
  *   other      every other dense matrix (routers, shared experts, dense MLPs, lm_head) the same
  *              way, + OTHER_PER_LAYER per layer (norms, RoPE, sums: measured small)
  *   disk       the misses' reads not hidden: a layer's misses (top_k x (1 - hit) records) are read
@@ -61,7 +63,7 @@ static void dense_time(const plan *p, double *att, double *rest)
 		if (t->section != COLI_SEC_DENSE || t->ndim != 2 || strstr(t->name, "embed_tokens"))
 			continue;
 		double s = (double)t->blob.nbytes / kernel_bps(p, enc_bits(&t->blob));
-		*(strstr(t->name, "self_attn") ? att : rest) += s;
+		*(strstr(t->name, "self_attn") || strstr(t->name, "linear_attn") ? att : rest) += s;
 	}
 }
 
@@ -130,8 +132,8 @@ static double attn_core_time(const plan *p, int pos)
 	double mem = kv / (p->threads > 1 ? p->probe.mem_bps_all : p->probe.mem_bps_1);
 	double rate = p->probe.attn_fma_per_s * (threaded ? p->threads : 1);
 	double core = rate > 0 ? fmas / rate : 0; /* 0: a probe of revision 1.0, without the figure */
-	if (rate > 0) /* DSA's indexer scan, over every thread */
-		core += coli_attn_index_fmas(m, pos) / (p->probe.attn_fma_per_s * p->threads);
+	if (rate > 0) /* DSA's indexer scan, Gated DeltaNet's delta rule: over every thread */
+		core += (coli_attn_index_fmas(m, pos) + coli_attn_linear_fmas(m)) / (p->probe.attn_fma_per_s * p->threads);
 	return core > mem ? core : mem;
 }
 
@@ -251,34 +253,57 @@ static void shares(plan *p)
 			      p->copies[0].share * 100);
 }
 
-/* The queue depth: the smallest the probe measured that reaches 95% of the best bandwidth it
- * measured, but at least top_k (a layer's misses are requested together: fewer reads in flight
- * would serialise them), on the copy that needs the most. */
+/* Disk d's queue depth: among the depths probed of at least top_k (a layer's misses are
+ * requested together, each pread thread reading and checking one record: fewer threads would
+ * leave misses waiting for one, and a prefetch's read would hold up a demanded one), the
+ * smallest within 5% of the best bandwidth measured at those depths; the deepest probed when
+ * none reaches top_k. *best_below: the best bandwidth measured below top_k (0: none). */
+static int disk_qd(const coli_probe_disk *d, int top_k, double *best, double *best_below)
+{
+	int pick = d->n_qd ? d->qd[d->n_qd - 1] : STORE_IO_THREADS;
+	*best = *best_below = 0;
+	for (int j = 0; j < d->n_qd; j++) {
+		double *b = d->qd[j] >= top_k ? best : best_below;
+		*b = d->direct_bps[j] > *b ? d->direct_bps[j] : *b;
+	}
+	for (int j = 0; *best > 0 && j < d->n_qd; j++)
+		if (d->qd[j] >= top_k && d->direct_bps[j] >= 0.95 * *best) {
+			pick = d->qd[j];
+			break;
+		}
+	if (*best == 0) /* no depth of top_k probed: the deepest */
+		*best = d->n_qd ? d->direct_bps[d->n_qd - 1] : 0;
+	return pick;
+}
+
+/* The queue depth: disk_qd of the copy that needs the most. */
 static void choose_qd(plan *p)
 {
 	int qd = 1;
+	double best = 0, below = 0;
 	for (int i = 0; i < p->n_copies; i++) {
-		const coli_probe_disk *d = p->copies[i].disk;
-		double best = coli_probe_best_bps(d);
-		int pick = d->n_qd ? d->qd[d->n_qd - 1] : STORE_IO_THREADS;
-		for (int j = 0; j < d->n_qd; j++)
-			if (d->direct_bps[j] >= 0.95 * best && d->qd[j] >= p->top_k) {
-				pick = d->qd[j];
-				break;
-			}
+		int pick = disk_qd(p->copies[i].disk, p->top_k, &best, &below);
 		qd = pick > qd ? pick : qd;
 	}
 	p->qd = qd > STORE_MAX_QD ? STORE_MAX_QD : qd;
 	if (!p->stream)
 		return;
 	const coli_probe_disk *d = p->copies[0].disk;
-	char v[16], list[160] = "";
+	char v[16], list[160] = "", faster[160] = "";
+	disk_qd(d, p->top_k, &best, &below);
 	for (int j = 0, n = 0; j < d->n_qd; j++)
 		n += snprintf(list + n, sizeof(list) - (size_t)n, "%s%d: %.2f", j ? ", " : "", d->qd[j], d->direct_bps[j] / 1e9);
+	if (below > best)
+		snprintf(faster, sizeof(faster), "; fewer reads in flight measured faster here (%.2f GB/s) but would leave "
+			 "a layer's misses waiting for a thread", below / 1e9);
 	snprintf(v, sizeof(v), "%d", p->qd);
-	plan_note_add(p, "queue-depth", v, "the smallest queue depth of at least top_k (%d: a layer's misses are read "
-		      "together) within 5%% of the disk's best O_DIRECT bandwidth (GB/s at each depth probed on %s: %s)",
-		      p->top_k, d->dev, list);
+	if (d->n_qd && d->qd[d->n_qd - 1] < p->top_k)
+		plan_note_add(p, "queue-depth", v, "the deepest queue probed, none reaching top_k (%d: a layer's misses are "
+			      "read together) (GB/s at each depth probed on %s: %s)", p->top_k, d->dev, list);
+	else
+		plan_note_add(p, "queue-depth", v, "the smallest queue depth of at least top_k (%d: a layer's misses are read "
+			      "together) within 5%% of the best O_DIRECT bandwidth measured at such depths, %.2f GB/s (GB/s "
+			      "at each depth probed on %s: %s)%s", p->top_k, best / 1e9, d->dev, list, faster);
 }
 
 /* A note for each copy whose bursts read faster than it sustains. */

@@ -31,7 +31,19 @@ double coli_attn_decode_fmas(const coli_model *c, int pos, int *threaded)
 		per = 2.0 * c->head_dim;
 		*threaded = (double)c->n_heads * (pos + 1) * c->head_dim >= COLI_ATTN_THREAD_WORK;
 	}
-	return (double)c->n_layers * c->n_heads * attended(c, pos) * per;
+	int layers = 0; /* attention layers (a Gated DeltaNet's cost is coli_attn_linear_fmas) */
+	for (int l = 0; l < c->n_layers; l++)
+		layers += !c->is_linear[l];
+	return (double)layers * c->n_heads * attended(c, pos) * per;
+}
+
+double coli_attn_linear_fmas(const coli_model *c)
+{
+	int layers = 0;
+	for (int l = 0; l < c->n_layers; l++)
+		layers += c->is_linear[l];
+	/* per value head: decay and S^T k, then the update and S^T q: 4 passes of dk x dv */
+	return (double)layers * c->lin_v_heads * c->lin_k_dim * c->lin_v_dim * 4.0;
 }
 
 double coli_attn_index_fmas(const coli_model *c, int pos)
@@ -49,7 +61,9 @@ double coli_attn_decode_bytes(const coli_model *c, int pos)
 		int n = coli_model_state_range(c, l, l + 1, p);
 		for (int i = 0; i < n; i++) /* the index keys are all scanned, the rest only where attended */
 			b += (double)p[i].width * sizeof(float) *
-			     (p[i].kind == COLI_STATE_INDEX_KEY ? (coli_attn_index_fmas(c, pos) > 0 ? pos + 1.0 : 0) : attended(c, pos));
+				     (p[i].kind == COLI_STATE_INDEX_KEY ? (coli_attn_index_fmas(c, pos) > 0 ? pos + 1.0 : 0)
+									 : attended(c, pos)) +
+			     4.0 * sizeof(float) * p[i].fixed; /* a fixed part is read and written twice a token */
 	}
 	return b;
 }
