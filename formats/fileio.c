@@ -96,7 +96,8 @@ int coli_open_header(const char *path, void *h, size_t n, int *fd, uint64_t *siz
 	if ((*fd = coli_open_regular(path, O_RDONLY, size, e)) < 0)
 		return -1;
 	memset(h, 0, n);
-	if (*size >= n && coli_pread_full(*fd, h, n, 0, path, e) < 0) {
+	size_t got = *size < n ? (size_t)*size : n; /* a short file's bytes, the rest zero */
+	if (got && coli_pread_full(*fd, h, got, 0, path, e) < 0) {
 		close(*fd);
 		*fd = -1;
 		return -1;

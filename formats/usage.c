@@ -87,8 +87,11 @@ int coli_usage_write(const char *path, const coli_usage *u, coli_err *e)
 static int check_header(const uint8_t *h, uint64_t size, const uint8_t identity[32], const char *path,
 			coli_usage *u, coli_err *e)
 {
-	if (size < COLI_USAGE_HEADER || memcmp(h, usage_magic, 8) != 0)
+	if (size < 8 || memcmp(h, usage_magic, 8) != 0)
 		return coli_errf(e, COLI_EDATA, "%s: not a coli usage file (bad magic)", path);
+	if (size < COLI_USAGE_HEADER)
+		return coli_errf(e, COLI_EDATA, "%s: truncated: %llu bytes, shorter than the %u-byte header", path,
+				 (unsigned long long)size, COLI_USAGE_HEADER);
 	if (le_get32(h + 124) != coli_crc32(0, h, 124))
 		return coli_errf(e, COLI_EDATA, "%s: header crc32 mismatch (torn or corrupt usage file)", path);
 	if (le_get32(h + 8) != COLI_USAGE_VERSION)
@@ -114,8 +117,9 @@ static int check_header(const uint8_t *h, uint64_t size, const uint8_t identity[
 			return coli_errf(e, COLI_EDATA, "%s: reserved byte %d is %u, must be 0", path, i, h[i]);
 	uint64_t n = le_get64(h + 72), want = payload_bytes((int)nl, (int)ne);
 	if (n != want || COLI_USAGE_HEADER + n != size)
-		return coli_errf(e, COLI_EDATA, "%s: payload_size %llu, file size %llu, shape implies %llu", path,
-				 (unsigned long long)n, (unsigned long long)size, (unsigned long long)want);
+		return coli_errf(e, COLI_EDATA, "%s: payload_size %llu, file size %llu, shape implies %llu%s", path,
+				 (unsigned long long)n, (unsigned long long)size, (unsigned long long)want,
+				 COLI_USAGE_HEADER + want > size ? " (truncated)" : "");
 	memcpy(u->identity, h + 16, 32);
 	u->n_layers = (int)nl, u->n_experts = (int)ne, u->runs = le_get32(h + 56), u->decay = decay;
 	return 0;

@@ -117,8 +117,9 @@ int main(void)
 	refused(&u, header_size_64, id, "header_size 64, expected 128", "read: refuses a header_size other than 128");
 	refused(&u, reserved_61, id, "reserved byte 61 is 1, must be 0", "read: refuses a non-zero reserved byte 60..63");
 	refused(&u, reserved_100, id, "reserved byte 100 is 7, must be 0", "read: refuses a non-zero reserved byte 84..123");
-	refused(&u, truncated, id, "payload_size", "read: refuses a truncated file (payload_size)");
-	refused(&u, short_header, id, "bad magic", "read: refuses a file shorter than the header (bad magic)");
+	refused(&u, truncated, id, "(truncated)", "read: refuses a truncated file (payload_size, truncated)");
+	refused(&u, short_header, id, "truncated: 60 bytes, shorter than the 128-byte header",
+		"read: a file cut inside its header (magic intact) is called truncated, not bad magic");
 	refused(&u, bad_magic, id, "bad magic", "read: refuses a bad magic");
 
 	e.code = 0;
