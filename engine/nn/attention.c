@@ -237,7 +237,9 @@ static void gqa_groups(void *arg, int64_t begin, int64_t end)
 
 int attn_score_rows(const coli_model *c)
 {
-	return c->attn == COLI_ATTN_MLA || c->n_kv_heads < 1 ? 1 : c->n_heads / c->n_kv_heads;
+	if (c->attn == COLI_ATTN_MLA) /* every head shares the latent: one group (mla_heads) */
+		return c->n_heads;
+	return c->n_kv_heads < 1 ? 1 : c->n_heads / c->n_kv_heads;
 }
 
 int attn_gqa(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, float *out, coli_err *e)
@@ -290,21 +292,53 @@ static void mla_project(const coli_engine *m, const layer_w *L, coli_kv *kv, int
 	}
 }
 
-/* Absorbed MLA for one head of one token (its rope part already rotated): scores against the
- * latents lat[n][kv_lora] and rope keys rk[n][rope] of the positions it looks at, values from
- * the latents. */
-static void mla_head(const coli_engine *m, const layer_w *L, const coli_kv *kv, int h, float *q, const float *lat,
-		     const float *rk, int n, fwd_ws *w, float *out)
+/* Absorbed MLA's heads of one token share one cached latent and rope key per position: an MQA of
+ * n_heads query heads, each query the head's absorbed qc = W_kb_h^T q_nope (kv_lora floats) and
+ * its rope part. The heads [begin, end) go through attn_group together, so each block of cached
+ * rows is read once for all of them (the same sums as one head at a time). */
+typedef struct mla_job {
+	const coli_engine *m;
+	const coli_kv *kv;
+	const float *lat, *rk; /* [n][kv_lora], [n][rope] the positions looked at */
+	int n;
+} mla_job;
+
+static void mla_heads(void *arg, int64_t begin, int64_t end)
 {
-	float *att = kv->att; /* [n] scores */
+	const mla_job *j = arg;
+	const coli_model *c = j->m->cfg;
+	fwd_ws *w = j->m->ws;
+	int lw = c->kv_lora_rank, rd = c->qk_rope_head_dim, qs = lw + rd;
+	float *att = j->kv->att + (int64_t)kpool_self() * attn_score_rows(c) * j->kv->cap; /* this thread's scores */
+	attn_part latent = {w->qc + begin * qs, j->lat, lw, lw}, rot = {w->qc + begin * qs + lw, j->rk, rd, rd};
+	attn_group(&latent, &rot, (int)(end - begin), qs, j->lat, lw, lw, j->n, (float)j->m->attn_scale, att, j->kv->cap,
+		   w->ctx + begin * lw);
+}
+
+/* One token's heads: absorbed queries (the kernels' threads share each product), the grouped
+ * core over n positions, then v = W_vb_h ctx_h per head into out[heads][v_head_dim]. */
+static void mla_token(const coli_engine *m, const layer_w *L, const coli_kv *kv, const float *Q, const float *lat,
+		      const float *rk, int n, float *out)
+{
 	const coli_model *c = m->cfg;
-	int nope = c->qk_nope_head_dim, rd = c->qk_rope_head_dim, lw = c->kv_lora_rank, vd = c->v_head_dim;
-	int64_t band = (int64_t)h * (nope + vd);
-	memset(w->qc, 0, (size_t)lw * sizeof(float));
-	mat_vec_t_acc(m->kc, &L->kv_b, band, nope, q, w->qc); /* qc = W_kb_h^T q_nope */
-	attn_part latent = {w->qc, lat, lw, lw}, rot = {q + nope, rk, rd, rd};
-	attn_head(&latent, &rot, lat, lw, lw, n, (float)m->attn_scale, att, w->ctx); /* values: the latent */
-	mat_vec_range(m->kc, &L->kv_b, band + nope, vd, w->ctx, out); /* v = W_vb_h ctx */
+	fwd_ws *w = m->ws;
+	int H = c->n_heads, nope = c->qk_nope_head_dim, rd = c->qk_rope_head_dim, lw = c->kv_lora_rank, vd = c->v_head_dim;
+	int qk = nope + rd, qs = lw + rd;
+	for (int h = 0; h < H; h++) {
+		float *qc = w->qc + (int64_t)h * qs;
+		memset(qc, 0, (size_t)lw * sizeof(float));
+		mat_vec_t_acc(m->kc, &L->kv_b, (int64_t)h * (nope + vd), nope, Q + (int64_t)h * qk, qc); /* W_kb_h^T q_nope */
+		memcpy(qc + lw, Q + (int64_t)h * qk + nope, (size_t)rd * sizeof(float));
+	}
+	mla_job j = {m, kv, lat, rk, n};
+	int64_t work = (int64_t)H * n * (2 * lw + rd);
+	if (work < COLI_ATTN_THREAD_WORK)
+		mla_heads(&j, 0, H);
+	else
+		coli_kernels_for(m->kc, H, (H + coli_kernels_threads(m->kc) - 1) / coli_kernels_threads(m->kc), mla_heads, &j);
+	for (int h = 0; h < H; h++) /* v = W_vb_h ctx_h */
+		mat_vec_range(m->kc, &L->kv_b, (int64_t)h * (nope + vd) + nope, vd, w->ctx + (int64_t)h * lw,
+			      out + (int64_t)h * vd);
 }
 
 /* Token i's positions: every one up to pos in place in the cache, or (DSA) the nsel selected
@@ -342,9 +376,7 @@ int attn_mla(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, fl
 		const float *lat, *rk;
 		int rows = mla_rows(m, kv, l, i, kv->n + i, &lat, &rk);
 		rope_apply(m->rope, w->Q + (int64_t)i * c->n_heads * qk + c->qk_nope_head_dim, c->n_heads, qk, kv->n + i);
-		for (int h = 0; h < c->n_heads; h++)
-			mla_head(m, L, kv, h, w->Q + ((int64_t)i * c->n_heads + h) * qk, lat, rk, rows, w,
-				 w->A + ((int64_t)i * c->n_heads + h) * vd);
+		mla_token(m, L, kv, w->Q + (int64_t)i * c->n_heads * qk, lat, rk, rows, w->A + (int64_t)i * c->n_heads * vd);
 	}
 	mat_mul(m->kc, &L->o, w->A, n, out);
 	add_bias(out, L->o_bias, n, c->hidden_size);

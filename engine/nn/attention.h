@@ -17,7 +17,7 @@ int attn_mla(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, fl
 #define COLI_ATTN_THREAD_WORK (1 << 22)
 
 /* Rows of scores attention keeps per thread (kv->att holds threads x this x cap floats): the
- * query heads that share a KV head (GQA's batches score them together), 1 for MLA. */
+ * query heads that share a KV head (GQA's batches score them together); MLA: all its heads. */
 int attn_score_rows(const coli_model *c);
 
 /* One part of a query head's scores: the query q[dim] against the cached keys k + t x stride. */

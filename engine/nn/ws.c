@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 
+#include "engine.h"
 #include "fileio.h"
 
 /* The widest MLP product the config describes: dense MLP layers, shared experts, routed
@@ -63,8 +64,8 @@ static void attention_bufs(fwd_ws *w, const coli_model *c, int64_t B, int *bad, 
 	take(w, &w->A, B * c->n_heads * max3(c->head_dim, c->v_head_dim, 1), sizeof(float), bad, e);
 	take(w, &w->CKV, B * (c->kv_lora_rank + c->qk_rope_head_dim), sizeof(float), bad, e);
 	take(w, &w->QA, B * c->q_lora_rank, sizeof(float), bad, e);
-	take(w, &w->qc, c->kv_lora_rank, sizeof(float), bad, e);
-	take(w, &w->ctx, c->kv_lora_rank, sizeof(float), bad, e);
+	take(w, &w->qc, (int64_t)c->n_heads * (c->kv_lora_rank + c->qk_rope_head_dim), sizeof(float), bad, e);
+	take(w, &w->ctx, (int64_t)c->n_heads * c->kv_lora_rank, sizeof(float), bad, e);
 	int64_t K = c->index_topk, ih = (int64_t)c->index_n_heads;
 	take(w, &w->IQ, K ? B * ih * c->index_head_dim : 0, sizeof(float), bad, e);
 	take(w, &w->IW, K ? B * ih : 0, sizeof(float), bad, e);
@@ -82,6 +83,7 @@ static void attention_bufs(fwd_ws *w, const coli_model *c, int64_t B, int *bad, 
 	take(w, &w->LO, linear ? B * vd : 0, sizeof(float), bad, e);
 	take(w, &w->LB, linear ? B * c->lin_v_heads : 0, sizeof(float), bad, e);
 	take(w, &w->LA, linear ? B * c->lin_v_heads : 0, sizeof(float), bad, e);
+	take(w, &w->LC, linear && B > COLI_EXACT_N ? (int64_t)coli_gdn_scratch_floats(c) : 0, sizeof(float), bad, e);
 	take(w, &w->QG, c->attn_gate ? 2 * B * c->n_heads * c->head_dim : 0, sizeof(float), bad, e);
 	take(w, &w->AG, c->attn_gate ? B * c->n_heads * c->head_dim : 0, sizeof(float), bad, e);
 }
@@ -160,7 +162,7 @@ void ws_close(fwd_ws *w)
 	if (!w)
 		return;
 	void *all[] = {w->X, w->N, w->Y, w->Q, w->A, w->CKV, w->QA, w->qc, w->ctx, w->IQ, w->IW, w->sel, w->nsel,
-		       w->GL, w->GR, w->LR, w->LY, w->LZ, w->LO, w->LB, w->LA, w->QG, w->AG, w->R, w->scratch, w->gsel,
+		       w->GL, w->GR, w->LR, w->LY, w->LZ, w->LO, w->LB, w->LA, w->LC, w->QG, w->AG, w->R, w->scratch, w->gsel,
 		       w->G, w->H, w->U, w->D, w->W, w->wt, w->ids, w->rows_of, w->uni, w->order, w->want, w->js,
 		       w->ex, w->pm, w->px, w->py, w->pN, w->pid, w->pint, w->pw};
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)

@@ -21,7 +21,8 @@ typedef struct fwd_ws {
 	float *A;                      /* [B][heads * max(head_dim, v_head_dim)] attention output */
 	float *CKV;                    /* [B][kv_lora + rope] kv_a_proj output */
 	float *QA;                     /* [B][q_lora] q_a_proj output */
-	float *qc, *ctx;               /* [kv_lora] one head's absorbed query, weighted latent */
+	float *qc, *ctx;               /* MLA: [heads][kv_lora + rope] each head's absorbed query and its
+					* rope query, [heads][kv_lora] each head's weighted latent */
 	/* DSA (index_topk > 0) */
 	float *IQ;                     /* [B][index_heads * index_hd] indexer queries */
 	float *IW;                     /* [B][index_heads] per-head weights of the indexer's scores */
@@ -32,6 +33,7 @@ typedef struct fwd_ws {
 	float *LR, *LY;                /* [B][conv_dim] q, k, v before the conv, after it */
 	float *LZ, *LO;                /* [B][value_dim] the output gate, the heads' output */
 	float *LB, *LA;                /* [B][v_heads] beta's and the decay's inputs */
+	float *LC;                     /* [coli_gdn_scratch_floats] the chunked delta rule's (B > COLI_EXACT_N) */
 	float *QG, *AG;                /* [B][heads x 2 hd] q_proj's [query | gate] per head, [B][heads x hd] the gates */
 	/* MLP: routers, experts, shared experts, dense MLPs */
 	float *R;                      /* [B][experts] router logits */
