@@ -129,8 +129,8 @@ double coli_attn_decode_fmas(const coli_model *c, int pos, int *threaded);
  * earlier position on each full layer; 0 while every position is attended). The engine shares
  * it over its threads. */
 double coli_attn_index_fmas(const coli_model *c, int pos);
-/* Gated DeltaNet: the delta rule's multiply-adds per token over its layers (4 passes over each
- * value head's state), shared over the threads; the same at every position. */
+/* Gated DeltaNet: the delta rule's multiply-adds per token over its layers (4 per element of each
+ * value head's state, in one pass over it), shared over the threads; the same at every position. */
 double coli_attn_linear_fmas(const coli_model *c);
 /* Bytes of state decode moves at pos: what attention looks at (DSA: index_topk positions), the
  * index keys the indexer scans, and fixed-size state (a Gated DeltaNet's) read and written. */
@@ -138,6 +138,17 @@ double coli_attn_decode_bytes(const coli_model *c, int pos);
 /* Multiply-adds per second of the engine's attention core on the calling thread: one query head
  * of hd dimensions against n cached positions, repeated for seconds (0 when memory is short). */
 double coli_attn_core_rate(int hd, int n, double seconds);
+
+/* Gated DeltaNet's delta rule alone, what a linear layer of c runs between its conv and its gated
+ * norm (for benchmarks: coli-gdnbench): n tokens through every value head on the layer's state S
+ * [v_heads][v_head_dim][k_head_dim] (each head's S^T, nn/gdn.h), from Y [n][conv_dim] (q and k
+ * L2-normalised, q scaled by 1/sqrt(k_head_dim), then v), the decays g and betas beta
+ * [n][v_heads]; outputs O [n][v_heads x v_head_dim]. scratch NULL: decode's step, token by token;
+ * else the chunked form (what prefill runs past COLI_EXACT_N tokens), scratch holding
+ * coli_gdn_scratch_floats(c) floats. Over the kernels' threads by value head; allocates nothing. */
+void coli_gdn_rule(coli_kernels *kc, const coli_model *c, float *S, const float *Y, const float *g, const float *beta,
+		   int n, float *scratch, float *O);
+size_t coli_gdn_scratch_floats(const coli_model *c);
 
 /* Weight bytes one decode token reads: every dense matrix of the main layers, top_k experts
  * per MoE layer, lm_head (the embedding row and norms are negligible and left out). */

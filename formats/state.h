@@ -20,7 +20,7 @@ typedef enum coli_state_kind {
 	COLI_STATE_ROPE_KEY = 4,  /* MLA: the rotated shared rope key, qk_rope_head_dim per token */
 	COLI_STATE_INDEX_KEY = 5, /* DSA: the indexer's key after LayerNorm and RoPE, index_head_dim per token */
 	COLI_STATE_CONV = 6,      /* Gated DeltaNet: the causal conv's last kernel - 1 inputs [kernel - 1][conv_dim] (fixed) */
-	COLI_STATE_RECURRENT = 7, /* Gated DeltaNet: the delta rule's state [v_heads][k_head_dim][v_head_dim] (fixed) */
+	COLI_STATE_RECURRENT = 7, /* Gated DeltaNet: the delta rule's S^T, [v_heads][v_head_dim][k_head_dim] (fixed) */
 	COLI_STATE_KIND_MAX = 7
 } coli_state_kind;
 

@@ -42,7 +42,7 @@ double coli_attn_linear_fmas(const coli_model *c)
 	int layers = 0;
 	for (int l = 0; l < c->n_layers; l++)
 		layers += c->is_linear[l];
-	/* per value head: decay and S^T k, then the update and S^T q: 4 passes of dk x dv */
+	/* per value head and element of its state: the decay, S^T k, the update and S^T q (one pass) */
 	return (double)layers * c->lin_v_heads * c->lin_k_dim * c->lin_v_dim * 4.0;
 }
 
@@ -63,7 +63,7 @@ double coli_attn_decode_bytes(const coli_model *c, int pos)
 			b += (double)p[i].width * sizeof(float) *
 				     (p[i].kind == COLI_STATE_INDEX_KEY ? (coli_attn_index_fmas(c, pos) > 0 ? pos + 1.0 : 0)
 									 : attended(c, pos)) +
-			     4.0 * sizeof(float) * p[i].fixed; /* a fixed part is read and written twice a token */
+			     2.0 * sizeof(float) * p[i].fixed; /* a fixed part is read and written once a token */
 	}
 	return b;
 }

@@ -4,7 +4,7 @@
 # routing it measures.
 . "$(dirname "$0")/lib.sh"
 export LC_ALL=C
-FAMILIES="deepseek_v3 glm4_moe qwen3_moe olmoe mixtral"
+FAMILIES="deepseek_v3 glm4_moe glm_moe_dsa qwen3_moe olmoe mixtral"
 SMALL="--no-tokenizer --vocab 512 --hidden 64 --layers 3 --measure 64 --threads 2"
 
 # ---- helpers --------------------------------------------------------------------------------
@@ -230,5 +230,136 @@ for fam in qwen3_moe deepseek_v3; do
 		more \$(col 6 p1) 0.88 0 && more 0.45 \$(col 6 p0) 0
 	"
 done
+
+test_expect_success 'glm_moe_dsa: the reference key set, the indexer on full layers only; it converts and runs' '
+	coli-synth --family glm_moe_dsa --out ck $SMALL --layers 5 --index-freq 2 --index-offset 2 \
+		--index-topk 8 --shard-size 64K >gen.out &&
+	sed -n "s/^  \"\([a-z_]*\)\": .*/\1/p" "$FIX/glm_moe_dsa-tiny/checkpoint/config.json" >want &&
+	sed -n "s/^  \"\([a-z_]*\)\": .*/\1/p" ck/config.json >got && cmp want got &&
+	! grep -q "^  \"rope_theta\"" ck/config.json && grep -q "^    \"rope_theta\": 8000000.0" ck/config.json &&
+	tr -d " \n" <ck/config.json | grep -q "\"indexer_types\":\[\"full\",\"full\",\"shared\",\"full\",\"shared\"\]" &&
+	grep -q "layers.3.self_attn.indexer.weights_proj.weight\"" ck/model.safetensors.index.json &&
+	! grep -q "layers.2.self_attn.indexer" ck/model.safetensors.index.json &&
+	coli-synth --measure-only ck --measure 64 >re.out &&
+	grep "^| mean " gen.out >a && grep "^| mean " re.out >b && cmp a b &&
+	coli-convert -q ck m.coli &&
+	coli-run -m m.coli --prompt-ids "1 2 3 4 5 6 7 8 9 10" -n 8 >run.out
+'
+test_expect_success 'glm_moe_dsa: an fp8 source (128x128 block scales) converts and runs past index_topk' '
+	coli-synth --family glm_moe_dsa --out ck8 $SMALL --fp8 --index-topk 8 --shard-size 64K >/dev/null &&
+	grep -q "\"quant_method\": \"fp8\"" ck8/config.json &&
+	coli-convert -q --expert-bits 16 --dense-bits 16 ck8 m8.coli &&
+	coli-convert --info m8.coli | grep -q "fp8" &&
+	coli-run -q -m m8.coli --prompt-ids "$(seq -s " " 1 20)" -n 8 --ignore-eos --print-ids >ids &&
+	test "$(wc -w <ids)" = 8
+'
+test_expect_success 'MLA and DSA options: refused where the family has no such key' '
+	expect_exit 2 coli-synth --family qwen3_moe --out ck --index-topk 8 && err_has "--index-topk" "qwen3_moe" &&
+	expect_exit 2 coli-synth --family glm4_moe --out ck --kv-lora 64 && err_has "--kv-lora" &&
+	expect_exit 2 coli-synth --family glm_moe_dsa --out ck --kv-heads 2 && err_has "--kv-heads" &&
+	expect_exit 2 coli-synth --family deepseek_v3 --out ck --preset glm5.2 && err_has "glm5.2" "deepseek_v3" &&
+	expect_exit 2 coli-synth --family glm_moe_dsa --out ck --rope-dim 16 --index-head-dim 8 &&
+	err_has "--index-head-dim" && ! test -e ck
+'
+test_expect_success '--preset glm5.2 writes GLM-5.2'"'"'s config' '
+	coli-synth --family glm_moe_dsa --preset glm5.2 --out ck --dry-run >out && ! test -e ck &&
+	for kv in "hidden_size 6144" "num_hidden_layers 78" "first_k_dense_replace 3" "num_attention_heads 64" \
+		"q_lora_rank 2048" "kv_lora_rank 512" "qk_nope_head_dim 192" "qk_rope_head_dim 64" "v_head_dim 256" \
+		"n_routed_experts 256" "num_experts_per_tok 8" "moe_intermediate_size 2048" "intermediate_size 12288" \
+		"vocab_size 154880" "index_topk 2048" "index_n_heads 32" "index_head_dim 128" "index_topk_freq 4" \
+		"index_skip_topk_offset 3" "num_nextn_predict_layers 1" "n_group 1"; do
+		grep -q "^  \"${kv% *}\": ${kv#* },\?\$" out || { echo "not $kv" >&2; exit 1; }
+	done &&
+	grep -q "^1510.47 GB in 354 shards, 59587 tensors" out
+'
+
+# qwen3_5_moe: the fixture's own shape (hidden 64, 4 layers alternating, 16 experts top-4).
+Q35="--family qwen3_5_moe --no-tokenizer --vocab 512 --hidden 64 --layers 4 --head-dim 32 --experts 16 --top-k 4
+	--full-attn-interval 2 --linear-key-dim 16 --linear-value-dim 16 --measure 64 --threads 2"
+# names CKPT: the tensor names of a checkpoint's index, sorted.
+names() { sed -n 's/^    "\([^"]*\)": .*/\1/p' "$1/model.safetensors.index.json" | sort; }
+# header CKPT NAME: NAME's entry in the safetensors header that holds it.
+header() { grep -a -o -h "\"$2\":{[^}]*}" "$1"/*.safetensors; }
+
+test_expect_success 'qwen3_5_moe: the released layout, tensor for tensor the fixture'"'"'s; it converts (the vision tower left out) and runs' '
+	coli-synth $Q35 --out ck --shard-size 64K >gen.out &&
+	grep -o "^ *\"[a-z_]*\":" "$FIX/qwen3_5_moe-tiny/checkpoint/config.json" >want &&
+	grep -o "^ *\"[a-z_]*\":" ck/config.json >got && cmp want got &&
+	grep -q "^  \"text_config\": {" ck/config.json && grep -q "^    \"model_type\": \"qwen3_5_moe_text\"," ck/config.json &&
+	names "$FIX/qwen3_5_moe-tiny/checkpoint" >want && names ck >got && cmp want got &&
+	header ck model.language_model.layers.0.mlp.experts.gate_up_proj | grep -q "\"shape\":\[16,128,64\]" &&
+	header ck mtp.layers.0.mlp.experts.down_proj | grep -q "\"shape\":\[16,64,64\]" &&
+	header ck model.language_model.layers.0.linear_attn.conv1d.weight | grep -q "\"shape\":\[128,1,4\]" &&
+	header ck model.visual.patch_embed.proj.weight | grep -q "\"shape\":\[32,3,2,4,4\]" &&
+	check_index ck && ! ls ck | grep -q tmp &&
+	coli-synth --measure-only ck --measure 64 >re.out &&
+	grep "^| mean " gen.out >a && grep "^| mean " re.out >b && cmp a b &&
+	coli-convert -q ck m.coli 2>conv.err &&
+	grep -q "21 tensors of the vision tower (model.visual.\*) left out" conv.err &&
+	coli-run -q -m m.coli --prompt-ids "$(seq -s " " 1 20)" -n 8 --ignore-eos --print-ids >ids &&
+	test "$(wc -w <ids)" = 8
+'
+test_expect_success 'qwen3_5_moe: same bytes whatever the threads; --no-vision leaves the tower out' '
+	coli-synth $Q35 --out a --fp8 --shard-size 128K --threads 1 >a.out &&
+	coli-synth $Q35 --out b --fp8 --shard-size 128K --threads 3 >b.out &&
+	for f in $(ls a); do cmp "a/$f" "b/$f"; done && cmp a.out b.out &&
+	coli-synth $Q35 --out nv --no-vision --measure 0 --shard-size 64K &&
+	! grep -q "model.visual" nv/model.safetensors.index.json &&
+	grep -o "^ *\"[a-z_]*\":" "$FIX/qwen3_5_moe-tiny/checkpoint/config.json" >want &&
+	grep -o "^ *\"[a-z_]*\":" nv/config.json >got && cmp want got &&
+	coli-convert -q nv nv.coli 2>err && ! grep -q visual err
+'
+test_expect_success 'qwen3_5_moe --fp8: block-scaled matrices, fused experts kept bf16; --unfused-experts makes them fp8 too' '
+	coli-synth $Q35 --out ck8 --fp8 --shard-size 64K >/dev/null &&
+	grep -q "^  \"quantization_config\": {" ck8/config.json &&
+	header ck8 model.language_model.layers.0.linear_attn.in_proj_qkv.weight | grep -q F8_E4M3 &&
+	header ck8 model.language_model.layers.0.linear_attn.in_proj_qkv.weight_scale_inv | grep -q F32 &&
+	header ck8 model.language_model.layers.1.self_attn.q_proj.weight_scale_inv | grep -q F32 &&
+	header ck8 model.language_model.layers.0.mlp.experts.gate_up_proj | grep -q BF16 &&
+	! grep -q "experts.*scale_inv\|mlp.gate.weight_scale_inv\|in_proj_[ab].weight_scale_inv\|conv1d.weight_scale_inv" \
+		ck8/model.safetensors.index.json &&
+	coli-convert -q --expert-bits 16 --dense-bits 16 ck8 m8.coli 2>/dev/null &&
+	coli-run -q -m m8.coli --prompt-ids "$(seq -s " " 1 20)" -n 8 --ignore-eos --print-ids >ids &&
+	coli-synth $Q35 --out cku --fp8 --unfused-experts --shard-size 256K >gen.out &&
+	! grep -q "experts.gate_up_proj" cku/model.safetensors.index.json &&
+	header cku model.language_model.layers.0.mlp.experts.3.down_proj.weight | grep -q "F8_E4M3\",\"shape\":\[64,64\]" &&
+	grep -q "mtp.layers.0.mlp.experts.15.up_proj.weight_scale_inv\"" cku/model.safetensors.index.json &&
+	coli-synth --measure-only cku --measure 64 >re.out &&
+	grep "^| mean " gen.out >a && grep "^| mean " re.out >b && cmp a b &&
+	coli-convert -q cku mu.coli 2>/dev/null &&
+	coli-run -q -m mu.coli --prompt-ids "1 2 3 4" -n 4 --ignore-eos --print-ids >ids && test "$(wc -w <ids)" = 4
+'
+test_expect_success 'Gated DeltaNet and layout options: refused for the other families, bad values named' '
+	expect_exit 2 coli-synth --family qwen3_moe --out ck --linear-key-heads 2 && err_has "--linear-key-heads" "qwen3_moe" &&
+	expect_exit 2 coli-synth --family glm_moe_dsa --out ck --conv-kernel 3 && err_has "--conv-kernel" &&
+	expect_exit 2 coli-synth --family deepseek_v3 --out ck --full-attn-interval 2 && err_has "--full-attn-interval" &&
+	expect_exit 2 coli-synth --family olmoe --out ck --no-vision && err_has "--no-vision" &&
+	expect_exit 2 coli-synth --family mixtral --out ck --unfused-experts && err_has "--unfused-experts" &&
+	expect_exit 2 coli-synth --family qwen3_moe --out ck --preset qwen3.6 && err_has "qwen3.6" "qwen3_moe" &&
+	expect_exit 2 coli-synth --family qwen3_5_moe --out ck --preset glm5.2 && err_has "glm5.2" &&
+	expect_exit 2 coli-synth --family qwen3_5_moe --out ck --dense-layers 1 && err_has "--dense-layers" &&
+	expect_exit 2 coli-synth --family qwen3_5_moe --out ck --shared-experts 2 && err_has "--shared-experts" &&
+	expect_exit 2 coli-synth --family qwen3_5_moe --out ck --linear-key-heads 3 --linear-value-heads 4 &&
+	err_has "--linear-value-heads" "--linear-key-heads" &&
+	expect_exit 2 coli-synth --family qwen3_5_moe --out ck --hidden 48 --heads 4 && err_has "--head-dim" "12" &&
+	expect_exit 2 coli-synth --measure-only ck --no-vision && err_has "--no-vision" && ! test -e ck
+'
+test_expect_success '--preset qwen3.6 writes Qwen3.6-35B-A3B'"'"'s config' '
+	coli-synth --family qwen3_5_moe --preset qwen3.6 --no-tokenizer --out ck --dry-run >out && ! test -e ck &&
+	for kv in "hidden_size 2048" "num_hidden_layers 40" "full_attention_interval 4" "num_attention_heads 16" \
+		"num_key_value_heads 2" "head_dim 256" "partial_rotary_factor 0.25" "attn_output_gate true" \
+		"linear_num_key_heads 16" "linear_num_value_heads 32" "linear_key_head_dim 128" "linear_value_head_dim 128" \
+		"linear_conv_kernel_dim 4" "num_experts 256" "num_experts_per_tok 8" "moe_intermediate_size 512" \
+		"shared_expert_intermediate_size 512" "vocab_size 248320" "rms_norm_eps 1e-06" "mtp_num_hidden_layers 1" \
+		"max_position_embeddings 262144"; do
+		grep -q "^    \"${kv% *}\": ${kv#* },\?\$" out || { echo "not $kv" >&2; exit 1; }
+	done &&
+	grep -q "^      \"rope_theta\": 10000000.0," out && grep -q "^  \"tie_word_embeddings\": false," out &&
+	test "$(grep -c "^      \"full_attention\",\?\$" out)" = 10 &&
+	test "$(grep -c "^      \"linear_attention\",\?\$" out)" = 30 &&
+	grep -q "^71.01 GB in 22 shards, 733 tensors" out &&
+	coli-synth --family qwen3_5_moe --preset qwen3.6 --no-tokenizer --fp8 --unfused-experts --out ck --dry-run >out &&
+	grep -q "^36.57 GB in 9 shards, 63884 tensors" out
+'
 
 test_done

@@ -75,8 +75,7 @@ static int build(run *r, coli_err *e)
 	if (coli_model_tensors(&r->m, &r->spec, &r->n_spec, e) ||
 	    synth_plan_build(&r->plan, &r->m, r->o, r->spec, r->n_spec, e))
 		return -1;
-	return synth_table_build(&r->table, &r->plan, r->spec, r->n_spec, r->o->fp8,
-				 r->o->shard_size, e);
+	return synth_table_build(&r->table, &r->plan, r->spec, r->n_spec, r->o, e);
 }
 
 static int copy_file(run *r, const char *src, const char *name, coli_err *e)
@@ -213,7 +212,7 @@ static int write_all_files(run *r, coli_err *e)
 	double dt = coli_now() - t0;
 	fprintf(stderr, SYNTH_TOOL ": wrote %.2f GB (%d shard%s, %d tensors) to %s in %.2f s, "
 		"%.2f GB/s\n", bytes / 1e9, r->table.n_shards, r->table.n_shards > 1 ? "s" : "",
-		r->table.n, r->o->out, dt, dt > 0 ? bytes / 1e9 / dt : 0);
+		r->table.n_stored, r->o->out, dt, dt > 0 ? bytes / 1e9 / dt : 0);
 	if (!r->plan.predict_reachable)
 		fprintf(stderr, SYNTH_TOOL ": --predict %.2f is below the lowest recall reachable "
 			"with %d experts top-%d (%.2f); using that\n", r->o->predict,
@@ -226,7 +225,7 @@ static void dry_run(const run *r)
 {
 	fputs(r->config, stdout);
 	printf("%.2f GB in %d shard%s, %d tensors\n", r->table.total_size / 1e9,
-	       r->table.n_shards, r->table.n_shards > 1 ? "s" : "", r->table.n);
+	       r->table.n_shards, r->table.n_shards > 1 ? "s" : "", r->table.n_stored);
 }
 
 static void run_release(run *r)

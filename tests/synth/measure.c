@@ -2,9 +2,12 @@
  *
  * Each sampled token is run as a sequence of one token at position 0, where attention is exact
  * and reduces to o_proj(v_proj(x)) (MLA: o_proj of the value half of kv_b_proj(kv_a_layernorm(
- * kv_a_proj_with_mqa(x)))); tokens therefore never mix, and the "previous token" overlap is
+ * kv_a_proj_with_mqa(x))); gated attention: v x sigmoid(gate) before o_proj; a Gated DeltaNet
+ * from a zero state: sigmoid(b) (q . k) v of the conv's last tap, through its gated norm and
+ * out_proj); tokens therefore never mix, and the "previous token" overlap is
  * that of independent tokens. Per layer: RMSNorm -> attention -> RMSNorm -> router -> top-k ->
- * weighted SwiGLU experts (+ shared experts) or the dense MLP, added to the residual stream.
+ * weighted SwiGLU experts (+ shared experts, sigmoid-gated in qwen3_5_moe) or the dense MLP,
+ * added to the residual stream.
  * Next-layer prediction is measured as a runtime would do it: layer l's router applied (after
  * layer l's post_attention_layernorm) to the hidden state layer l-1's router saw ("MoE input")
  * and to layer l-1's output ("layer output").
@@ -20,8 +23,9 @@
 #include "fileio.h"
 
 typedef struct lnames {
-	const char *in_norm, *post_norm, *v, *v_bias, *o, *o_bias;
+	const char *in_norm, *post_norm, *q, *v, *v_bias, *o, *o_bias;
 	const char *kv_a, *kv_a_bias, *kv_norm, *kv_b, *router, *corr;
+	const char *lin_qkv, *lin_z, *lin_b, *lin_conv, *lin_norm, *lin_out, *sh_gate;
 	const char *shared[3], *dense[3];
 	const char **expert; /* [E x 3]: gate, up, down */
 } lnames;
@@ -82,14 +86,25 @@ static void name_one(lnames *L, const coli_tensor_spec *s, int E)
 		{"self_attn.kv_b_proj.weight", offsetof(lnames, kv_b)},
 		{"e_score_correction_bias", offsetof(lnames, corr)},
 	};
+	static const struct {
+		coli_role role;
+		size_t off;
+	} roles[] = {
+		{COLI_R_ROUTER, offsetof(lnames, router)},     {COLI_R_Q, offsetof(lnames, q)},
+		{COLI_R_LIN_QKV, offsetof(lnames, lin_qkv)},   {COLI_R_LIN_Z, offsetof(lnames, lin_z)},
+		{COLI_R_LIN_B, offsetof(lnames, lin_b)},       {COLI_R_LIN_CONV, offsetof(lnames, lin_conv)},
+		{COLI_R_LIN_NORM, offsetof(lnames, lin_norm)}, {COLI_R_LIN_OUT, offsetof(lnames, lin_out)},
+		{COLI_R_SH_EXPERT_GATE, offsetof(lnames, sh_gate)},
+	};
 	if (s->cls == COLI_TC_EXPERT && s->expert < E) {
 		L->expert[s->expert * 3 + s->proj] = s->name;
 		return;
 	}
-	if (s->cls == COLI_TC_SMALL && s->ndim == 2) {
-		L->router = s->name;
-		return;
-	}
+	for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++)
+		if (s->role == roles[i].role) {
+			*(const char **)((char *)L + roles[i].off) = s->name;
+			return;
+		}
 	for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
 		if (ends(s->name, tab[i].suffix)) {
 			*(const char **)((char *)L + tab[i].off) = s->name;
@@ -134,6 +149,11 @@ static float dot(const float *a, const float *b, int64_t n)
 static float silu(float g)
 {
 	return g / (1.0f + expf(-g));
+}
+
+static float sigmoid(float g)
+{
+	return 1.0f / (1.0f + expf(-g));
 }
 
 /* Y[t][row0 + r] = W[row0 + r] . X[t] (+ b[row0 + r]) for rows [row0, row0+nrows), weights
@@ -190,6 +210,7 @@ static int mm(const fwd *f, const char *name, const char *bias, const float *X, 
 	return rc;
 }
 
+/* The layers' RMSNorms (a (1 + w) family's scale by 1 + the stored weight). */
 static int rmsnorm(const fwd *f, const char *wname, const float *in, float *out, int n,
 		   int64_t dim, int64_t ld, coli_err *e)
 {
@@ -198,6 +219,8 @@ static int rmsnorm(const fwd *f, const char *wname, const float *in, float *out,
 		free(w);
 		return -1;
 	}
+	for (int64_t i = 0; f->m->norm_offset && i < dim; i++)
+		w[i] += 1.0f;
 	for (int t = 0; t < n; t++) {
 		const float *a = in + t * ld;
 		float ss = 0;
@@ -225,6 +248,23 @@ static void add_rows(float *h, const float *d, int64_t n)
 
 /* ---- attention of a one-token sequence ------------------------------------------------------- */
 
+/* Gated attention: each head's output x sigmoid(its gate), the second half of the head's q_proj
+ * rows [query | gate]. */
+static int output_gate(fwd *f, const lnames *L, float *vr, coli_err *e)
+{
+	int64_t hd = f->m->head_dim, nh = f->m->n_heads;
+	float *qg = fbuf(f->T, 2 * nh * hd, e);
+	if (!qg || mm(f, L->q, NULL, f->x, qg, e)) {
+		free(qg);
+		return -1;
+	}
+	for (int64_t t = 0; t < f->T; t++)
+		for (int64_t i = 0; i < nh * hd; i++)
+			vr[t * nh * hd + i] *= sigmoid(qg[t * 2 * nh * hd + (2 * (i / hd) + 1) * hd + i % hd]);
+	free(qg);
+	return 0;
+}
+
 static int attn_gqa(fwd *f, const lnames *L, coli_err *e)
 {
 	const coli_model *m = f->m;
@@ -236,11 +276,79 @@ static int attn_gqa(fwd *f, const lnames *L, coli_err *e)
 		for (int64_t q = 0; q < nh; q++) /* head q reads kv head q / (nh / nkv) */
 			memcpy(vr + (t * nh + q) * hd, v + (t * nkv + q / (nh / nkv)) * hd,
 			       (size_t)hd * sizeof(float));
+	if (rc == 0 && m->attn_gate)
+		rc = output_gate(f, L, vr, e);
 	if (rc == 0 && (rc = mm(f, L->o, L->o_bias, vr, o, e)) == 0)
 		add_rows(f->h, o, T * f->H);
 	free(v);
 	free(vr);
 	free(o);
+	return rc;
+}
+
+/* ---- Gated DeltaNet of a one-token sequence -------------------------------------------------- */
+
+static void l2norm(float *x, int64_t n)
+{
+	float ss = 0;
+	for (int64_t i = 0; i < n; i++)
+		ss += x[i] * x[i];
+	float r = 1.0f / sqrtf(ss + 1e-6f);
+	for (int64_t i = 0; i < n; i++)
+		x[i] *= r;
+}
+
+typedef struct gdn_bufs {
+	float *qkv, *z, *b, *taps, *w, *o, *out; /* [T][C], [T][vd], [T][v_heads], [C][K], [dv], [T][vd], [T][H] */
+} gdn_bufs;
+
+/* One token from a zero state: the conv's last tap and SiLU; q, k L2-normalised, q / sqrt(dk);
+ * the delta rule's output sigmoid(b) (q . k) v per value head (its key head h / (Hv / Hk)); the
+ * gated RMSNorm w x rmsnorm(o) x silu(z). */
+static void gdn_token(const coli_model *m, const gdn_bufs *g, int64_t t)
+{
+	int64_t dk = m->lin_k_dim, dv = m->lin_v_dim, kd = m->lin_k_heads * dk, vd = m->lin_v_heads * dv;
+	int64_t C = 2 * kd + vd, K = m->lin_conv, per = m->lin_v_heads / m->lin_k_heads;
+	float *y = g->qkv + t * C, *o = g->o + t * vd;
+	for (int64_t c = 0; c < C; c++)
+		y[c] = silu(g->taps[c * K + K - 1] * y[c]);
+	for (int64_t h = 0; h < m->lin_k_heads; h++) {
+		l2norm(y + h * dk, dk);
+		l2norm(y + kd + h * dk, dk);
+	}
+	for (int64_t h = 0; h < m->lin_v_heads; h++) {
+		const float *q = y + h / per * dk, *k = y + kd + h / per * dk, *v = y + 2 * kd + h * dv;
+		float s = sigmoid(g->b[t * m->lin_v_heads + h]) * dot(q, k, dk) / sqrtf((float)dk), ss = 0;
+		for (int64_t i = 0; i < dv; i++)
+			ss += (s * v[i]) * (s * v[i]);
+		float inv = 1.0f / sqrtf(ss / (float)dv + (float)m->rms_norm_eps);
+		for (int64_t i = 0; i < dv; i++)
+			o[h * dv + i] = s * v[i] * inv * g->w[i] * silu(g->z[t * vd + h * dv + i]);
+	}
+}
+
+static int attn_gdn(fwd *f, const lnames *L, coli_err *e)
+{
+	const coli_model *m = f->m;
+	int64_t T = f->T, vd = (int64_t)m->lin_v_heads * m->lin_v_dim;
+	int64_t C = 2 * (int64_t)m->lin_k_heads * m->lin_k_dim + vd;
+	gdn_bufs g = {fbuf(T, C, e), fbuf(T, vd, e), fbuf(T, m->lin_v_heads, e), fbuf(C, m->lin_conv, e),
+		      fbuf(1, m->lin_v_dim, e), fbuf(T, vd, e), fbuf(T, f->H, e)};
+	int rc = !g.qkv || !g.z || !g.b || !g.taps || !g.w || !g.o || !g.out ||
+			 mm(f, L->lin_qkv, NULL, f->x, g.qkv, e) || mm(f, L->lin_z, NULL, f->x, g.z, e) ||
+			 mm(f, L->lin_b, NULL, f->x, g.b, e) || f->src->rows(f->src, L->lin_conv, 0, C, g.taps, e) ||
+			 f->src->rows(f->src, L->lin_norm, 0, 1, g.w, e) ? -1 : 0;
+	for (int64_t t = 0; rc == 0 && t < T; t++)
+		gdn_token(m, &g, t);
+	if (rc == 0 && (rc = mm(f, L->lin_out, NULL, g.o, g.out, e)) == 0)
+		add_rows(f->h, g.out, T * f->H);
+	free(g.qkv);
+	free(g.z);
+	free(g.b);
+	free(g.taps);
+	free(g.w);
+	free(g.o);
+	free(g.out);
 	return rc;
 }
 
@@ -274,6 +382,8 @@ static int attention(fwd *f, const lnames *L, coli_err *e)
 {
 	if (rmsnorm(f, L->in_norm, f->h, f->x, f->T, f->H, f->H, e))
 		return -1;
+	if (L->lin_qkv)
+		return attn_gdn(f, L, e);
 	return f->m->attn == COLI_ATTN_MLA ? attn_mla(f, L, e) : attn_gqa(f, L, e);
 }
 
@@ -420,12 +530,28 @@ static int layer_stats(fwd *f, stats *s, coli_err *e)
 
 /* ---- layers ---------------------------------------------------------------------------------- */
 
+/* qwen3_5_moe: the shared expert's output sh [T x H] x sigmoid(shared_expert_gate . x). */
+static int gate_shared(fwd *f, const lnames *L, float *sh, coli_err *e)
+{
+	float *g = fbuf(f->T, 1, e);
+	if (!g || mm(f, L->sh_gate, NULL, f->x, g, e)) {
+		free(g);
+		return -1;
+	}
+	for (int64_t t = 0; t < f->T; t++)
+		for (int64_t i = 0; i < f->H; i++)
+			sh[t * f->H + i] *= sigmoid(g[t]);
+	free(g);
+	return 0;
+}
+
 /* h += sum_k w_k y_k (+ shared experts). */
 static int moe_out(fwd *f, const lnames *L, coli_err *e)
 {
 	int64_t H = f->H;
 	float *sh = L->shared[0] ? fbuf(f->T, H, e) : NULL;
-	if (L->shared[0] && (!sh || swiglu_all(f, L->shared, f->x, sh, e))) {
+	if (L->shared[0] && (!sh || swiglu_all(f, L->shared, f->x, sh, e) ||
+			     (L->sh_gate && gate_shared(f, L, sh, e)))) {
 		free(sh);
 		return -1;
 	}

@@ -34,7 +34,8 @@ static int parse_size(const coli_option *opt, const char *val, coli_err *e)
 	return 0;
 }
 
-static const coli_choice presets[] = {{"bench", SYNTH_PRESET_BENCH}, {NULL, 0}};
+static const coli_choice presets[] = {{"bench", SYNTH_PRESET_BENCH}, {"glm5.2", SYNTH_PRESET_GLM5},
+				       {"qwen3.6", SYNTH_PRESET_QWEN36}, {NULL, 0}};
 static const coli_choice gguf_types[] = {{"q4_0", SYNTH_GGUF_Q4_0}, {"q4_1", SYNTH_GGUF_Q4_1},
 					 {NULL, 0}};
 
@@ -45,13 +46,16 @@ static const coli_option options[] = {
 	COLI_OPT_TEXT("Writes a synthetic Hugging Face checkpoint (config.json, generation_config.json,"
 		      "\nsafetensors shards + index, tokenizer.json) and measures how its routers route."),
 	COLI_OPT_TEXT(""),
-	COLI_OPT_STRING(0, "family", &parsed.family, "F", "deepseek_v3 | glm4_moe | qwen3_moe | olmoe | mixtral"),
+	COLI_OPT_STRING(0, "family", &parsed.family, "F",
+			"deepseek_v3 | glm4_moe | glm_moe_dsa | qwen3_moe | qwen3_5_moe | olmoe | mixtral"),
 	COLI_OPT_STRING(0, "out", &parsed.out, "DIR", "output folder (created if missing; one coli-synth did "
 			"not write must be empty)"),
 	COLI_OPT_FLAG(0, "force", &parsed.force, "write into a non-empty DIR that coli-synth did not write, "
 		      "replacing its checkpoint"),
-	COLI_OPT_CHOICE(0, "preset", &parsed.preset, presets, "hidden 6144, expert-ffn 2048, ffn 12288, 48 "
-			"heads of 128, 8 kv heads, 64 experts top-8, 6 layers, no MTP, --measure 64"),
+	COLI_OPT_CHOICE(0, "preset", &parsed.preset, presets, "bench: hidden 6144, expert-ffn 2048, ffn 12288, "
+			"48 heads of 128, 8 kv heads, 64 experts top-8, 6 layers, no MTP, --measure 64; glm5.2 "
+			"(glm_moe_dsa): GLM-5.2's shape, 78 layers x 256 experts; qwen3.6 (qwen3_5_moe): "
+			"Qwen3.6-35B-A3B's, 40 layers x 256 experts (see the manual)"),
 	COLI_OPT_GROUP("shape:"),
 	COLI_OPT_INT(0, "layers", &parsed.layers, "N", 1, 1000, "decoder layers (default 6)"),
 	COLI_OPT_INT(0, "experts", &parsed.experts, "N", 2, 4096,
@@ -61,20 +65,61 @@ static const coli_option options[] = {
 	COLI_OPT_INT(0, "expert-ffn", &parsed.expert_ffn, "N", 8, 1 << 20,
 		     "expert intermediate size, a multiple of 8 (default 64)"),
 	COLI_OPT_INT(0, "ffn", &parsed.ffn, "N", 8, 1 << 20,
-		     "dense intermediate_size, a multiple of 8 (default 2 x hidden; not olmoe, mixtral)"),
+		     "dense intermediate_size, a multiple of 8 (default 2 x hidden; not olmoe, mixtral); "
+		     "qwen3_5_moe: shared_expert_intermediate_size (default expert-ffn)"),
 	COLI_OPT_INT(0, "heads", &parsed.heads, "N", 1, 1024, "attention heads (default 4)"),
 	COLI_OPT_INT(0, "kv-heads", &parsed.kv_heads, "N", 1, 1024,
-		     "key/value heads (default heads/2; olmoe heads; not deepseek_v3)"),
+		     "key/value heads (default heads/2; olmoe heads; not deepseek_v3, glm_moe_dsa)"),
 	COLI_OPT_INT(0, "head-dim", &parsed.head_dim, "N", 4, 1024, "head size, a multiple of 4 (default "
-		     "hidden/heads); deepseek_v3: qk_nope_head_dim = v_head_dim = N, qk_rope_head_dim = N/2"),
+		     "hidden/heads); MLA: qk_nope_head_dim (--v-head-dim and --rope-dim follow it)"),
 	COLI_OPT_INT(0, "vocab", &parsed.vocab, "N", 1, 1 << 24,
 		     "vocab_size (default: tokenizer size rounded up to 128, or 32768)"),
 	COLI_OPT_INT(0, "dense-layers", &parsed.dense_layers, "N", 0, 999,
-		     "first_k_dense_replace (deepseek_v3, glm4_moe; default 1)"),
+		     "first_k_dense_replace (deepseek_v3, glm4_moe, glm_moe_dsa; default 1)"),
 	COLI_OPT_INT(0, "shared-experts", &parsed.shared_experts, "N", 0, 64,
-		     "n_shared_experts (deepseek_v3, glm4_moe; default 1)"),
+		     "n_shared_experts (deepseek_v3, glm4_moe, glm_moe_dsa; default 1)"),
 	COLI_OPT_INT(0, "mtp", &parsed.mtp, "0|1", 0, 1,
-		     "num_nextn_predict_layers (deepseek_v3, glm4_moe; default 1)"),
+		     "num_nextn_predict_layers (deepseek_v3, glm4_moe, glm_moe_dsa), mtp_num_hidden_layers "
+		     "(qwen3_5_moe); default 1"),
+	COLI_OPT_GROUP("MLA (deepseek_v3, glm_moe_dsa):"),
+	COLI_OPT_INT(0, "q-lora", &parsed.q_lora, "N", 8, 65536,
+		     "q_lora_rank, a multiple of 8 (default 3 x kv-lora)"),
+	COLI_OPT_INT(0, "kv-lora", &parsed.kv_lora, "N", 8, 65536,
+		     "kv_lora_rank, a multiple of 8 (default hidden/14 rounded up to 64, in 64..512)"),
+	COLI_OPT_INT(0, "rope-dim", &parsed.rope_dim, "N", 2, 1024,
+		     "qk_rope_head_dim, even (default head-dim/2)"),
+	COLI_OPT_INT(0, "v-head-dim", &parsed.v_head_dim, "N", 4, 1024,
+		     "v_head_dim, a multiple of 4 (default head-dim)"),
+	COLI_OPT_GROUP("DSA indexer (glm_moe_dsa):"),
+	COLI_OPT_INT(0, "index-heads", &parsed.index_heads, "N", 1, 1024,
+		     "index_n_heads (default heads/2, at least 1)"),
+	COLI_OPT_INT(0, "index-head-dim", &parsed.index_head_dim, "N", 4, 1024,
+		     "index_head_dim, a multiple of 4, at least rope-dim (default 2 x rope-dim)"),
+	COLI_OPT_INT(0, "index-topk", &parsed.index_topk, "N", 1, 1 << 20,
+		     "index_topk: positions each query attends to (default 16)"),
+	COLI_OPT_INT(0, "index-freq", &parsed.index_freq, "N", 1, 1000,
+		     "index_topk_freq: every Nth layer after the first ones is \"full\" (default 4)"),
+	COLI_OPT_INT(0, "index-offset", &parsed.index_offset, "N", 1, 1000,
+		     "index_skip_topk_offset: layers below it are all \"full\" (default 3)"),
+	COLI_OPT_GROUP("Gated DeltaNet (qwen3_5_moe):"),
+	COLI_OPT_INT(0, "linear-key-heads", &parsed.lin_k_heads, "N", 1, 1024,
+		     "linear_num_key_heads (default linear-value-heads/2, at least 1)"),
+	COLI_OPT_INT(0, "linear-value-heads", &parsed.lin_v_heads, "N", 1, 1024,
+		     "linear_num_value_heads, a multiple of linear-key-heads (default heads)"),
+	COLI_OPT_INT(0, "linear-key-dim", &parsed.lin_k_dim, "N", 4, 1024,
+		     "linear_key_head_dim, a multiple of 4 (default head-dim)"),
+	COLI_OPT_INT(0, "linear-value-dim", &parsed.lin_v_dim, "N", 4, 1024,
+		     "linear_value_head_dim, a multiple of 4 (default head-dim)"),
+	COLI_OPT_INT(0, "conv-kernel", &parsed.conv_kernel, "N", 1, 64,
+		     "linear_conv_kernel_dim: the causal conv's taps (default 4)"),
+	COLI_OPT_INT(0, "full-attn-interval", &parsed.full_interval, "N", 1, 1000,
+		     "full_attention_interval: layer i is full attention when i + 1 is a multiple of N, "
+		     "the others Gated DeltaNet (default 4)"),
+	COLI_OPT_FLAG(0, "no-vision", &parsed.no_vision,
+		      "no vision tower (model.visual.*, written by default and left out by coli-convert)"),
+	COLI_OPT_FLAG(0, "unfused-experts", &parsed.unfused, "one tensor per expert and projection "
+		      "(experts.N.gate_proj.weight) instead of fused gate_up_proj/down_proj; with --fp8 the "
+		      "experts are fp8 too"),
 	COLI_OPT_GROUP("storage:"),
 	COLI_OPT_FLAG(0, "fp8", &parsed.fp8, "F8_E4M3 weights + F32 128x128 block scale_inv, as DeepSeek-V3"),
 	COLI_OPT_CALLBACK(0, "shard-size", &parsed.shard_size, "SIZE", parse_size,
@@ -110,7 +155,10 @@ void synth_opts_init(synth_opts *o)
 	memset(o, 0, sizeof(*o));
 	int *unset[] = {&o->layers, &o->experts, &o->top_k, &o->hidden, &o->expert_ffn, &o->ffn,
 			&o->heads, &o->kv_heads, &o->head_dim, &o->dense_layers, &o->shared_experts,
-			&o->mtp, &o->measure_tokens, &o->threads, &o->vocab};
+			&o->mtp, &o->measure_tokens, &o->threads, &o->vocab, &o->q_lora, &o->kv_lora,
+			&o->rope_dim, &o->v_head_dim, &o->index_heads, &o->index_head_dim, &o->index_topk,
+			&o->index_freq, &o->index_offset, &o->lin_k_heads, &o->lin_v_heads, &o->lin_k_dim,
+			&o->lin_v_dim, &o->conv_kernel, &o->full_interval};
 	for (size_t i = 0; i < sizeof(unset) / sizeof(unset[0]); i++)
 		*unset[i] = -1;
 	o->zipf = 0.5;
@@ -135,18 +183,69 @@ char *synth_opts_help(void)
 
 /* ---- family defaults and checks -------------------------------------------------------------- */
 
-static const char *const families[] = {"deepseek_v3", "glm4_moe", "qwen3_moe", "olmoe",
-				       "mixtral"};
+static const char *const families[] = {"deepseek_v3", "glm4_moe", "glm_moe_dsa", "qwen3_moe",
+				       "qwen3_5_moe", "olmoe", "mixtral"};
+
+static int is_dsa(const synth_opts *o)
+{
+	return !strcmp(o->family, "glm_moe_dsa");
+}
+
+static int is_hybrid(const synth_opts *o)
+{
+	return !strcmp(o->family, "qwen3_5_moe");
+}
+
+static int is_mla(const synth_opts *o)
+{
+	return !strcmp(o->family, "deepseek_v3") || is_dsa(o);
+}
 
 static int has_dense_moe_extras(const synth_opts *o)
 {
-	return !strcmp(o->family, "deepseek_v3") || !strcmp(o->family, "glm4_moe");
+	return is_mla(o) || !strcmp(o->family, "glm4_moe");
 }
 
 static void def(int *v, int d)
 {
 	if (*v < 0)
 		*v = d;
+}
+
+/* The MLA options that are set, else NULL. */
+static const char *mla_option(const synth_opts *o)
+{
+	return o->q_lora >= 0 ? "q-lora" : o->kv_lora >= 0 ? "kv-lora" : o->rope_dim >= 0 ? "rope-dim"
+	     : o->v_head_dim >= 0 ? "v-head-dim" : NULL;
+}
+
+/* The DSA indexer options that are set, else NULL. */
+static const char *dsa_option(const synth_opts *o)
+{
+	return o->index_heads >= 0 ? "index-heads" : o->index_head_dim >= 0 ? "index-head-dim"
+	     : o->index_topk >= 0 ? "index-topk" : o->index_freq >= 0 ? "index-freq"
+	     : o->index_offset >= 0 ? "index-offset" : NULL;
+}
+
+/* The Gated DeltaNet and release-layout options that are set, else NULL. */
+static const char *hybrid_option(const synth_opts *o)
+{
+	return o->lin_k_heads >= 0 ? "linear-key-heads" : o->lin_v_heads >= 0 ? "linear-value-heads"
+	     : o->lin_k_dim >= 0 ? "linear-key-dim" : o->lin_v_dim >= 0 ? "linear-value-dim"
+	     : o->conv_kernel >= 0 ? "conv-kernel" : o->full_interval >= 0 ? "full-attn-interval"
+	     : o->no_vision ? "no-vision" : o->unfused ? "unfused-experts" : NULL;
+}
+
+/* A preset of one family given for another. */
+static int wrong_preset(const synth_opts *o, coli_err *e)
+{
+	if (o->preset == SYNTH_PRESET_GLM5 && !is_dsa(o))
+		return coli_errf(e, COLI_EUSAGE, "--preset glm5.2 does not apply to family '%s' (only to "
+				 "glm_moe_dsa)", o->family);
+	if (o->preset == SYNTH_PRESET_QWEN36 && !is_hybrid(o))
+		return coli_errf(e, COLI_EUSAGE, "--preset qwen3.6 does not apply to family '%s' (only to "
+				 "qwen3_5_moe)", o->family);
+	return 0;
 }
 
 /* Options the family has no config key for. */
@@ -157,15 +256,73 @@ static int not_applicable(const synth_opts *o, coli_err *e)
 	const char *bad = o->ffn >= 0 && no_dense ? "ffn"
 			: o->dense_layers >= 0 && !extras ? "dense-layers"
 			: o->shared_experts >= 0 && !extras ? "shared-experts"
-			: o->mtp >= 0 && !extras ? "mtp"
-			: o->kv_heads >= 0 && !strcmp(o->family, "deepseek_v3") ? "kv-heads" : NULL;
+			: o->mtp >= 0 && !extras && !is_hybrid(o) ? "mtp"
+			: o->kv_heads >= 0 && is_mla(o) ? "kv-heads"
+			: !is_mla(o) && mla_option(o) ? mla_option(o)
+			: !is_dsa(o) && dsa_option(o) ? dsa_option(o)
+			: !is_hybrid(o) && hybrid_option(o) ? hybrid_option(o) : NULL;
 	if (bad)
 		return coli_errf(e, COLI_EUSAGE, "--%s does not apply to family '%s'", bad, o->family);
-	return 0;
+	return wrong_preset(o, e);
+}
+
+/* Qwen3.6-35B-A3B's text model as its config.json gives it (35B parameters, 3B active): 40
+ * layers, 3 of 4 Gated DeltaNet. */
+static void preset_qwen36(synth_opts *o)
+{
+	def(&o->layers, 40);
+	def(&o->hidden, 2048);
+	def(&o->heads, 16);
+	def(&o->kv_heads, 2);
+	def(&o->head_dim, 256);
+	def(&o->lin_k_heads, 16);
+	def(&o->lin_v_heads, 32);
+	def(&o->lin_k_dim, 128);
+	def(&o->lin_v_dim, 128);
+	def(&o->conv_kernel, 4);
+	def(&o->full_interval, 4);
+	def(&o->experts, 256);
+	def(&o->top_k, 8);
+	def(&o->expert_ffn, 512);
+	def(&o->ffn, 512);
+	def(&o->vocab, 248320);
+	def(&o->mtp, 1);
+	def(&o->measure_tokens, 64);
+}
+
+/* GLM-5.2 as its config.json gives it (744B parameters, 40B active). */
+static void preset_glm5(synth_opts *o)
+{
+	def(&o->layers, 78);
+	def(&o->dense_layers, 3);
+	def(&o->hidden, 6144);
+	def(&o->ffn, 12288);
+	def(&o->expert_ffn, 2048);
+	def(&o->experts, 256);
+	def(&o->top_k, 8);
+	def(&o->shared_experts, 1);
+	def(&o->mtp, 1);
+	def(&o->vocab, 154880);
+	def(&o->heads, 64);
+	def(&o->head_dim, 192);
+	def(&o->rope_dim, 64);
+	def(&o->v_head_dim, 256);
+	def(&o->q_lora, 2048);
+	def(&o->kv_lora, 512);
+	def(&o->index_heads, 32);
+	def(&o->index_head_dim, 128);
+	def(&o->index_topk, 2048);
+	def(&o->index_freq, 4);
+	def(&o->index_offset, 3);
+	def(&o->measure_tokens, 64);
 }
 
 static void apply_preset(synth_opts *o)
 {
+	if (o->preset == SYNTH_PRESET_GLM5)
+		preset_glm5(o);
+	if (o->preset == SYNTH_PRESET_QWEN36)
+		preset_qwen36(o);
 	if (o->preset != SYNTH_PRESET_BENCH)
 		return;
 	def(&o->hidden, 6144);
@@ -176,30 +333,63 @@ static void apply_preset(synth_opts *o)
 	def(&o->top_k, 8);
 	def(&o->layers, 6);
 	def(&o->measure_tokens, 64);
-	if (strcmp(o->family, "olmoe") && strcmp(o->family, "mixtral"))
+	if (strcmp(o->family, "olmoe") && strcmp(o->family, "mixtral") && !is_hybrid(o))
 		def(&o->ffn, 12288);
-	if (strcmp(o->family, "deepseek_v3") && strcmp(o->family, "olmoe"))
+	if (!is_mla(o) && strcmp(o->family, "olmoe"))
 		def(&o->kv_heads, 8);
-	if (has_dense_moe_extras(o))
+	if (has_dense_moe_extras(o) || is_hybrid(o))
 		def(&o->mtp, 0);
+}
+
+/* Gated DeltaNet widths: value heads as many as attention heads, half as many key heads (the
+ * real 32 and 16), both of head-dim; the real conv kernel and schedule. */
+static void hybrid_defaults(synth_opts *o)
+{
+	def(&o->lin_v_heads, o->heads);
+	def(&o->lin_k_heads, o->lin_v_heads > 1 ? o->lin_v_heads / 2 : 1);
+	def(&o->lin_k_dim, o->head_dim);
+	def(&o->lin_v_dim, o->head_dim);
+	def(&o->conv_kernel, 4);
+	def(&o->full_interval, 4);
+}
+
+/* MLA widths (V3: nope 128, rope 64, kv_lora 512, q_lora 1536) and the DSA indexer's. */
+static void mla_defaults(synth_opts *o)
+{
+	int kvl = (o->hidden / 14 + 63) / 64 * 64;
+	def(&o->kv_lora, kvl < 64 ? 64 : kvl > 512 ? 512 : kvl);
+	def(&o->q_lora, 3 * o->kv_lora);
+	def(&o->rope_dim, o->head_dim / 2);
+	def(&o->v_head_dim, o->head_dim);
+	if (!is_dsa(o))
+		return;
+	def(&o->index_heads, o->heads > 1 ? o->heads / 2 : 1);
+	def(&o->index_head_dim, 2 * o->rope_dim);
+	def(&o->index_topk, 16);
+	def(&o->index_freq, 4);
+	def(&o->index_offset, 3);
 }
 
 static void family_defaults(synth_opts *o)
 {
 	int mx = !strcmp(o->family, "mixtral"), extras = has_dense_moe_extras(o);
-	int mha = !strcmp(o->family, "deepseek_v3") || !strcmp(o->family, "olmoe");
+	int mha = is_mla(o) || !strcmp(o->family, "olmoe");
 	def(&o->layers, 6);
 	def(&o->experts, mx ? 8 : 32);
 	def(&o->top_k, mx ? 2 : 4);
 	def(&o->hidden, 64);
 	def(&o->expert_ffn, 64);
-	def(&o->ffn, mx || !strcmp(o->family, "olmoe") ? o->expert_ffn : 2 * o->hidden);
+	def(&o->ffn, mx || !strcmp(o->family, "olmoe") || is_hybrid(o) ? o->expert_ffn : 2 * o->hidden);
 	def(&o->heads, 4);
 	def(&o->kv_heads, mha || o->heads < 2 ? o->heads : o->heads / 2);
 	def(&o->head_dim, o->hidden / o->heads);
+	if (is_mla(o))
+		mla_defaults(o);
+	if (is_hybrid(o))
+		hybrid_defaults(o);
 	def(&o->dense_layers, extras && o->layers > 1 ? 1 : 0);
 	def(&o->shared_experts, extras ? 1 : 0);
-	def(&o->mtp, extras ? 1 : 0);
+	def(&o->mtp, extras || is_hybrid(o) ? 1 : 0);
 	def(&o->measure_tokens, 256);
 	def(&o->threads, synth_nthreads());
 	if (!o->shard_size)
@@ -222,6 +412,38 @@ static int need(coli_err *e, int ok, const char *opt, int val, const char *fmt, 
 	return coli_errf(e, COLI_EUSAGE, "--%s: '%d' %s", opt, val, problem);
 }
 
+/* MLA and DSA widths (checked only for the families that have them). */
+static int check_mla(const synth_opts *o, coli_err *e)
+{
+	if (!is_mla(o))
+		return 0;
+	if (need(e, o->kv_lora % 8 == 0, "kv-lora", o->kv_lora, "is not a multiple of 8") ||
+	    need(e, o->q_lora % 8 == 0, "q-lora", o->q_lora, "is not a multiple of 8") ||
+	    need(e, o->rope_dim % 2 == 0 && o->rope_dim >= 2, "rope-dim", o->rope_dim,
+		 "is not even") ||
+	    need(e, o->v_head_dim % 4 == 0, "v-head-dim", o->v_head_dim, "is not a multiple of 4"))
+		return -1;
+	if (!is_dsa(o))
+		return 0;
+	return need(e, o->index_head_dim % 4 == 0, "index-head-dim", o->index_head_dim,
+		    "is not a multiple of 4") ||
+	       need(e, o->index_head_dim >= o->rope_dim, "index-head-dim", o->index_head_dim,
+		    "is less than --rope-dim (%d): the indexer rotates its first rope-dim dims", o->rope_dim) ? -1 : 0;
+}
+
+/* Gated DeltaNet widths, and the partial rotary factor's (0.25) even number of rotated dims. */
+static int check_hybrid(const synth_opts *o, coli_err *e)
+{
+	if (!is_hybrid(o))
+		return 0;
+	return need(e, o->head_dim % 8 == 0, "head-dim", o->head_dim, "is not a multiple of 8, as qwen3_5_moe "
+		    "needs (a quarter of it is rotated, in pairs)") ||
+	       need(e, o->lin_v_heads % o->lin_k_heads == 0, "linear-value-heads", o->lin_v_heads,
+		    "is not a multiple of --linear-key-heads (%d)", o->lin_k_heads) ||
+	       need(e, o->lin_k_dim % 4 == 0, "linear-key-dim", o->lin_k_dim, "is not a multiple of 4") ||
+	       need(e, o->lin_v_dim % 4 == 0, "linear-value-dim", o->lin_v_dim, "is not a multiple of 4") ? -1 : 0;
+}
+
 static int check_shape(const synth_opts *o, coli_err *e)
 {
 	int olmoe_hd = strcmp(o->family, "olmoe") || o->head_dim * o->heads == o->hidden;
@@ -236,7 +458,7 @@ static int check_shape(const synth_opts *o, coli_err *e)
 	       need(e, o->kv_heads <= o->heads && o->heads % o->kv_heads == 0, "kv-heads",
 		    o->kv_heads, "is not a divisor of --heads (%d)", o->heads) ||
 	       need(e, o->dense_layers < o->layers, "dense-layers", o->dense_layers,
-		    "is not less than --layers (%d)", o->layers) ? -1 : 0;
+		    "is not less than --layers (%d)", o->layers) || check_mla(o, e) || check_hybrid(o, e) ? -1 : 0;
 }
 
 int synth_opts_resolve(synth_opts *o, coli_err *e)
@@ -244,12 +466,12 @@ int synth_opts_resolve(synth_opts *o, coli_err *e)
 	int known = 0;
 	if (!o->family)
 		return coli_errf(e, COLI_EUSAGE, "missing --family (one of deepseek_v3, glm4_moe, "
-				 "qwen3_moe, olmoe, mixtral)");
+				 "glm_moe_dsa, qwen3_moe, qwen3_5_moe, olmoe, mixtral)");
 	for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)
 		known |= !strcmp(o->family, families[i]);
 	if (!known)
 		return coli_errf(e, COLI_EUSAGE, "--family: '%s' is not deepseek_v3, glm4_moe, "
-				 "qwen3_moe, olmoe or mixtral", o->family);
+				 "glm_moe_dsa, qwen3_moe, qwen3_5_moe, olmoe or mixtral", o->family);
 	if (!o->out && !o->gguf)
 		return coli_errf(e, COLI_EUSAGE, "missing --out DIR (or --gguf FILE)");
 	if (o->gguf && strcmp(o->family, "qwen3_moe"))
@@ -265,7 +487,8 @@ int synth_opts_resolve(synth_opts *o, coli_err *e)
 int synth_opts_resolve_measure(synth_opts *o, coli_err *e)
 {
 	const char *bad = o->family ? "family" : o->out ? "out" : o->preset ? "preset" :
-			  o->fp8 ? "fp8" : o->force ? "force" : o->gguf ? "gguf" : NULL;
+			  o->fp8 ? "fp8" : o->force ? "force" : o->gguf ? "gguf" : o->no_vision ? "no-vision" :
+			  o->unfused ? "unfused-experts" : NULL;
 	if (bad)
 		return coli_errf(e, COLI_EUSAGE, "--%s does not apply to --measure-only", bad);
 	def(&o->measure_tokens, 256);

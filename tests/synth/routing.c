@@ -271,7 +271,7 @@ static double schedule(synth_plan *p, const sched_in *in)
 static const coli_tensor_spec *router_spec(const coli_tensor_spec *v, int n, int layer)
 {
 	for (int i = 0; i < n; i++)
-		if (v[i].layer == layer && v[i].cls == COLI_TC_SMALL && v[i].ndim == 2)
+		if (v[i].layer == layer && v[i].role == COLI_R_ROUTER)
 			return &v[i];
 	return NULL;
 }

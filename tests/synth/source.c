@@ -90,7 +90,9 @@ void synth_src_regen(synth_src *s, const synth_plan *p, const synth_table *tb)
 	s->ctx2 = tb;
 }
 
-/* ---- checkpoint ------------------------------------------------------------------------------ */
+/* ---- checkpoint ------------------------------------------------------------------------------
+ * Read through libcoli's view of a released layout (qwen3_5_moe: the table's names over fused
+ * experts and model.language_model.*), so the names are the table's whatever the file's. */
 
 static int ckpt_shape(const synth_src *s, const char *name, int64_t *rows, int64_t *cols)
 {
@@ -133,9 +135,10 @@ int synth_src_ckpt_open(synth_src *s, coli_model *m, const char *dir, coli_err *
 	memset(s, 0, sizeof(*s));
 	if (!cfg)
 		return coli_errf(e, COLI_ENOMEM, "out of memory");
-	int rc = coli_model_load(m, cfg, e);
+	int rc = coli_model_load(m, cfg, e), skipped;
 	free(cfg);
-	if (rc || coli_ckpt_open(&c, dir, e) || coli_model_check_ckpt(m, c, e)) {
+	if (rc || coli_ckpt_open(&c, dir, e) || coli_model_map_ckpt(m, c, &skipped, e) ||
+	    coli_model_check_ckpt(m, c, e)) {
 		coli_ckpt_close(c);
 		return -1;
 	}

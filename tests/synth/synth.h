@@ -22,7 +22,7 @@
 
 /* ---- options (options.c) ----------------------------------------------------------------- */
 
-enum { SYNTH_PRESET_NONE, SYNTH_PRESET_BENCH };
+enum { SYNTH_PRESET_NONE, SYNTH_PRESET_BENCH, SYNTH_PRESET_GLM5, SYNTH_PRESET_QWEN36 };
 enum { SYNTH_GGUF_Q4_0 = 2, SYNTH_GGUF_Q4_1 = 3 }; /* --gguf-experts: ggml type numbers */
 
 /* Shape options are -1 until set; synth_opts_resolve fills family defaults after parsing. */
@@ -35,6 +35,12 @@ typedef struct synth_opts {
 	int force;            /* --force: replace files in a DIR coli-synth did not write */
 	int layers, experts, top_k, hidden, expert_ffn, ffn, heads, kv_heads, head_dim;
 	int dense_layers, shared_experts, mtp;
+	int q_lora, kv_lora, rope_dim, v_head_dim;       /* MLA (deepseek_v3, glm_moe_dsa) */
+	int index_heads, index_head_dim, index_topk;     /* DSA indexer (glm_moe_dsa) */
+	int index_freq, index_offset;                    /* its full/shared layer schedule */
+	int lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim; /* Gated DeltaNet (qwen3_5_moe) */
+	int conv_kernel, full_interval;                  /* its conv taps; every Nth layer full attention */
+	int no_vision, unfused;    /* qwen3_5_moe: no model.visual.* tower; one tensor per expert */
 	int vocab;
 	uint64_t shard_size, seed;
 	double zipf, predict;
@@ -58,6 +64,7 @@ typedef struct synth_tok {
 	char *json_path, *config_path; /* tokenizer.json; tokenizer_config.json or NULL */
 	int64_t n_tokens;              /* highest token id + 1 */
 	int bos, eos, pad;             /* -1 when the tokenizer has none */
+	int image, video, vision_start, vision_end; /* Qwen's <|image_pad|> ... ids, or -1 */
 } synth_tok;
 
 /* The default tokenizer.json for a family (inside tests/node_modules next to the binary);
@@ -68,11 +75,24 @@ void synth_tok_release(synth_tok *t);
 
 /* ---- config.json (config.c) -------------------------------------------------------------- */
 
+/* qwen3_5_moe's vision tower, the fixture's (written small whatever the text model's size: the
+ * converter leaves it out): vision_config and the model.visual.* shapes follow from these. */
+#define SYNTH_VIS_DEPTH 1
+#define SYNTH_VIS_HIDDEN 32
+#define SYNTH_VIS_FFN 64
+#define SYNTH_VIS_HEADS 2
+#define SYNTH_VIS_POSITIONS 16
+#define SYNTH_VIS_PATCH 4
+#define SYNTH_VIS_MERGE 2
+#define SYNTH_VIS_TEMPORAL 2
+#define SYNTH_VIS_CHANNELS 3
+
 /* Derived shape shared by config emission and planning. */
 typedef struct synth_shape {
 	int n_group, topk_group;              /* deepseek_v3 group-limited routing */
-	int q_lora, kv_lora, rope_dim;        /* deepseek_v3 MLA */
+	int q_lora, kv_lora, rope_dim, v_dim; /* MLA (deepseek_v3, glm_moe_dsa) */
 	int bos, eos, pad;
+	int image, video, vision_start, vision_end; /* qwen3_5_moe's multimodal token ids */
 } synth_shape;
 
 void synth_shape_derive(synth_shape *s, const synth_opts *o, const synth_tok *t);
@@ -85,15 +105,26 @@ char *synth_generation_json(const synth_opts *o, const synth_shape *s);
 typedef enum synth_kind {
 	SK_EMBED, SK_NORM, SK_BIAS, SK_CORR, SK_ROUTER, SK_LINEAR, SK_OUT, SK_DOWN, SK_HEAD,
 	SK_SCALE, /* F32 "<w>_scale_inv" of an fp8 weight: filled from the weight's block amax */
+	SK_NORM0, /* a (1 + w) RMSNorm's weight: w centred on 0 (qwen3_5_moe) */
 } synth_kind;
 
 struct synth_plan;
 
-/* One stored tensor. */
+/* One tensor of the model as libcoli's table names it, and how the file stores it. A fused
+ * tensor (qwen3_5_moe's experts.gate_up_proj [E, 2I, H]) is a run of table tensors that
+ * follow each other in the data: the first (the lead) carries the stored name and shape, the
+ * others point at it and are left out of the header. */
 typedef struct synth_tensor {
-	char name[208];
+	char name[208];            /* the table's name: keys, lookups, measurement */
+	char *stored;              /* the name in the file when it differs (malloc'd), else NULL */
 	int ndim;
 	int64_t rows, cols;        /* 1-D tensors: rows 1, cols = length */
+	int sndim;                 /* stored shape when it is not [rows, cols] (fused, conv taps,
+				      the vision tower's patch embedding), else 0 */
+	int64_t sshape[5];
+	int lead;                  /* a fused tensor's lead (index), else -1 */
+	uint64_t fused_bytes;      /* the lead: bytes of the whole fused tensor */
+	int glue;                  /* stays in the shard of the tensor before it */
 	int dtype;                 /* coli_dtype: BF16, F32 or F8_E4M3 */
 	synth_kind kind;
 	int layer, expert;         /* -1 when none */
@@ -191,12 +222,29 @@ typedef struct synth_table {
 	int *count;                /* per shard: number of tensors */
 	int *sorted;               /* all tensor indices in name order (synth_table_find) */
 	uint64_t total_size;       /* sum of tensor bytes (index metadata.total_size) */
+	int n_stored;              /* tensors in the files (a fused tensor counts once) */
 } synth_table;
 
 int synth_table_build(synth_table *tb, const synth_plan *p, const coli_tensor_spec *spec,
-		      int n_spec, int fp8, uint64_t shard_size, coli_err *e);
+		      int n_spec, const synth_opts *o, coli_err *e);
 void synth_table_release(synth_table *tb);
 int synth_table_find(const synth_table *tb, const char *name);
+/* The name a tensor has in the file. */
+const char *synth_stored_name(const synth_tensor *t);
+
+/* ---- the released layout (layout.c) -------------------------------------------------------- */
+
+/* qwen3_5_moe's multimodal release: the stored name of table tensor s (model.language_model.*,
+ * mtp.*, experts fused per layer unless o->unfused) into t->stored, the conv taps' stored shape
+ * [C, 1, K]; 0, or -1 with e. Other families: nothing. */
+int synth_layout_name(synth_tensor *t, const coli_tensor_spec *s, const coli_model *m,
+		      const synth_opts *o, coli_err *e);
+/* Experts fused into one stored tensor per layer and projection kind. */
+int synth_layout_fused(const coli_model *m, const synth_opts *o);
+/* The vision tower's tensors (model.visual.*, the vision_config of config.c) appended to
+ * tb->t; tb->t must have room for synth_layout_vision_count more. */
+int synth_layout_vision_count(const coli_model *m, const synth_opts *o);
+void synth_layout_vision(synth_table *tb, const synth_plan *p, const synth_opts *o);
 /* "model-00001-of-00003.safetensors", or "model.safetensors" for a single shard. */
 void synth_shard_name(const synth_table *tb, int shard, char *buf, size_t cap);
 

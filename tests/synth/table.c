@@ -20,7 +20,16 @@ static int ends_with(const char *s, const char *suffix)
 	return n >= k && !strcmp(s + n - k, suffix);
 }
 
-static synth_kind kind_of(const coli_tensor_spec *s)
+/* The RMSNorms a (1 + w) family (qwen3_5_moe) stores centred on 0, as libcoli's engine reads
+ * them; the Gated DeltaNet's gated norm is a plain one. */
+static int offset_norm(const coli_model *m, coli_role r)
+{
+	return m->norm_offset && (r == COLI_R_ATTN_NORM || r == COLI_R_MLP_NORM || r == COLI_R_FINAL_NORM ||
+				  r == COLI_R_Q_NORM || r == COLI_R_K_NORM || r == COLI_R_ENORM ||
+				  r == COLI_R_HNORM || r == COLI_R_HEAD_NORM);
+}
+
+static synth_kind kind_of(const coli_tensor_spec *s, const coli_model *m)
 {
 	if (ends_with(s->name, "embed_tokens.weight"))
 		return SK_EMBED;
@@ -28,13 +37,15 @@ static synth_kind kind_of(const coli_tensor_spec *s)
 		return SK_HEAD;
 	if (ends_with(s->name, "e_score_correction_bias"))
 		return SK_CORR;
-	if (s->cls == COLI_TC_SMALL && s->ndim == 2)
+	if (s->role == COLI_R_ROUTER)
 		return SK_ROUTER;
+	if (offset_norm(m, s->role))
+		return SK_NORM0;
 	if (s->ndim == 1)
 		return ends_with(s->name, ".bias") ? SK_BIAS : SK_NORM;
 	if (s->cls == COLI_TC_EXPERT)
 		return s->proj == COLI_PROJ_DOWN ? SK_DOWN : SK_LINEAR;
-	if (ends_with(s->name, "o_proj.weight"))
+	if (ends_with(s->name, "o_proj.weight") || s->role == COLI_R_LIN_OUT)
 		return SK_OUT;
 	if (ends_with(s->name, "down_proj.weight"))
 		return SK_DOWN;
@@ -42,12 +53,18 @@ static synth_kind kind_of(const coli_tensor_spec *s)
 }
 
 /* DeepSeek-V3 fp8 checkpoints keep routers, MTP eh_proj/embed_tokens/shared_head and every
- * 1-D tensor in BF16 (the correction bias in F32). */
-static int dtype_of(const coli_tensor_spec *s, synth_kind k, int fp8)
+ * 1-D tensor in BF16 (the correction bias in F32); so is the DSA indexer's weights_proj, a
+ * small tensor that libcoli keeps f32, and qwen3_5_moe's Gated DeltaNet a/b projections, conv
+ * taps and shared-expert gate. Fused experts stay BF16: a fused tensor has no per-expert block
+ * scales in the release's naming, which libcoli reads (only per-expert weights carry them). */
+static int dtype_of(const coli_tensor_spec *s, synth_kind k, int fp8, int fused)
 {
 	if (k == SK_CORR)
 		return COLI_DT_F32;
-	if (fp8 && s->ndim == 2 && s->layer >= 0 && (k == SK_LINEAR || k == SK_OUT || k == SK_DOWN) &&
+	if (fused && s->cls == COLI_TC_EXPERT)
+		return COLI_DT_BF16;
+	if (fp8 && s->ndim == 2 && s->cls != COLI_TC_SMALL && s->layer >= 0 &&
+	    (k == SK_LINEAR || k == SK_OUT || k == SK_DOWN) &&
 	    !ends_with(s->name, "eh_proj.weight"))
 		return COLI_DT_F8_E4M3;
 	return COLI_DT_BF16;
@@ -58,7 +75,7 @@ static float std_of(const synth_plan *p, const synth_tensor *t)
 	float in = (float)t->cols, H = (float)p->m->hidden_size;
 	switch (t->kind) {
 	case SK_EMBED: return 1.0f;
-	case SK_NORM: return 0.1f;
+	case SK_NORM: case SK_NORM0: return 0.1f;
 	case SK_BIAS: return 0.02f;
 	case SK_ROUTER: return p->router_std;
 	case SK_HEAD: return 4.0f / sqrtf(H);
@@ -79,20 +96,22 @@ static uint64_t key_of(const synth_plan *p, const synth_tensor *t)
 	return synth_key(p->seed, t->name);
 }
 
-static int fill(synth_tensor *t, const coli_tensor_spec *s, const synth_plan *p, int fp8,
+static int fill(synth_tensor *t, const coli_tensor_spec *s, const synth_plan *p, const synth_opts *o,
 		coli_err *e)
 {
 	snprintf(t->name, sizeof(t->name), "%s", s->name);
 	t->ndim = s->ndim;
 	t->rows = s->ndim == 2 ? s->shape[0] : 1;
 	t->cols = s->ndim == 2 ? s->shape[1] : s->shape[0];
-	t->kind = kind_of(s);
-	t->dtype = dtype_of(s, t->kind, fp8);
+	t->kind = kind_of(s, p->m);
+	t->dtype = dtype_of(s, t->kind, o->fp8, synth_layout_fused(p->m, o));
 	t->layer = s->layer;
 	t->expert = s->expert;
 	t->key = key_of(p, t);
 	t->std = std_of(p, t);
-	t->scale_of = -1;
+	t->scale_of = t->lead = -1;
+	if (synth_layout_name(t, s, p->m, o, e))
+		return -1;
 	t->nbytes = (uint64_t)t->rows * synth_row_bytes(t);
 	if (t->kind == SK_DOWN && p->layer[t->layer].alpha != 0) {
 		t->sj = coli_malloc((size_t)t->cols * sizeof(float), e);
@@ -113,6 +132,14 @@ static int add_scale(synth_table *tb, int w, coli_err *e)
 		return coli_errf(e, COLI_EUSAGE, "%s: tensor name too long", t->name);
 	memset(s, 0, sizeof(*s));
 	memcpy(s->name, name, strlen(name) + 1);
+	if (t->stored) {
+		char stored[sizeof(name)];
+		snprintf(stored, sizeof(stored), "%s_scale_inv", t->stored);
+		if (!(s->stored = strdup(stored)))
+			return coli_errf(e, COLI_ENOMEM, "out of memory naming '%s'", name);
+	}
+	s->lead = -1;
+	s->glue = 1;
 	s->ndim = 2;
 	s->rows = (t->rows + SYNTH_FP8_BLOCK - 1) / SYNTH_FP8_BLOCK;
 	s->cols = (t->cols + SYNTH_FP8_BLOCK - 1) / SYNTH_FP8_BLOCK;
@@ -138,14 +165,14 @@ static int module_rank(const coli_tensor_spec *s)
 }
 
 static int add_all(synth_table *tb, const synth_plan *p, const coli_tensor_spec *spec, int n,
-		   int fp8, coli_err *e)
+		   const synth_opts *o, coli_err *e)
 {
 	for (int rank = 0; rank < 3; rank++) {
 		for (int i = 0; i < n; i++) {
 			if (module_rank(&spec[i]) != rank)
 				continue;
 			int w = tb->n++;
-			if (fill(&tb->t[w], &spec[i], p, fp8, e))
+			if (fill(&tb->t[w], &spec[i], p, o, e))
 				return -1;
 			if (tb->t[w].dtype == COLI_DT_F8_E4M3 && add_scale(tb, w, e))
 				return -1;
@@ -154,7 +181,25 @@ static int add_all(synth_table *tb, const synth_plan *p, const coli_tensor_spec 
 	return 0;
 }
 
-/* Assigns shards (a weight and its scale_inv stay together). */
+/* Fused experts: a layer's gate/up views and its down views are two stored tensors, each led by
+ * its first member; all the layer's expert tensors after the very first stay in its shard. */
+static void link_fused(synth_table *tb)
+{
+	int lead[2] = {-1, -1};
+	for (int i = 0; i < tb->n; i++) {
+		synth_tensor *t = &tb->t[i];
+		int k = t->kind == SK_DOWN;
+		if (t->expert < 0 || t->sndim != 3)
+			continue;
+		if (lead[k] < 0 || strcmp(tb->t[lead[k]].stored, t->stored))
+			lead[k] = i;
+		t->lead = lead[k];
+		tb->t[lead[k]].fused_bytes += t->nbytes;
+		t->glue = !(k == 0 && lead[0] == i);
+	}
+}
+
+/* Assigns shards (a weight and its scale_inv, and a layer's fused experts, stay together). */
 static void assign_shards(synth_table *tb, uint64_t shard_size)
 {
 	uint64_t cur = 0;
@@ -162,9 +207,9 @@ static void assign_shards(synth_table *tb, uint64_t shard_size)
 	for (int i = 0; i < tb->n; i++) {
 		synth_tensor *t = &tb->t[i];
 		uint64_t need = t->nbytes;
-		if (i + 1 < tb->n && tb->t[i + 1].scale_of == i)
-			need += tb->t[i + 1].nbytes;
-		if (t->kind != SK_SCALE && cur > 0 && cur + need > shard_size) {
+		for (int j = i + 1; !t->glue && j < tb->n && tb->t[j].glue; j++)
+			need += tb->t[j].nbytes;
+		if (!t->glue && cur > 0 && cur + need > shard_size) {
 			shard++;
 			cur = 0;
 		}
@@ -182,6 +227,19 @@ static int by_name(const void *a, const void *b)
 	return strcmp(sort_tb->t[*(const int *)a].name, sort_tb->t[*(const int *)b].name);
 }
 
+/* Data order: by the stored name; a fused tensor's members in table order. */
+static int by_stored(const void *a, const void *b)
+{
+	int i = *(const int *)a, j = *(const int *)b;
+	int c = strcmp(synth_stored_name(&sort_tb->t[i]), synth_stored_name(&sort_tb->t[j]));
+	return c ? c : (i > j) - (i < j);
+}
+
+const char *synth_stored_name(const synth_tensor *t)
+{
+	return t->stored ? t->stored : t->name;
+}
+
 /* Per shard: tensors in name order and their offsets. */
 static int lay_out(synth_table *tb, coli_err *e)
 {
@@ -191,8 +249,10 @@ static int lay_out(synth_table *tb, coli_err *e)
 	tb->shard_data = tb->count ? coli_calloc((size_t)S, sizeof(uint64_t), e) : NULL;
 	if (!tb->shard_data)
 		return -1;
-	for (int i = 0; i < tb->n; i++)
+	for (int i = 0; i < tb->n; i++) {
 		tb->count[tb->t[i].shard]++;
+		tb->n_stored += tb->t[i].lead < 0 || tb->t[i].lead == i;
+	}
 	for (int s = 0; s < S; s++) {
 		tb->order[s] = coli_malloc((size_t)tb->count[s] * sizeof(int), e);
 		if (!tb->order[s])
@@ -209,7 +269,7 @@ static int lay_out(synth_table *tb, coli_err *e)
 		tb->sorted[i] = i;
 	qsort(tb->sorted, (size_t)tb->n, sizeof(int), by_name);
 	for (int s = 0; s < S; s++) {
-		qsort(tb->order[s], (size_t)tb->count[s], sizeof(int), by_name);
+		qsort(tb->order[s], (size_t)tb->count[s], sizeof(int), by_stored);
 		for (int j = 0; j < tb->count[s]; j++) {
 			synth_tensor *t = &tb->t[tb->order[s][j]];
 			t->offset = tb->shard_data[s];
@@ -220,13 +280,15 @@ static int lay_out(synth_table *tb, coli_err *e)
 }
 
 int synth_table_build(synth_table *tb, const synth_plan *p, const coli_tensor_spec *spec,
-		      int n_spec, int fp8, uint64_t shard_size, coli_err *e)
+		      int n_spec, const synth_opts *o, coli_err *e)
 {
 	memset(tb, 0, sizeof(*tb));
-	tb->t = coli_calloc((size_t)n_spec * 2, sizeof(*tb->t), e);
-	if (!tb->t || add_all(tb, p, spec, n_spec, fp8, e))
+	tb->t = coli_calloc((size_t)n_spec * 2 + (size_t)synth_layout_vision_count(p->m, o), sizeof(*tb->t), e);
+	if (!tb->t || add_all(tb, p, spec, n_spec, o, e))
 		return -1;
-	assign_shards(tb, shard_size);
+	synth_layout_vision(tb, p, o);
+	link_fused(tb);
+	assign_shards(tb, o->shard_size);
 	return lay_out(tb, e);
 }
 
@@ -237,6 +299,7 @@ void synth_table_release(synth_table *tb)
 	for (int i = 0; tb->t && i < tb->n; i++) {
 		free(tb->t[i].scales);
 		free(tb->t[i].sj);
+		free(tb->t[i].stored);
 	}
 	for (int s = 0; tb->order && s < tb->n_shards; s++)
 		free(tb->order[s]);

@@ -45,13 +45,9 @@ static int64_t max_id(json_t *root)
 	return mx;
 }
 
-/* Id of a special token given as a string, an AddedToken object or null; -1 if none. */
-static int special_id(json_t *root, json_t *tok)
+/* Id of token s (added tokens first, then the vocabulary); -1 if none. */
+static int id_of(json_t *root, const char *s)
 {
-	const char *s = json_is_string(tok) ? json_string_value(tok)
-			: json_string_value(json_object_get(tok, "content"));
-	if (!s)
-		return -1;
 	size_t i;
 	json_t *v;
 	json_array_foreach(json_object_get(root, "added_tokens"), i, v) {
@@ -61,6 +57,14 @@ static int special_id(json_t *root, json_t *tok)
 	}
 	json_t *id = json_object_get(json_object_get(json_object_get(root, "model"), "vocab"), s);
 	return json_is_integer(id) ? (int)json_integer_value(id) : -1;
+}
+
+/* Id of a special token given as a string, an AddedToken object or null; -1 if none. */
+static int special_id(json_t *root, json_t *tok)
+{
+	const char *s = json_is_string(tok) ? json_string_value(tok)
+			: json_string_value(json_object_get(tok, "content"));
+	return s ? id_of(root, s) : -1;
 }
 
 /* bos, eos and pad from tokenizer_config.json next to tokenizer.json (when present). */
@@ -76,6 +80,15 @@ static void specials(synth_tok *t, json_t *root)
 	t->eos = special_id(root, json_object_get(cfg, "eos_token"));
 	t->pad = special_id(root, json_object_get(cfg, "pad_token"));
 	json_decref(cfg);
+}
+
+/* Qwen's multimodal tokens (qwen3_5_moe's image_token_id, ...), -1 each when absent. */
+static void vision_tokens(synth_tok *t, json_t *root)
+{
+	t->image = id_of(root, "<|image_pad|>");
+	t->video = id_of(root, "<|video_pad|>");
+	t->vision_start = id_of(root, "<|vision_start|>");
+	t->vision_end = id_of(root, "<|vision_end|>");
 }
 
 static char *sibling(const char *path, const char *name)
@@ -103,6 +116,7 @@ int synth_tok_load(synth_tok *t, const char *json_path, coli_err *e)
 	t->json_path = strdup(json_path);
 	t->config_path = sibling(json_path, "tokenizer_config.json");
 	specials(t, root);
+	vision_tokens(t, root);
 	json_decref(root);
 	if (!t->json_path)
 		return coli_errf(e, COLI_ENOMEM, "out of memory");

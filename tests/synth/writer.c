@@ -272,23 +272,37 @@ static int out_write(out *o, const void *buf, uint64_t n, coli_err *e)
 	return 0;
 }
 
+/* The stored shape: [rows, cols], [cols] for 1-D, or the layout's own (fused, conv taps). */
+static json_t *stored_shape(const synth_tensor *t)
+{
+	json_t *shape = json_array();
+	for (int d = 0; d < t->sndim; d++)
+		json_array_append_new(shape, json_integer(t->sshape[d]));
+	if (!t->sndim && t->ndim == 2)
+		json_array_append_new(shape, json_integer(t->rows));
+	if (!t->sndim)
+		json_array_append_new(shape, json_integer(t->cols));
+	return shape;
+}
+
+/* One entry per stored tensor: a fused tensor's members after its lead are part of it. */
 static char *shard_header(const synth_table *tb, int s, size_t *len, coli_err *e)
 {
 	json_t *root = json_object(), *meta = json_object();
 	json_object_set_new(meta, "format", json_string("pt"));
 	json_object_set_new(root, "__metadata__", meta);
 	for (int k = 0; k < tb->count[s]; k++) {
-		const synth_tensor *t = &tb->t[tb->order[s][k]];
-		json_t *o = json_object(), *shape = json_array();
-		if (t->ndim == 2)
-			json_array_append_new(shape, json_integer(t->rows));
-		json_array_append_new(shape, json_integer(t->cols));
+		int i = tb->order[s][k];
+		const synth_tensor *t = &tb->t[i];
+		if (t->lead >= 0 && t->lead != i)
+			continue;
+		json_t *o = json_object();
+		uint64_t bytes = t->lead == i ? t->fused_bytes : t->nbytes;
 		json_object_set_new(o, "dtype", json_string(coli_dtype_name((coli_dtype)t->dtype)));
-		json_object_set_new(o, "shape", shape);
+		json_object_set_new(o, "shape", stored_shape(t));
 		json_object_set_new(o, "data_offsets",
-				    json_pack("[II]", (json_int_t)t->offset,
-					      (json_int_t)(t->offset + t->nbytes)));
-		json_object_set_new(root, t->name, o);
+				    json_pack("[II]", (json_int_t)t->offset, (json_int_t)(t->offset + bytes)));
+		json_object_set_new(root, synth_stored_name(t), o);
 	}
 	char *txt = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	json_decref(root);
@@ -410,7 +424,7 @@ static int write_index(const synth_table *tb, const char *dir, synth_files *f, c
 	for (int i = 0; i < tb->n; i++) {
 		char name[64];
 		synth_shard_name(tb, tb->t[i].shard, name, sizeof(name));
-		json_object_set_new(map, tb->t[i].name, json_string(name));
+		json_object_set_new(map, synth_stored_name(&tb->t[i]), json_string(name));
 	}
 	json_object_set_new(root, "weight_map", map);
 	char *txt = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
