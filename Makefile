@@ -10,6 +10,8 @@ LDFLAGS += -pthread $(EXTRA_LDFLAGS)
 LIBS    := -ljansson -lz -lm -lpcre2-8 -lutf8proc -luring -larchive
 
 B := build
+# Where binaries go (make tsan builds its own in $(B)/tsan/bin, beside bin/).
+BD := bin
 LIB_SRC  := $(wildcard formats/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o)
 LIBCOLI  := $(B)/libcoli.a
@@ -24,28 +26,28 @@ TOOLS := convert:coli-convert plan:coli-plan run:coli-run profile:coli-profile t
 ENGINE_TOOLS := run plan profile
 tool_libs = $(if $(filter $(call tool_dir,$1),$(ENGINE_TOOLS)),$(LIBENG)) $(LIBCOLI)
 tool_dir = $(word 1,$(subst :, ,$1))
-tool_bin = bin/$(word 2,$(subst :, ,$1))
+tool_bin = $(BD)/$(word 2,$(subst :, ,$1))
 BINS := $(foreach t,$(TOOLS),$(if $(wildcard $(call tool_dir,$t)/*.c),$(call tool_bin,$t)))
 
 # Benchmark helpers: one program per tests/bench/NAME.c, bin/coli-NAME.
 BENCH_SRC := $(wildcard tests/bench/*.c)
-BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=bin/coli-%)
+BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BD)/coli-%)
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
-UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=bin/tests/%)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BD)/tests/%)
 # Unit tests also link each tool's own modules (every .c of its folder but main.c).
 TOOL_LIBS := $(foreach t,$(TOOLS),$(if $(filter-out $(call tool_dir,$t)/main.c,$(wildcard $(call tool_dir,$t)/*.c)),$(B)/lib$(word 2,$(subst :, ,$t)).a))
 
 # Fuzz targets (docs/robustness.md): tests/fuzz/fuzz_NAME.c + driver.c is the regression driver
 # bin/fuzz/fuzz_NAME, run over tests/fuzz/corpus/NAME by tests/cli/t0900-fuzz-corpus.sh.
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
-FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=bin/fuzz/%)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BD)/fuzz/%)
 
 # The fault tests' FUSE file system (tests/fault/eiofs.c: reads of chosen ranges fail with EIO).
-EIOFS := bin/fault/eiofs
+EIOFS := $(BD)/fault/eiofs
 
-.PHONY: all test san-unit torture demo deps asan ubsan bench bench-convert bench-run bench-stream bench-trace bench-plan \
-	bench-draft bench-llama bench-deps llama-deps clean check-deps ensure-deps \
+.PHONY: all test san-unit torture demo deps asan ubsan tsan tsan-bins bench bench-convert bench-run bench-stream bench-trace bench-plan \
+	bench-draft bench-dsa bench-qwen35 bench-llama bench-deps llama-deps clean check-deps ensure-deps \
 	fuzz fuzz-build
 all: $(BINS) $(BENCH_BIN) $(UNIT_BIN) $(FUZZ_BIN) $(EIOFS)
 
@@ -67,7 +69,7 @@ $(LIBENG): $(ENG_OBJ)
 
 define tool_rule
 $(call tool_bin,$1): $(patsubst %.c,$(B)/%.o,$(wildcard $(call tool_dir,$1)/*.c)) $(call tool_libs,$1)
-	@mkdir -p bin
+	@mkdir -p $(BD)
 	$(CC) $(LDFLAGS) -o $$@ $$^ $(LIBS)
 endef
 $(foreach t,$(TOOLS),$(eval $(call tool_rule,$t)))
@@ -78,12 +80,12 @@ $(B)/lib$(word 2,$(subst :, ,$1)).a: $(patsubst %.c,$(B)/%.o,$(filter-out $(call
 endef
 $(foreach t,$(TOOLS),$(eval $(call toollib_rule,$t)))
 
-$(BENCH_BIN): bin/coli-%: $(B)/tests/bench/%.o $(LIBENG) $(LIBCOLI)
-	@mkdir -p bin
+$(BENCH_BIN): $(BD)/coli-%: $(B)/tests/bench/%.o $(LIBENG) $(LIBCOLI)
+	@mkdir -p $(BD)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-bin/tests/%: $(B)/tests/unit/%.o $(TOOL_LIBS) $(LIBENG) $(LIBCOLI)
-	@mkdir -p bin/tests
+$(BD)/tests/%: $(B)/tests/unit/%.o $(TOOL_LIBS) $(LIBENG) $(LIBCOLI)
+	@mkdir -p $(BD)/tests
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 # make test also runs the unit tests built with UndefinedBehaviorSanitizer at -O1, objects and
@@ -100,12 +102,12 @@ $(B)/ut/%: $(B)/tests/unit/%.o $(TOOL_LIBS) $(LIBENG) $(LIBCOLI)
 	@mkdir -p $(B)/ut
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(FUZZ_BIN): bin/fuzz/%: $(B)/tests/fuzz/%.o $(B)/tests/fuzz/driver.o $(LIBENG) $(LIBCOLI)
-	@mkdir -p bin/fuzz
+$(FUZZ_BIN): $(BD)/fuzz/%: $(B)/tests/fuzz/%.o $(B)/tests/fuzz/driver.o $(LIBENG) $(LIBCOLI)
+	@mkdir -p $(BD)/fuzz
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(EIOFS): tests/fault/eiofs.c
-	@mkdir -p bin/fault
+	@mkdir -p $(BD)/fault
 	$(CC) $(OPT) $(WARN) -D_GNU_SOURCE $$(pkg-config --cflags fuse3) $(EXTRA_CFLAGS) $(LDFLAGS) -o $@ $< \
 	  $$(pkg-config --libs fuse3)
 
@@ -187,13 +189,38 @@ ubsan:
 	@$(MAKE) --no-print-directory test OPT="-O1 -g -fsanitize=undefined -fno-sanitize-recover=all" \
 	  EXTRA_LDFLAGS="-fsanitize=undefined"
 
-# make torture: SIGKILL at random points during conversion, usage and session saving and mirror
-# staging, and a disk filling during a stage (tests/torture/torture.sh; TORTURE_KINDS: some of
-# them), then coli-run in memory cgroups over a sweep (tests/torture/memcg.sh);
-# docs/robustness.md. Minutes, root; not in make test.
+# make tsan: the tools and the unit tests built with ThreadSanitizer at -O1 (objects and binaries
+# in $(B)/tsan; bin/ is left alone, the unit tests' helpers come from it), then every unit test and
+# the CLI tests that stream run on them (tests/tsan.sh; TSAN_TESTS: some of them); a race report
+# fails the test that made it. Not in make test (minutes).
+TSAN_B   := $(B)/tsan
+TSAN_OPT := -O1 -g -fsanitize=thread
+TSAN_TESTS ?=
+tsan-bins: $(BINS) $(BENCH_BIN) $(UNIT_BIN)
+# target_clones' resolvers run before ThreadSanitizer starts (an instrumented one crashes): the .c
+# files that use them directly are built without it (formats/hot.h's COLI_HOT has no clones under it).
+ifneq ($(findstring sanitize=thread,$(OPT)),)
+TSAN_NOT := $(shell grep -rl --include='*.c' target_clones formats engine convert plan run profile tests/synth tests/bench)
+$(TSAN_NOT:%.c=$(B)/%.o): CFLAGS += -fno-sanitize=thread
+endif
+tsan: ensure-deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory B=$(TSAN_B) BD=$(TSAN_B)/bin OPT="$(TSAN_OPT)" EXTRA_LDFLAGS="-fsanitize=thread" \
+	  tsan-bins
+	@$(MAKE) --no-print-directory B=$(TSAN_B) BD=$(TSAN_B)/bin $(TSAN_B)/bin/fault/eiofs
+	@tests/tsan.sh $(TSAN_B)/bin $(TSAN_TESTS)
+
+# make torture: the streaming store's stress test at length (tests/unit/test_store_stress.c, make
+# test runs 150 tokens per configuration: STRESS_TOKENS, 0 skips it; STRESS_SEED), SIGKILL at random
+# points during conversion, usage and session saving and mirror staging, and a disk filling during
+# a stage (tests/torture/torture.sh; TORTURE_KINDS: some of them), then coli-run in memory cgroups
+# over a sweep (tests/torture/memcg.sh); docs/robustness.md. Minutes, root; not in make test.
 TORTURE_KILLS ?= 100
 TORTURE_KINDS ?=
+STRESS_TOKENS ?= 10000
+STRESS_SEED   ?= 1
 torture: all
+	@if [ "$(STRESS_TOKENS)" != 0 ]; then $(BD)/tests/test_store_stress $(STRESS_TOKENS) $(STRESS_SEED); fi
 	@tests/torture/torture.sh --kills $(TORTURE_KILLS) $(TORTURE_KINDS)
 	@tests/torture/memcg.sh
 
@@ -219,6 +246,10 @@ bench-trace: bench-deps
 	@tests/bench/trace.sh
 bench-draft: bench-deps
 	@tests/bench/draft.sh
+bench-dsa: bench-deps
+	@tests/bench/dsa.sh
+bench-qwen35: bench-deps
+	@tests/bench/qwen35.sh
 
 # make bench-llama: coli against llama.cpp (tests/bench/llama.sh). Installs what only it needs, when
 # absent: fio (Debian) and node-llama-cpp 3.21.1 (npm, prebuilt CPU binaries) in build/llama.

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,6 +61,19 @@ static int source_fingerprint(conv *cv, coli_err *e)
 	return 0;
 }
 
+/* SRC_DIR must be a folder: one missing or a file is named as such, before any file in it is
+ * looked for. */
+static int source_folder(const char *src, coli_err *e)
+{
+	struct stat st;
+	if (stat(src, &st) < 0)
+		return coli_errf(e, COLI_EIO, "%s: SRC_DIR: %s", src, errno == ENOENT ? "no such folder" : strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return coli_errf(e, COLI_EUSAGE, "%s: SRC_DIR: not a folder (the checkpoint's folder: config.json and the "
+				 "safetensors shards)", src);
+	return 0;
+}
+
 /* SRC_DIR must be a checkpoint: a container given by mistake is named as such. */
 static int not_a_container(const char *src, coli_err *e)
 {
@@ -73,7 +87,7 @@ static int not_a_container(const char *src, coli_err *e)
 
 static int plan(conv *cv, coli_err *e)
 {
-	if (not_a_container(cv->o->src, e) < 0 || coli_ckpt_open(&cv->src, cv->o->src, e) < 0 ||
+	if (source_folder(cv->o->src, e) < 0 || not_a_container(cv->o->src, e) < 0 || coli_ckpt_open(&cv->src, cv->o->src, e) < 0 ||
 	    source_fingerprint(cv, e) < 0 || canonical_config(cv, e) < 0 ||
 	    coli_model_map_ckpt(&cv->ct.model, cv->src, &cv->skipped, e) < 0 ||
 	    coli_model_check_ckpt(&cv->ct.model, cv->src, e) < 0)
@@ -91,7 +105,7 @@ static int plan(conv *cv, coli_err *e)
 	return jobs_build(cv, e) < 0 ? -1 : source_open(cv, e);
 }
 
-static uint64_t container_bytes(const conv *cv)
+static uint64_t section_bytes(const conv *cv)
 {
 	uint64_t n = 0;
 	for (int s = 0; s < COLI_SEC_COUNT; s++)
@@ -99,7 +113,13 @@ static uint64_t container_bytes(const conv *cv)
 	return n;
 }
 
-/* A fresh start that failed (e.g. no space for the reservation) leaves no allocated files. */
+/* The section files and the carried files (config, tokenizer) together. */
+static uint64_t container_bytes(const conv *cv)
+{
+	return section_bytes(cv) + outdir_carried_bytes(cv->o);
+}
+
+/* The section files, closed and removed. */
 static void remove_sections(conv *cv)
 {
 	for (int s = 0; s < COLI_SEC_COUNT; s++) {
@@ -113,8 +133,8 @@ static void remove_sections(conv *cv)
 	}
 }
 
-/* Opens the section files at their final size (space reserved up front, so a full disk is
- * found before hours of work) with their headers written. */
+/* Opens the section files at their final size (space reserved up front, after the carried
+ * files are written, so a full disk is found before hours of work) with their headers written. */
 static int open_sections(conv *cv, int fresh, coli_err *e)
 {
 	for (int s = 0; s < COLI_SEC_COUNT; s++) {
@@ -125,19 +145,18 @@ static int open_sections(conv *cv, int fresh, coli_err *e)
 		cv->fd[s] = path ? open(path, O_RDWR | O_CREAT | O_CLOEXEC | (fresh ? O_TRUNC : 0), 0644) : -1;
 		if (cv->fd[s] < 0 || ftruncate(cv->fd[s], (off_t)size) < 0)
 			rc = coli_errf(e, COLI_EIO, "%s: %s", path ? path : "?", strerror(errno));
-		else if (fallocate(cv->fd[s], 0, 0, (off_t)size) < 0 && errno != EOPNOTSUPP)
+		else if (fallocate(cv->fd[s], 0, 0, (off_t)size) < 0 && errno != EOPNOTSUPP) {
+			int err = errno; /* container_bytes stats files */
 			rc = coli_errf(e, COLI_EIO, "%s: %s reserving %.3f GiB (the container needs %.3f GiB)", path,
-				       errno == ENOSPC ? "disk full" : strerror(errno), (double)size / (1 << 30),
+				       err == ENOSPC ? "disk full" : strerror(err), (double)size / (1 << 30),
 				       (double)container_bytes(cv) / (1 << 30));
+		}
 		coli_section_header(h, (coli_section)s, cv->ct.identity);
 		if (rc == 0)
 			rc = coli_pwrite_full(cv->fd[s], h, sizeof(h), 0, path, e);
 		free(path);
-		if (rc < 0) {
-			if (fresh)
-				remove_sections(cv);
+		if (rc < 0)
 			return -1;
-		}
 	}
 	return 0;
 }
@@ -233,19 +252,42 @@ static void conv_release(conv *cv)
 	coli_ckpt_close(cv->src);
 }
 
-/* A stop after the section files exist leaves an unfinished conversion: say what is on disk
- * and how to resume it or get rid of it. */
+/* Appends note to e's message. */
+static void add_note(coli_err *e, const char *note)
+{
+	size_t n = strlen(e->msg);
+	snprintf(e->msg + n, sizeof(e->msg) - n, "%s", note);
+}
+
+/* A stop after the journal exists leaves an unfinished conversion (its temporaries removed): say
+ * what is on disk and how to resume it or get rid of it. */
 static void left_on_disk(const conv *cv, const journal *jr, coli_err *e)
 {
 	char note[512];
 	int nonfinite = strstr(e->msg, "is not finite") != NULL; /* encode.c's non-finite stop */
 	snprintf(note, sizeof(note),
-		 "; %s keeps the unfinished conversion (%.3f GiB of section files, allocated at full size, and %s: "
+		 "%s%s keeps the unfinished conversion (%.3f GiB of section files, allocated at full size, and %s: "
 		 "%d of %d jobs done): rerun the same command%s to resume, or delete %s",
-		 cv->o->out, (double)container_bytes(cv) / (1 << 30), JOURNAL_FILE, jr->next_job, cv->n_jobs,
-		 nonfinite && !cv->o->allow_nonfinite ? " with --allow-nonfinite" : "", cv->o->out);
-	size_t n = strlen(e->msg);
-	snprintf(e->msg + n, sizeof(e->msg) - n, "%s", note);
+		 convert_stop_signal() ? ": " : "; ", cv->o->out, (double)section_bytes(cv) / (1 << 30), JOURNAL_FILE,
+		 jr->next_job, cv->n_jobs, nonfinite && !cv->o->allow_nonfinite ? " with --allow-nonfinite" : "", cv->o->out);
+	add_note(e, note);
+	outdir_drop_tmp(cv->o->out);
+}
+
+/* A fresh start that failed before its journal was written keeps nothing (a folder of reserved,
+ * empty section files would only hold the disk's space): the section and carried files go, with
+ * their temporaries; a full disk is told the space the container needs and what is free. */
+static void undo_fresh(conv *cv, coli_err *e)
+{
+	char note[256] = "";
+	struct statvfs fs;
+	remove_sections(cv);
+	outdir_uncarry(cv->o->out);
+	if (strstr(e->msg, "disk full") && !strstr(e->msg, "the container needs") && statvfs(cv->o->out, &fs) == 0)
+		snprintf(note, sizeof(note), " (the container needs %.3f GiB with its carried files, %.3f GiB is free)",
+			 (double)container_bytes(cv) / (1 << 30), (double)fs.f_bavail * (double)fs.f_frsize / (1 << 30));
+	add_note(e, note);
+	add_note(e, "; nothing kept");
 }
 
 int convert_run(const convert_opts *o, coli_err *e)
@@ -254,24 +296,36 @@ int convert_run(const convert_opts *o, coli_err *e)
 	journal jr = {0, 0, 0};
 	double t0 = mono();
 	int rc = plan(&cv, e), resumed = 0;
-	if (rc == 0)
+	if (rc == 0) { /* from here a signal stops the work between two jobs, resumable */
+		convert_signals_writing();
 		rc = outdir_prepare(o, e);
+	}
 	if (rc == 0 && (resumed = journal_load(&cv, &jr, e)) < 0)
 		rc = -1;
-	if (rc == 0)
-		rc = open_sections(&cv, !resumed, e);
-	if (rc == 0)
-		open_direct_experts(&cv);
+	int fresh = rc == 0 && !resumed;
 	if (rc == 0)
 		rc = outdir_carry(&cv, e);
-	if (rc == 0 && !resumed)
+	if (rc == 0)
+		rc = open_sections(&cv, fresh, e);
+	if (rc == 0)
+		open_direct_experts(&cv);
+	if (rc == 0 && fresh)
 		rc = journal_save(&cv, &jr, e);
+	if (rc < 0 && fresh)
+		undo_fresh(&cv, e);
 	int start = jr.next_job;
 	if (rc == 0 && (rc = pipeline_run(&cv, &jr, e)) < 0)
 		left_on_disk(&cv, &jr, e);
+	if (rc == 0 && convert_stop_signal()) { /* after the last job: its journal says all are done */
+		coli_errf(e, COLI_EIO, "%s", convert_stop_name());
+		left_on_disk(&cv, &jr, e);
+		rc = -1;
+	}
 	if (rc == 0)
 		rc = finish(&cv, e);
-	if (rc == 0 && !o->quiet)
+	if (rc == 0 && convert_stop_signal()) /* while the manifest was written: finished all the same */
+		rc = coli_errf(e, COLI_EIO, "%s as it finished: %s is a finished container", convert_stop_name(), o->out);
+	else if (rc == 0 && !o->quiet)
 		summary(&cv, mono() - t0, start);
 	conv_release(&cv);
 	return rc;

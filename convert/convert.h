@@ -81,9 +81,15 @@ int inbuf_init(inbuf *b, uint64_t cap, coli_err *e);
 const uint8_t *source_read(const conv *cv, const coli_st_tensor *t, uint64_t off, uint64_t len, int aligned,
 			   inbuf *b, coli_err *e);
 
-/* outdir.c: prepares the output folder; *resume is set when a matching journal was found. */
+/* outdir.c: prepares the output folder (created when missing); carries the source's
+ * config and tokenizer files into it (before the section files are reserved, so that the
+ * reservation counts their space); the carried files' bytes in the source; removes the carried
+ * files (a fresh start that failed keeps nothing) or the temporaries (*.tmp) of a conversion. */
 int outdir_prepare(const convert_opts *o, coli_err *e);
 int outdir_carry(conv *cv, coli_err *e);
+uint64_t outdir_carried_bytes(const convert_opts *o);
+void outdir_uncarry(const char *out);
+void outdir_drop_tmp(const char *out);
 
 /* journal.c: resume state, rewritten atomically at checkpoints. */
 typedef struct journal {
@@ -100,6 +106,17 @@ int pipeline_run(conv *cv, journal *j, coli_err *e);
 /* info.c: --info and --verify. */
 int info_print(const char *path, coli_err *e);
 int verify_run(const char *path, int quiet, coli_err *e);
+
+/* stop.c: SIGINT and SIGTERM. install: before anything is written a signal exits at once
+ * (128 + the signal, one line "nothing written"); writing: from now on it is only recorded, and
+ * convert_stop_signal() returns it (0: none) for the writer to stop between jobs; its name
+ * ("interrupted (SIGINT)", "terminated (SIGTERM)"). convert_stop_wait: until a signal comes (the
+ * test hook COLI_TEST_PAUSE_AT_JOB). */
+void convert_signals_install(void);
+void convert_signals_writing(void);
+int convert_stop_signal(void);
+const char *convert_stop_name(void);
+void convert_stop_wait(void);
 
 /* progress.c: a rate-limited progress bar on a TTY. */
 void progress_update(uint64_t done, uint64_t total, int final);

@@ -1,9 +1,11 @@
 /* info.c: `coli-convert --info` and `--verify`: what a container holds, and a full check. */
+#include <errno.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "convert.h"
-
 
 /* "123.4 MiB": a size in the largest binary unit that keeps it >= 1. */
 static const char *human(uint64_t b, char buf[32])
@@ -46,13 +48,37 @@ static void print_records(const coli_container *c)
 	printf("experts     %s in %d MoE layers x %d records", human(main_bytes, b1), main_layers, x ? x->n_experts : 0);
 	if (mtp_bytes)
 		printf(" + %s MTP records", human(mtp_bytes, b2));
-	printf("\n");
+	printf(" (experts.bin %s with its header)\n", human(c->layout.section_size[COLI_SEC_EXPERTS], b1));
 }
+
+/* The MTP layer's part of mtp.bin, or that there is none (mtp.bin then holds only its header). */
+static void print_mtp(const coli_container *c)
+{
+	char b1[32], b2[32];
+	uint64_t size = c->layout.section_size[COLI_SEC_MTP];
+	if (c->model.n_mtp_layers)
+		printf("mtp         %s (mtp.bin)\n", human(size, b1));
+	else
+		printf("mtp         none (mtp.bin holds only its %s header)\n", human(size, b2));
+}
+
+/* The path of a container: a folder. */
+static int container_folder(const char *path, coli_err *e)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return coli_errf(e, COLI_EIO, "%s: %s", path, errno == ENOENT ? "no such folder" : strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return coli_errf(e, COLI_EDATA, "%s: not a folder, so not a coli container (a folder holding manifest.coli)",
+				 path);
+	return 0;
+}
+
 
 int info_print(const char *path, coli_err *e)
 {
 	coli_container *c;
-	if (coli_container_open(&c, path, e) < 0)
+	if (container_folder(path, e) < 0 || coli_container_open(&c, path, e) < 0)
 		return -1;
 	const coli_model *m = &c->model;
 	const coli_layout *L = &c->layout;
@@ -66,13 +92,14 @@ int info_print(const char *path, coli_err *e)
 	printf("experts     %d per MoE layer, top-%d, %d shared\n", m->n_experts, m->top_k, m->n_shared_experts);
 	printf("bits        expert %d, dense %d, mtp %d (small tensors f32)\n", c->bits[0], c->bits[1], c->bits[2]);
 	char b1[32], b2[32], b3[32];
-	printf("dense       %s (matrices %s, small f32 %s)\n", human(L->section_size[COLI_SEC_DENSE], b1),
+	printf("dense       %s (dense.bin: matrices %s, small f32 %s)\n", human(L->section_size[COLI_SEC_DENSE], b1),
 	       human(class_bytes(L, COLI_SEC_DENSE, COLI_TC_MATRIX), b2), human(class_bytes(L, COLI_SEC_DENSE, COLI_TC_SMALL), b3));
-	printf("mtp         %s\n", human(L->section_size[COLI_SEC_MTP], b1));
+	print_mtp(c);
 	print_records(c);
-	printf("total       %s (dense+mtp %s, experts %s)\n",
-	       human(L->section_size[0] + L->section_size[1] + L->section_size[2], b1),
-	       human(L->section_size[0] + L->section_size[1], b2), human(L->section_size[COLI_SEC_EXPERTS], b3));
+	char b4[32];
+	printf("total       %s: dense.bin %s + mtp.bin %s + experts.bin %s\n",
+	       human(L->section_size[0] + L->section_size[1] + L->section_size[2], b1), human(L->section_size[COLI_SEC_DENSE], b2),
+	       human(L->section_size[COLI_SEC_MTP], b3), human(L->section_size[COLI_SEC_EXPERTS], b4));
 	printf("provenance  %s\n", c->provenance_json);
 	coli_container_close(c);
 	return 0;
@@ -87,7 +114,7 @@ static void verify_progress(void *ctx, uint64_t done, uint64_t total)
 int verify_run(const char *path, int quiet, coli_err *e)
 {
 	coli_container *c;
-	if (coli_container_open(&c, path, e) < 0)
+	if (container_folder(path, e) < 0 || coli_container_open(&c, path, e) < 0)
 		return -1;
 	int rc = coli_container_verify(c, verify_progress, &quiet, e);
 	if (rc == 0 && !quiet) {

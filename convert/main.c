@@ -73,12 +73,13 @@ int main(int argc, char **argv)
 	if (n < 0 || check(n, mode, &e) < 0)
 		return usage(e.msg);
 	o.src = argv[0], o.out = argv[1];
+	convert_signals_install();
 	int rc = mode == VERIFY ? verify_run(argv[0], o.quiet, &e)
 	       : mode == INFO   ? info_print(argv[0], &e)
 				: convert_run(&o, &e);
 	if (rc < 0) {
 		fprintf(stderr, "coli-convert: %s\n", e.msg);
-		return coli_err_exit_status(&e);
+		return convert_stop_signal() ? 128 + convert_stop_signal() : coli_err_exit_status(&e);
 	}
 	return 0;
 }

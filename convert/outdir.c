@@ -138,3 +138,39 @@ int outdir_carry(conv *cv, coli_err *e)
 			return -1;
 	return 0;
 }
+
+uint64_t outdir_carried_bytes(const convert_opts *o)
+{
+	uint64_t n = 0;
+	for (int i = 0; i < N_CARRIED; i++) {
+		char *src = coli_path_join(o->src, carried_files[i]);
+		struct stat st;
+		if (src && stat(src, &st) == 0 && S_ISREG(st.st_mode))
+			n += (uint64_t)st.st_size;
+		free(src);
+	}
+	return n;
+}
+
+/* Removes name and name.tmp in out, for each of the n names. */
+static void remove_names(const char *out, const char *const *names, int n, int keep_final)
+{
+	char path[4096];
+	for (int i = 0; i < n; i++)
+		for (int tmp = keep_final; tmp < 2; tmp++) {
+			snprintf(path, sizeof(path), "%s/%s%s", out, names[i], tmp ? ".tmp" : "");
+			unlink(path);
+		}
+}
+
+void outdir_uncarry(const char *out)
+{
+	remove_names(out, carried_files, N_CARRIED, 0);
+	remove_names(out, own_files, N_OWN, 1);
+}
+
+void outdir_drop_tmp(const char *out)
+{
+	remove_names(out, carried_files, N_CARRIED, 1);
+	remove_names(out, own_files, N_OWN, 1);
+}

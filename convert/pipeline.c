@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -17,9 +18,11 @@
 #define CHECKPOINT_BYTES (1ull << 30)
 #define CHECKPOINT_SECONDS 5.0
 
-/* Test hooks (tests/cli/t0110-convert-resume.sh): COLI_TEST_CHECKPOINT_JOBS=N checkpoints
- * after every N jobs; COLI_TEST_KILL_AT_JOB=K sends SIGKILL to the process right after job K
- * is written (before the checkpoint that would follow it). */
+/* Test hooks (tests/cli/t0110-convert-resume.sh, t0140-convert-signals.sh):
+ * COLI_TEST_CHECKPOINT_JOBS=N checkpoints after every N jobs; COLI_TEST_KILL_AT_JOB=K sends
+ * SIGKILL to the process right after job K is written (before the checkpoint that would follow
+ * it); COLI_TEST_PAUSE_AT_JOB=K waits right after job K is written, having said so on stderr,
+ * until SIGINT or SIGTERM comes. */
 static int env_int(const char *name)
 {
 	const char *v = getenv(name);
@@ -186,12 +189,34 @@ static void release_slot(pipe_state *p, slot *s, int k)
 	pthread_mutex_unlock(&p->mu);
 }
 
+/* A signal asked to stop: what is written is made durable and the journal says so; -1 with e
+ * naming the signal (convert.c adds what the folder keeps). */
+static int stopped(conv *cv, journal *jr, int next, coli_err *e)
+{
+	if (checkpoint(cv, jr, next, e) < 0)
+		return -1;
+	return coli_errf(e, COLI_EIO, "%s", convert_stop_name());
+}
+
+/* After job k is written: the test hook's pause there, then whether a signal asks to stop. */
+static int stop_after(int k, int pause_at)
+{
+	if (k == pause_at) {
+		fprintf(stderr, "coli-convert: test hook: paused after job %d\n", k);
+		convert_stop_wait();
+	}
+	return convert_stop_signal() != 0;
+}
+
 static int write_all(pipe_state *p, journal *jr, coli_err *e)
 {
 	conv *cv = p->cv;
 	uint64_t done = 0, since = 0;
 	double last = coli_now();
 	int every = env_int("COLI_TEST_CHECKPOINT_JOBS"), kill_at = env_int("COLI_TEST_KILL_AT_JOB");
+	int pause_at = env_int("COLI_TEST_PAUSE_AT_JOB");
+	if (convert_stop_signal()) /* while the folder was prepared */
+		return stopped(cv, jr, jr->next_job, e);
 	uint64_t todo = 0; /* progress counts this run's work: a resumed run's rate stays honest */
 	for (int k = jr->next_job; k < cv->n_jobs; k++)
 		todo += cv->jobs[k].in_bytes;
@@ -211,6 +236,11 @@ static int write_all(pipe_state *p, journal *jr, coli_err *e)
 			progress_update(done, todo, 0);
 		if (k == kill_at)
 			raise(SIGKILL);
+		if (stop_after(k, pause_at)) {
+			if (!cv->o->quiet)
+				progress_update(done, todo, 1);
+			return stopped(cv, jr, k + 1, e);
+		}
 		if (since >= CHECKPOINT_BYTES || coli_now() - last >= CHECKPOINT_SECONDS ||
 		    (every > 0 && (k + 1) % every == 0)) {
 			if (checkpoint(cv, jr, k + 1, e) < 0)

@@ -79,6 +79,7 @@ typedef struct coli_budget {
 	int cache;             /* records per MoE layer before the split (pins included) */
 	int pins, slots;       /* pins and LRU slots per MoE layer: the streaming store's options
 				* (with lists: the most of one layer) */
+	int pins_min, slots_min; /* with lists: the fewest of one layer (else pins, slots) */
 } coli_budget;
 
 /* The container's part of in: dense (dense.bin + mtp.bin), record (one expert record of every

@@ -186,8 +186,9 @@ typedef struct store_stream_opts {
 	coli_events events;       /* where io_uring refusals, failovers and CRC failures go */
 	coli_tracer *tracer;      /* NULL, or where each chunk read and each get's outcome go: kept
 				   * under the store's lock, emitted by the thread calling the store
-				   * once it releases the lock (a get's own records before it returns),
-				   * never by an I/O thread; the rest at close */
+				   * once it has released the lock (before the call returns, unless
+				   * another thread is emitting them), never by an I/O thread; the
+				   * last ones at close */
 	/* test hooks */
 	uint64_t chunk;           /* bytes per chunk read, a multiple of 4096 (0: STORE_CHUNK) */
 	int no_uring;             /* 1: act as if the kernel refused io_uring */
@@ -211,6 +212,7 @@ struct store_stats {
 	uint64_t hits, misses;
 	uint64_t pin_hits;        /* of the hits, gets of a pinned expert */
 	int pins;                 /* experts pinned in the MoE layer with most (0: none) */
+	int pins_min;             /* experts pinned in the MoE layer with fewest */
 	uint64_t bytes_read;
 	double read_s;            /* wall time with at least one read in flight */
 	uint64_t predicted;       /* experts predicted for a layer whose real routing followed */

@@ -12,6 +12,7 @@
 #include "fileio.h"
 #include "le.h"
 #include "manifest.h"
+#include "mirrormap.h"
 #include "sha256.h"
 
 const uint8_t coli_magic[8] = {0x89, 'C', 'O', 'L', 'I', '\r', '\n', 0x1a};
@@ -234,7 +235,11 @@ int coli_container_open(coli_container **out, const char *dir, coli_err *e)
 	coli_container *c;
 	int rc = coli_container_open_manifest(&c, dir, e);
 	for (int s = 0; rc == 0 && s < COLI_SEC_COUNT; s++)
-		rc = open_section(c, (coli_section)s, e);
+		if ((rc = open_section(c, (coli_section)s, e)) < 0 && exists(dir, coli_section_file((coli_section)s), 1) &&
+		    exists(dir, COLI_MIRROR_FILE, 0)) /* a mirror staged by coli-plan holds only experts.bin */
+			rc = coli_errf(e, COLI_EDATA, "%s: a partial mirror (%s, no %s), not a container: coli-run reads it as "
+				       "--mirror %s beside the container (-m)", dir, COLI_MIRROR_FILE,
+				       coli_section_file((coli_section)s), dir);
 	if (rc == 0)
 		rc = check_carried(c, e);
 	if (rc < 0) {

@@ -4,7 +4,7 @@
 #ifndef COLI_HOT_H
 #define COLI_HOT_H
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define COLI_HOT __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define COLI_HOT

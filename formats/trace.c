@@ -21,7 +21,7 @@
 
 static const uint8_t trace_magic[8] = {0x89, 'C', 'O', 'L', 'I', 'T', 'R', '\n'};
 static const uint8_t trailer_magic[8] = {0x89, 'C', 'O', 'L', 'I', 'T', 'E', '\n'};
-static const char *const kind_name[] = {"", "TOKEN", "SPAN", "READ", "EXPERT"};
+static const char *const kind_name[] = {"", "TOKEN", "SPAN", "READ", "EXPERT", "WALL"};
 
 /* ---- shared: serialisation and the rules a record and a header keep ---- */
 
@@ -58,14 +58,16 @@ __attribute__((format(printf, 3, 4))) static const char *fault(char *why, size_t
 	return why;
 }
 
-static const char *sub_fault(const coli_trace_rec *r, char *why, size_t n)
+/* sub's range by kind; a version 1 file has no BETWEEN span. */
+static const char *sub_fault(const coli_trace_rec *r, int version, char *why, size_t n)
 {
-	static const int sub_n[] = {0, 2, COLI_SPAN_N, 8, COLI_X_N};
-	static const char *const what[] = {"", "phase", "span kind", "read flags", "outcome"};
+	const int sub_n[] = {0, 2, version == 1 ? COLI_SPAN_N_V1 : COLI_SPAN_N, 8, COLI_X_N, 2};
+	static const char *const what[] = {"", "phase", "span kind", "read flags", "outcome", "phase"};
 	if (r->kind == COLI_TR_READ && r->sub >= 8)
 		return fault(why, n, "sub (read flags) 0x%02x: reserved bits 3..7 must be 0", r->sub);
 	if (r->sub >= sub_n[r->kind])
-		return fault(why, n, "sub (%s) %u out of range [0, %d]", what[r->kind], r->sub, sub_n[r->kind] - 1);
+		return fault(why, n, "sub (%s) %u out of range [0, %d] for version %d", what[r->kind], r->sub,
+			     sub_n[r->kind] - 1, version);
 	return NULL;
 }
 
@@ -74,7 +76,7 @@ static const char *place_fault(const coli_trace_rec *r, const coli_trace_info *s
 {
 	int io = r->kind == COLI_TR_READ || r->kind == COLI_TR_EXPERT;
 	int copies = r->kind == COLI_TR_READ ? s->n_copies : 1;
-	int lo = io ? 0 : -1, hi = r->kind == COLI_TR_TOKEN ? -1 : s->n_layers - 1;
+	int lo = io ? 0 : -1, hi = r->kind == COLI_TR_TOKEN || r->kind == COLI_TR_WALL ? -1 : s->n_layers - 1;
 	const char *k = kind_name[r->kind];
 	if (r->copy >= copies)
 		return fault(why, n, "copy %u out of range [0, %d] for kind %s", r->copy, copies - 1, k);
@@ -102,12 +104,12 @@ static const char *time_fault(const coli_trace_rec *r, char *why, size_t n)
 	return NULL;
 }
 
-/* The first v1 rule r breaks, in why; NULL when it keeps them all. */
+/* The first rule of s's version r breaks, in why; NULL when it keeps them all. */
 static const char *rec_fault(const coli_trace_rec *r, const coli_trace_info *s, char *why, size_t n)
 {
-	if (r->kind < COLI_TR_TOKEN || r->kind > COLI_TR_EXPERT)
-		return fault(why, n, "kind %u is not a v1 record kind", r->kind);
-	const char *f = sub_fault(r, why, n);
+	if (r->kind < COLI_TR_TOKEN || r->kind > (s->version == 1 ? COLI_TR_EXPERT : COLI_TR_WALL))
+		return fault(why, n, "kind %u is not a v%d record kind", r->kind, s->version);
+	const char *f = sub_fault(r, s->version, why, n);
 	if (!f)
 		f = place_fault(r, s, why, n);
 	return f ? f : time_fault(r, why, n);
@@ -257,6 +259,7 @@ static int writer_init(coli_trace_writer *w, const char *path, const coli_trace_
 {
 	size_t n = strlen(path) + 5;
 	w->shape.n_layers = in->n_layers, w->shape.n_experts = in->n_experts, w->shape.n_copies = in->n_copies;
+	w->shape.version = COLI_TRACE_VERSION;
 	w->crc = 0;
 	w->path = strdup(path);
 	w->tmp = malloc(n);
@@ -456,8 +459,8 @@ static int check_fixed(coli_trace_reader *r, const uint8_t *h, coli_err *e)
 	if (le_get32(h + 12) != COLI_TRACE_HEADER)
 		return coli_errf(e, COLI_EDATA, "%s: header_size %u, expected %u", r->name, le_get32(h + 12), COLI_TRACE_HEADER);
 	if (le_get32(h + 60))
-		return coli_errf(e, COLI_EDATA, "%s: flags 0x%08x: version 1 defines no flag, must be 0", r->name,
-				 le_get32(h + 60));
+		return coli_errf(e, COLI_EDATA, "%s: flags 0x%08x: version %u defines no flag, must be 0", r->name,
+				 le_get32(h + 60), le_get32(h + 8));
 	if (le_get32(h + 72) != REC)
 		return coli_errf(e, COLI_EDATA, "%s: record_size %u, expected %u", r->name, le_get32(h + 72), REC);
 	for (int i = 88; i < 124; i++)
@@ -478,9 +481,9 @@ static int read_header(coli_trace_reader *r, uint8_t *h, coli_err *e)
 		return -1;
 	if (memcmp(h, trace_magic, got < 8 ? got : 8) != 0)
 		return coli_errf(e, COLI_EDATA, "%s: not a coli trace (bad magic)", r->name);
-	if (got >= 12 && le_get32(h + 8) != COLI_TRACE_VERSION)
-		return coli_errf(e, COLI_EDATA, "%s: version %u unsupported (this reader knows %u)", r->name,
-				 le_get32(h + 8), COLI_TRACE_VERSION);
+	if (got >= 12 && (le_get32(h + 8) < COLI_TRACE_VERSION_MIN || le_get32(h + 8) > COLI_TRACE_VERSION))
+		return coli_errf(e, COLI_EDATA, "%s: version %u unsupported (this reader knows %u to %u)", r->name,
+				 le_get32(h + 8), COLI_TRACE_VERSION_MIN, COLI_TRACE_VERSION);
 	if (got < COLI_TRACE_HEADER)
 		return coli_errf(e, COLI_EDATA, "%s: header: %zu of %u bytes (truncated file)", r->name, got,
 				 COLI_TRACE_HEADER);
@@ -577,6 +580,7 @@ static int reader_start(coli_trace_reader *r, coli_err *e)
 	r->info.n_layers = (int)le_get32(h + 48), r->info.n_experts = (int)le_get32(h + 52);
 	r->info.top_k = (int)le_get32(h + 56), r->info.n_copies = (int)le_get32(h + 76);
 	r->info.start_unix_ns = le_get64(h + 64);
+	r->info.version = (int)le_get32(h + 8);
 	if (read_ext(r, h, e) < 0)
 		return -1;
 	if (inflateInit(&r->z) != Z_OK)

@@ -7,6 +7,8 @@
  *   extension: per copy of experts.bin { char dev[32]; u16 dir_len; dir }, u32 meta_size, JSON
  *   zlib stream (RFC 1950) of 40-byte little-endian records:
  *     u8 kind, u8 sub, u16 copy, i32 token, i32 layer, i32 expert, u64 t0, u64 t1, u64 n
+ *   (version 2 adds the BETWEEN span and the WALL record: a caller's timed phase, its calls
+ *   tiling it)
  *   32-byte trailer (magic, record count, CRC32 of the uncompressed records, trailer CRC)
  *
  * Written to "<path>.tmp" and renamed into place by coli_trace_writer_close: a file at path is a
@@ -20,7 +22,8 @@
 
 #include "error.h"
 
-#define COLI_TRACE_VERSION 1u
+#define COLI_TRACE_VERSION 2u          /* what the writer writes; readers take 1 and 2 */
+#define COLI_TRACE_VERSION_MIN 1u
 #define COLI_TRACE_HEADER 128u
 #define COLI_TRACE_REC_SIZE 40u
 #define COLI_TRACE_TRAILER 32u
@@ -31,10 +34,13 @@
 #define COLI_TRACE_MAX_META (1u << 20)  /* bytes of the metadata JSON */
 #define COLI_TRACE_BUF_RECORDS 4096     /* records a writer buffers before deflating them */
 
-enum { COLI_TR_TOKEN = 1, COLI_TR_SPAN = 2, COLI_TR_READ = 3, COLI_TR_EXPERT = 4 };      /* kind */
+/* kind; WALL (version 2): a phase as its caller timed it, n the tokens it counts */
+enum { COLI_TR_TOKEN = 1, COLI_TR_SPAN = 2, COLI_TR_READ = 3, COLI_TR_EXPERT = 4, COLI_TR_WALL = 5 };
 enum { COLI_PHASE_PREFILL = 0, COLI_PHASE_DECODE = 1 };                                  /* TOKEN sub */
+/* SPAN sub; BETWEEN (version 2): the caller's time between forward calls (sampling, printing) */
 enum { COLI_SPAN_ATTENTION, COLI_SPAN_ROUTER, COLI_SPAN_EXPERTS, COLI_SPAN_IO_WAIT,
-       COLI_SPAN_OTHER, COLI_SPAN_N };                                                   /* SPAN sub */
+       COLI_SPAN_OTHER, COLI_SPAN_BETWEEN, COLI_SPAN_LINEAR, COLI_SPAN_N };
+#define COLI_SPAN_N_V1 5 /* span kinds a version 1 file may hold */
 /* EXPERT sub: a routed expert's outcome when its layer got it */
 enum { COLI_X_PIN, COLI_X_HIT, COLI_X_MISS, COLI_X_PREFETCHED, COLI_X_PREDICTED,
        COLI_X_PREDICT_WASTED, COLI_X_N };
@@ -45,13 +51,13 @@ enum { COLI_READ_OK = 1, COLI_READ_PREDICT = 2, COLI_READ_REREAD = 4 };
 /* One event; the meaning of each field per kind is in formats/trace.md, "Records". */
 typedef struct coli_trace_rec {
 	uint8_t kind;     /* COLI_TR_* */
-	uint8_t sub;      /* TOKEN: phase; SPAN: span kind; READ: flags; EXPERT: outcome */
+	uint8_t sub;      /* TOKEN, WALL: phase; SPAN: span kind; READ: flags; EXPERT: outcome */
 	uint16_t copy;    /* READ: which copy of experts.bin (0 the model's, 1.. mirrors); else 0 */
 	int32_t token;    /* index of the forward call in the run (0-based; a prefill batch is one call) */
 	int32_t layer;    /* container layer, -1 none (embedding, head) */
 	int32_t expert;   /* READ, EXPERT: expert id; else -1 */
-	uint64_t t0, t1;  /* nanoseconds since the trace's start: TOKEN/SPAN start and end; READ submit and completion; EXPERT: t0 = when its get returned, t1 = t0 */
-	uint64_t n;       /* TOKEN: positions in the call (1 for decode); READ: bytes; SPAN, EXPERT: 0 */
+	uint64_t t0, t1;  /* nanoseconds since the trace's start: TOKEN/SPAN/WALL start and end; READ submit and completion; EXPERT: t0 = when its get returned, t1 = t0 */
+	uint64_t n;       /* TOKEN: positions in the call (1 for decode); WALL: tokens the caller counts; READ: bytes; SPAN, EXPERT: 0 */
 } coli_trace_rec;
 
 /* One copy of experts.bin the run read (store_disk's dir and dev). */
@@ -69,6 +75,7 @@ typedef struct coli_trace_info {
 	int n_copies;                   /* 1..COLI_TRACE_MAX_COPIES */
 	const coli_trace_copy *copies;  /* [n_copies]: the model's copy, then each mirror */
 	const char *meta;               /* a JSON object (command line, version, settings); NULL: {} */
+	int version;                    /* the file's (read); the writer writes COLI_TRACE_VERSION */
 } coli_trace_info;
 
 typedef struct coli_trace_writer coli_trace_writer;

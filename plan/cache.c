@@ -74,7 +74,20 @@ static int next_step(const plan *p, const curve *cv, int i, double left, double 
 	return best;
 }
 
-/* Water-filling: the steepest step of all layers, while one fits. */
+/* Layers alike (plan_layer.twin) with layer i: how many. */
+static int twins(const plan *p, int i)
+{
+	int n = 0;
+	for (int k = 0; k < p->n_moe; k++)
+		n += p->layers[k].twin == i;
+	return n;
+}
+
+/* Water-filling: the steepest step of all layers, while one fits. Layers alike share one curve
+ * and step together, so identical layers (uniform routing, no usage) keep identical caches:
+ * on their near-linear curves a layer at a time would take everything and starve the others.
+ * What is left when no such step fits goes one step to each of them in turn, while it fits
+ * (they end at most one step apart). */
 static void allocate(plan *p, curve *cv, double left)
 {
 	for (;;) {
@@ -82,14 +95,23 @@ static void allocate(plan *p, curve *cv, double left)
 		double best = 0;
 		for (int i = 0; i < p->n_moe; i++) {
 			double s = 0;
-			int j = next_step(p, &cv[i], i, left, &s);
+			int n = p->layers[i].twin == i ? twins(p, i) : 0, j = n ? next_step(p, &cv[i], i, left / n, &s) : -1;
 			if (j >= 0 && s > best)
 				layer = i, point = j, best = s;
 		}
 		if (layer < 0)
-			return;
-		left -= (cv[layer].cache[point] - cv[layer].cache[cv[layer].at]) * p->layers[layer].record;
-		cv[layer].at = point;
+			break;
+		for (int k = 0, from = cv[layer].at; k < p->n_moe; k++)
+			if (p->layers[k].twin == layer) {
+				left -= (cv[k].cache[point] - cv[k].cache[from]) * p->layers[k].record;
+				cv[k].at = point;
+			}
+	}
+	for (int k = 0; k < p->n_moe; k++) {
+		const curve *c = &cv[k];
+		double cost = c->at + 1 < c->n ? (c->cache[c->at + 1] - c->cache[c->at]) * p->layers[k].record : 0;
+		if (cost > 0 && cost <= left && c->hit[c->at + 1] > c->hit[c->at] && twins(p, p->layers[k].twin) > 1)
+			left -= cost, cv[k].at++;
 	}
 }
 
@@ -136,16 +158,20 @@ static void describe(plan *p)
 		most = L->cache > p->layers[most].cache ? i : most;
 		fewest = L->cache < p->layers[fewest].cache ? i : fewest;
 	}
-	char v[64];
+	char v[64], who[256];
+	const plan_layer *M = &p->layers[most], *F = &p->layers[fewest];
 	snprintf(v, sizeof(v), lo == hi ? "%d" : "%d..%d", lo, hi);
+	if (lo == hi)
+		snprintf(who, sizeof(who), "every layer keeps %d records (layer %d: top-10%% share %.2f, hit %.1f%%)", lo,
+			 M->layer, M->top10, M->hit * 100);
+	else
+		snprintf(who, sizeof(who), "layer %d keeps %d records (top-10%% share %.2f, hit %.1f%%), layer %d keeps %d "
+			 "(top-10%% share %.2f, hit %.1f%%)", M->layer, M->cache, M->top10, M->hit * 100, F->layer, F->cache,
+			 F->top10, F->hit * 100);
 	plan_note_add(p, "cache-slots", v, "%.2f GiB of expert cache over %d MoE layers: predicted hit rate %.1f%% (the "
-		      "simulator on routing %s); layer %d keeps %d records (top-10%% share %.2f, hit %.1f%%), layer %d "
-		      "keeps %d (top-10%% share %.2f, hit %.1f%%)", p->fixed.left / GIB, p->n_moe, p->hit * 100,
+		      "simulator on routing %s); %s", p->fixed.left / GIB, p->n_moe, p->hit * 100,
 		      p->routing ? "replayed from --routing" : p->usage.counts ? "drawn from the usage counts" :
-		      "drawn uniformly: no usage given, a lower bound (real routing is skewed)",
-		      p->layers[most].layer, p->layers[most].cache, p->layers[most].top10, p->layers[most].hit * 100,
-		      p->layers[fewest].layer, p->layers[fewest].cache, p->layers[fewest].top10,
-		      p->layers[fewest].hit * 100);
+		      "drawn uniformly: no usage given, a lower bound (real routing is skewed)", who);
 	snprintf(v, sizeof(v), "%d", pins);
 	if (p->usage.counts)
 		plan_note_add(p, "pins", v, "%d pins in all, the most used experts of each layer where pinning them beat "
@@ -154,10 +180,11 @@ static void describe(plan *p)
 	else
 		plan_note_add(p, "pins", "0", "no --usage: nothing to choose pins by; the whole cache is LRU (run "
 			      "coli-run --usage FILE, then plan again)");
+	snprintf(who, sizeof(who), lo == hi ? "every layer keeps" : "layer %d keeps", F->layer);
 	if (lo < 2 * p->top_k)
-		plan_warn(p, "layer %d keeps only %d records, fewer than two tokens' experts (top_k %d): its hits come "
-			  "almost only from the previous token, and the hit rate collapses; more RAM or a shorter --ctx "
-			  "helps", p->layers[fewest].layer, lo, p->top_k);
+		plan_warn(p, "%s only %d records, fewer than two tokens' experts (top_k %d): its hits come almost only "
+			  "from the previous token, and the hit rate collapses; more RAM or a shorter --ctx helps", who, lo,
+			  p->top_k);
 }
 
 /* The cache of every layer under the current policy (p->cache_policy): the curves, the budget

@@ -44,17 +44,17 @@ static const double *counts_of(const plan *p, const plan_layer *L)
 	return p->usage.counts ? p->usage.counts + (size_t)L->layer * (size_t)p->usage.n_experts : NULL;
 }
 
-/* The share of the counts the top 10% of experts take (0 without counts). */
-static double top10_share(const double *c, int n)
+/* The share of the routings the top 10% of experts take (n / 10 experts, the last one counted
+ * in part: a uniform layer's share is 0.10): by the counts c, or the distribution p without. */
+static double top10_share(const double *c, const double *p, int n)
 {
-	if (!c)
-		return 0;
-	int top = n / 10 > 0 ? n / 10 : 1, prev = -1;
-	double sum = 0, top_sum = 0;
+	const double *w = c ? c : p;
+	double top = n / 10.0, sum = 0, top_sum = 0;
+	int prev = -1;
 	for (int i = 0; i < n; i++)
-		sum += c[i] > 0 ? c[i] : 0;
-	for (int i = 0; i < top && (prev = coli_pin_next(c, n, prev)) >= 0; i++)
-		top_sum += c[prev];
+		sum += w[i] > 0 ? w[i] : 0;
+	for (int i = 0; i < top && (prev = coli_pin_next(w, n, prev)) >= 0; i++)
+		top_sum += w[prev] * (top - i < 1 ? top - i : 1);
 	return sum > 0 ? top_sum / sum : 0;
 }
 
@@ -92,7 +92,7 @@ static int layer_distribution(const plan *p, plan_layer *L, coli_err *e)
 		total += L->p[i] = (c && c[i] > 0 ? c[i] : 0) + L->alpha;
 	for (int i = 0; i < L->n_experts; i++)
 		L->p[i] /= total;
-	L->top10 = top10_share(c, L->n_experts);
+	L->top10 = top10_share(c, L->p, L->n_experts);
 	return 0;
 }
 
@@ -111,13 +111,13 @@ static void draw_token(const double *prob, int n, int k, uint64_t *rng, int32_t 
 }
 
 /* The sampled routing of layer L: tokens x top_k, the same for every cache tried (a seed per
- * layer: a plan is reproducible). */
-static int32_t *sample_layer(const plan *p, const plan_layer *L, int tokens)
+ * layer, seed_layer's: a plan is reproducible). */
+static int32_t *sample_layer(const plan *p, const plan_layer *L, int tokens, int seed_layer)
 {
 	int k = p->top_k < L->n_experts ? p->top_k : L->n_experts;
 	int32_t *ids = malloc((size_t)tokens * (size_t)k * sizeof(*ids));
 	double *key = malloc((size_t)L->n_experts * sizeof(*key));
-	uint64_t rng = 0x636f6c69ull + (uint64_t)L->layer;
+	uint64_t rng = 0x636f6c69ull + (uint64_t)seed_layer;
 	for (int t = 0; ids && key && t < tokens; t++)
 		draw_token(L->p, L->n_experts, k, &rng, ids + (size_t)t * (size_t)k, key);
 	free(key);
@@ -142,6 +142,35 @@ static int replayed_layer(const plan *p, plan_layer *L, int i, coli_err *e)
 	return 0;
 }
 
+/* Whether sampled layers a and b are alike: the same experts, record size, distribution and
+ * usage counts (uniformly routed layers without usage are). */
+static int alike(const plan *p, const plan_layer *a, const plan_layer *b)
+{
+	const double *ca = counts_of(p, a), *cb = counts_of(p, b);
+	size_t n = (size_t)a->n_experts * sizeof(double);
+	return a->n_experts == b->n_experts && a->record == b->record && !memcmp(a->p, b->p, n) &&
+	       (ca ? !memcmp(ca, cb, n) : 1);
+}
+
+/* Whether MoE layer i replays --routing. */
+static int replayed(const plan *p, int i)
+{
+	return p->routing && !p->ct->layout.elayers[i].mtp && i < p->routing->n_layers;
+}
+
+/* L (layer i) sampled: with the seed of the first layer alike (L->twin), whose plan it shares. */
+static int sampled_layer(plan *p, plan_layer *L, int i, coli_err *e)
+{
+	L->twin = i;
+	for (int j = 0; j < i && L->twin == i; j++)
+		if (p->layers[j].twin == j && !replayed(p, j) && alike(p, L, &p->layers[j]))
+			L->twin = j;
+	L->n_tokens = WARMUP_TOKENS + MEASURED_TOKENS, L->warmup = WARMUP_TOKENS;
+	if (!(L->ids = sample_layer(p, L, L->n_tokens, p->layers[L->twin].layer)))
+		return coli_errf(e, COLI_ENOMEM, "out of memory sampling layer %d's routing", L->layer);
+	return 0;
+}
+
 int plan_distributions(plan *p, coli_err *e)
 {
 	if (!(p->layers = coli_calloc((size_t)p->n_moe, sizeof(*p->layers), e)))
@@ -149,17 +178,16 @@ int plan_distributions(plan *p, coli_err *e)
 	for (int i = 0; i < p->n_moe; i++) {
 		const coli_lexperts *x = &p->ct->layout.elayers[i];
 		plan_layer *L = &p->layers[i];
-		L->layer = x->layer, L->n_experts = x->n_experts, L->record = (double)x->record_size;
+		L->layer = x->layer, L->n_experts = x->n_experts, L->record = (double)x->record_size, L->twin = i;
 		if (layer_distribution(p, L, e) < 0)
 			return -1;
-		if (p->routing && !x->mtp && i < p->routing->n_layers) {
+		if (replayed(p, i)) {
 			if (replayed_layer(p, L, i, e) < 0)
 				return -1;
 			continue;
 		}
-		L->n_tokens = WARMUP_TOKENS + MEASURED_TOKENS, L->warmup = WARMUP_TOKENS;
-		if (!(L->ids = sample_layer(p, L, L->n_tokens)))
-			return coli_errf(e, COLI_ENOMEM, "out of memory sampling layer %d's routing", L->layer);
+		if (sampled_layer(p, L, i, e) < 0)
+			return -1;
 	}
 	return 0;
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine.h"
@@ -23,7 +24,7 @@ static const coli_probe_disk *probed_disk(const plan *p, const char *dir, coli_e
 	for (int i = 0; i < p->probe.n_disks; i++)
 		if (p->probe.disks[i].major == d.major && p->probe.disks[i].minor == d.minor)
 			return &p->probe.disks[i];
-	coli_errf(e, COLI_EUSAGE, "%s is on %s (%u:%u), which %s has not measured: run coli-plan probe --disk %s "
+	coli_errf(e, COLI_EDATA, "%s is on %s (%u:%u), which %s has not measured: run coli-plan probe --disk %s "
 		  "(with the other folders) first", dir, d.dev, d.major, d.minor, p->a->probe, dir);
 	return NULL;
 }
@@ -36,8 +37,60 @@ static int read_map(const plan *p, plan_copy *c, coli_err *e)
 		return coli_errf(e, COLI_ENOMEM, "out of memory");
 	int rc = access(path, F_OK) == 0 ?
 		coli_mirror_map_read(path, p->ct->identity, coli_mirror_records(p->ct), &c->map, e) : 0;
+	if (rc < 0) {
+		char msg[sizeof(e->msg)];
+		memcpy(msg, e->msg, sizeof(msg));
+		snprintf(e->msg, sizeof(e->msg), "--mirror %.*s", (int)sizeof(e->msg) - 16, msg);
+	}
 	free(path);
 	return rc;
+}
+
+/* A mirror must hold this container, as coli-run checks it: manifest.coli byte for byte (the
+ * identity, the layout, the CRCs) and experts.bin as long. */
+static int same_container(const plan *p, const plan_copy *c, coli_err *e)
+{
+	char *ours = coli_path_join(p->ct->dir, COLI_MANIFEST_FILE), *theirs = coli_path_join(c->dir, COLI_MANIFEST_FILE);
+	char *x = NULL, *y = NULL;
+	size_t nx = 0, ny = 0, i = 0;
+	int rc = ours && theirs ? 0 : coli_errf(e, COLI_ENOMEM, "out of memory");
+	if (rc == 0)
+		rc = coli_read_file(ours, &x, &nx, e);
+	if (rc == 0 && coli_read_file(theirs, &y, &ny, e) < 0)
+		rc = -1, coli_err_prefix(e, "--mirror");
+	while (rc == 0 && i < nx && i < ny && x[i] == y[i])
+		i++;
+	if (rc == 0 && (i < nx || i < ny))
+		rc = coli_errf(e, COLI_EDATA, "--mirror %s: manifest.coli differs from %s at byte %zu: not the same container",
+			       theirs, ours, i);
+	free(ours), free(theirs), free(x), free(y);
+	return rc;
+}
+
+/* Copy i's experts.bin: as long as the model's, and another file than every copy before it (a
+ * mirror naming the model's folder, through a link say, or twice the same one, would only split
+ * one disk's reads). */
+static int distinct(const plan *p, int i, coli_err *e)
+{
+	struct stat st[PLAN_MAX_COPIES];
+	for (int j = 0; j <= i; j++) {
+		char *path = coli_path_join(p->copies[j].dir, "experts.bin");
+		int rc = path && stat(path, &st[j]) == 0 ? 0 : -1;
+		if (rc < 0)
+			coli_errf(e, path ? COLI_EIO : COLI_ENOMEM, "%s%s: %s", j ? "--mirror " : "", path ? path : "experts.bin",
+				  strerror(errno));
+		free(path);
+		if (rc < 0)
+			return -1;
+	}
+	if (st[i].st_size != st[0].st_size)
+		return coli_errf(e, COLI_EDATA, "--mirror %s/experts.bin: size %lld bytes, %s/experts.bin has %lld",
+				 p->copies[i].dir, (long long)st[i].st_size, p->copies[0].dir, (long long)st[0].st_size);
+	for (int j = 0; j < i; j++)
+		if (st[i].st_dev == st[j].st_dev && st[i].st_ino == st[j].st_ino)
+			return coli_errf(e, COLI_EUSAGE, "--mirror %s: the same experts.bin as %s, not another copy",
+					 p->copies[i].dir, p->copies[j].dir);
+	return 0;
 }
 
 static int open_copies(plan *p, coli_err *e)
@@ -47,12 +100,12 @@ static int open_copies(plan *p, coli_err *e)
 	for (int i = 0; i < p->n_copies; i++) {
 		plan_copy *c = &p->copies[i];
 		c->dir = i ? a->mirrors[i - 1] : a->model, c->held = 1;
+		if (i && (same_container(p, c, e) < 0 || read_map(p, c, e) < 0 || distinct(p, i, e) < 0))
+			return -1;
 		if (!(c->disk = probed_disk(p, c->dir, e)))
 			return -1;
 		if (!realpath(c->dir, c->abs))
 			return coli_errf(e, COLI_EIO, "%s: %s", c->dir, strerror(errno));
-		if (i && read_map(p, c, e) < 0)
-			return -1;
 	}
 	return 0;
 }

@@ -1,6 +1,7 @@
 /* mirror.c: coli-plan mirror stage and verify: their options, progress and reports. */
 #include "mirror.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,18 @@ typedef struct bar {
 	int quiet, shown;
 } bar;
 
+/* The time left at rate bytes/s, as "1:05 left" (h:mm:ss past an hour); "" before a rate. */
+static void eta(double left, double rate, char *out, size_t size)
+{
+	long s = rate > 0 && left > 0 ? (long)(left / rate + 0.5) : -1;
+	if (s < 0)
+		snprintf(out, size, "%s", left > 0 ? "" : "0:00 left");
+	else if (s < 3600)
+		snprintf(out, size, "%ld:%02ld left", s / 60, s % 60);
+	else
+		snprintf(out, size, "%ld:%02ld:%02ld left", s / 3600, s / 60 % 60, s % 60);
+}
+
 static void bar_update(void *ctx, uint64_t done, uint64_t total)
 {
 	bar *b = ctx;
@@ -26,13 +39,15 @@ static void bar_update(void *ctx, uint64_t done, uint64_t total)
 	if (b->quiet || !isatty(2) || (t - b->last < 0.25 && done < total))
 		return;
 	b->last = t, b->shown = 1;
-	double rate = (double)done / (t - b->start > 1e-3 ? t - b->start : 1e-3);
+	double rate = done ? (double)done / (t - b->start > 1e-3 ? t - b->start : 1e-3) : 0;
 	int width = 30, fill = total ? (int)((double)done / (double)total * width) : width;
-	char line[64];
+	char line[64], left[32];
 	for (int i = 0; i < width; i++)
 		line[i] = i < fill ? '#' : '.';
 	line[width] = 0;
-	fprintf(stderr, "\r[%s] %.2f/%.2f GiB  %.0f MB/s ", line, (double)done / GIB, (double)total / GIB, rate / 1e6);
+	eta((double)(total - (done < total ? done : total)), rate, left, sizeof(left));
+	fprintf(stderr, "\r\033[K[%s] %.2f/%.2f GiB  %.0f MB/s  %s", line, (double)done / GIB, (double)total / GIB,
+		rate / 1e6, left);
 	fflush(stderr);
 }
 
@@ -55,6 +70,43 @@ static int fail(const coli_err *e)
 {
 	fprintf(stderr, "coli-plan: %s\n", e->msg);
 	return coli_err_exit_status(e);
+}
+
+/* ---- SIGINT and SIGTERM: the stage stops at the next record, claims what it wrote ---------- */
+
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int sig)
+{
+	got_signal = sig;
+}
+
+static void catch_signals(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
+
+/* The line that says what a stopped stage kept; the exit status 128 + the signal. */
+static int stopped(const char *dir, const stage_report *r)
+{
+	const char *what = got_signal == SIGTERM ? "terminated (SIGTERM)" : "interrupted (SIGINT)";
+	if (!r->kind)
+		fprintf(stderr, "coli-plan: mirror %s: %s before anything was written\n", dir, what);
+	else if (!strcmp(r->kind, "full"))
+		fprintf(stderr, "coli-plan: mirror %s: %s after the stage had finished: it holds %llu of %llu expert records "
+			"(full: every file)\n", dir, what, (unsigned long long)r->held, (unsigned long long)r->n_records);
+	else
+		fprintf(stderr, "coli-plan: mirror %s: %s: %llu records copied by this run; it holds %llu of %llu expert "
+			"records (%s), each one claimed synced to disk, no temporary left: rerun the same command to "
+			"resume\n", dir, what, (unsigned long long)r->copied, (unsigned long long)r->held,
+			(unsigned long long)r->n_records, r->kind);
+	return 128 + got_signal;
 }
 
 /* ---- stage ------------------------------------------------------------------------------ */
@@ -102,7 +154,7 @@ static void stage_summary(const char *dir, const stage_report *r, double secs)
 	fprintf(stderr, "coli-plan: mirror %s: %llu records copied (%.3f GiB) in %.2f s, %.0f MB/s%s; it holds %llu of %llu "
 		"expert records (%s, %.3f GiB)\n", dir, (unsigned long long)r->copied, (double)r->bytes / GIB, secs, mb_s,
 		r->resumed ? " (resumed)" : "", (unsigned long long)r->held, (unsigned long long)r->n_records,
-		r->full && r->held == r->n_records ? "full: every file" : "partial", (double)r->mirror_bytes / GIB);
+		strcmp(r->kind, "full") ? r->kind : "full: every file", (double)r->mirror_bytes / GIB);
 }
 
 static int stage_main(int argc, char **argv)
@@ -123,9 +175,13 @@ static int stage_main(int argc, char **argv)
 	so.assume_free = assume_free_gib < 0 ? -1 : assume_free_gib * GIB;
 	bar b = {coli_now(), 0, stage_quiet, 0};
 	so.progress = bar_update, so.progress_ctx = &b;
+	so.stop = &got_signal;
+	catch_signals();
 	stage_report r;
 	int rc = stage_run(&so, &r, &e);
 	bar_end(&b);
+	if (got_signal)
+		return stopped(so.dir, &r);
 	if (rc < 0)
 		return fail(&e);
 	if (!stage_quiet)
@@ -186,10 +242,29 @@ static int verify_main(int argc, char **argv)
 			(unsigned long long)r.held, r.n_bad > VERIFY_MAX_BAD ? " (the first 16 named)" : "");
 	else if (!verify_quiet)
 		printf("%s: %llu of %llu expert records held (%s), every one checks (%.3f GiB)\n", argv[0],
-		       (unsigned long long)r.held, (unsigned long long)r.n_records, r.partial ? "partial" : "full",
+		       (unsigned long long)r.held, (unsigned long long)r.n_records, r.kind,
 		       (double)r.bytes / GIB);
 	return r.n_bad ? 1 : 0;
 }
+
+/* ---- coli-plan mirror --help ----------------------------------------------------------- */
+
+static const char *const mirror_synopsis[] = {
+	"coli-plan mirror stage MODEL.coli DIR [--max GiB] [--usage FILE | --plan FILE] [--reserve GiB] [--force] [-q]",
+	"coli-plan mirror verify DIR [-m MODEL.coli] [-q]",
+	NULL,
+};
+
+static int mirror_help;
+
+static const coli_option mirror_options[] = {
+	COLI_OPT_TEXT("Stages a copy of a container on another disk, for coli-run --mirror DIR (stage: the whole "
+		      "container when it fits, else the hottest expert records that do), or checks one (verify). "
+		      "Each has its --help."),
+	COLI_OPT_TEXT(""),
+	COLI_OPT_HELP(&mirror_help),
+	COLI_OPT_END(),
+};
 
 int plan_mirror_main(int argc, char **argv)
 {
@@ -197,7 +272,10 @@ int plan_mirror_main(int argc, char **argv)
 		return stage_main(argc, argv);
 	if (argc >= 1 && !strcmp(argv[0], "verify"))
 		return verify_main(argc, argv);
-	fprintf(stderr, "coli-plan: mirror: expected stage or verify%s%s%s\n", argc ? ", not '" : "", argc ? argv[0] : "",
-		argc ? "'" : "");
-	return 2;
+	if (argc >= 1 && (!strcmp(argv[0], "-h") || !strcmp(argv[0], "--help")))
+		return usage(NULL, mirror_synopsis, mirror_options);
+	char msg[256];
+	snprintf(msg, sizeof(msg), "mirror: expected stage or verify%s%.64s%s", argc ? ", not '" : "", argc ? argv[0] : "",
+		 argc ? "'" : "");
+	return usage(msg, mirror_synopsis, mirror_options);
 }

@@ -299,7 +299,8 @@ static int open_direct(const char *path, int flags, coli_err *e)
 }
 
 /* A fresh mirror: the old manifest removed first (the folder is nobody's mirror meanwhile), the
- * empty map, experts.bin with its header and holes to its full length, then the manifest. */
+ * empty map, experts.bin with its header and holes to its full length (a new file: an old one
+ * is unlinked, never truncated, in case it is a hard link to the container's), then the manifest. */
 static int start_fresh(stage *s, coli_err *e)
 {
 	char *man = coli_path_join(s->o->dir, COLI_MANIFEST_FILE), *src_man = coli_path_join(s->c->dir, COLI_MANIFEST_FILE);
@@ -312,7 +313,9 @@ static int start_fresh(stage *s, coli_err *e)
 	coli_mirror_map_release(&s->map);
 	if (rc == 0 && (rc = coli_mirror_map_init(&s->map, s->c->identity, s->n, e)) == 0)
 		rc = coli_mirror_map_write(s->map_path, &s->map, e);
-	if (rc == 0 && (fd = open(s->dst_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+	if (rc == 0 && unlink(s->dst_path) < 0 && errno != ENOENT)
+		rc = coli_errf(e, COLI_EIO, "%s: %s", s->dst_path, strerror(errno));
+	if (rc == 0 && (fd = open(s->dst_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) < 0)
 		rc = coli_errf(e, COLI_EIO, "%s: %s", s->dst_path, strerror(errno));
 	if (rc == 0)
 		rc = coli_pread_full(s->src, s->buf, (size_t)head, 0, s->src_path, e);
@@ -349,6 +352,14 @@ static int resume(stage *s, coli_err *e)
 		rc = coli_write_atomic(man, text, len, e);
 	free(text), free(man), free(src_man);
 	return rc;
+}
+
+/* -1 with e when the stage is asked to stop (a signal), else 0. */
+static int stopped(const stage *s, coli_err *e)
+{
+	if (!s->o->stop || !*s->o->stop)
+		return 0;
+	return coli_errf(e, COLI_EIO, "%s: stage stopped", s->o->dir);
 }
 
 static void progress(stage *s, uint64_t n)
@@ -413,7 +424,7 @@ static int copy_records(stage *s, const uint64_t *jobs, uint64_t n_jobs, coli_er
 	uint64_t batch[BATCH_RECORDS], bytes = 0, left = s->total;
 	int n = 0, rc = 0;
 	for (uint64_t i = 0; rc == 0 && i < n_jobs; i++) {
-		if ((rc = copy_record(s, jobs[i], left, e)) < 0)
+		if ((rc = stopped(s, e)) < 0 || (rc = copy_record(s, jobs[i], left, e)) < 0)
 			break;
 		left -= s->rec[jobs[i]].size;
 		batch[n++] = jobs[i], bytes += s->rec[jobs[i]].size;
@@ -473,7 +484,7 @@ static int fill_file(int fd, const char *tmp, void *ctx, coli_err *e)
 	uint32_t crc = 0, whole = 0;
 	for (uint64_t at = 0; rc == 0 && at < f->size; at += FILE_CHUNK) {
 		size_t n = f->size - at < FILE_CHUNK ? (size_t)(f->size - at) : FILE_CHUNK;
-		rc = coli_pread_full(in, f->s->buf, n, at, f->src, e);
+		rc = stopped(f->s, e) < 0 ? -1 : coli_pread_full(in, f->s->buf, n, at, f->src, e);
 		if (rc == 0 && f->sec >= 0)
 			rc = check_tensors(f, f->s->buf, at, n, &j, &crc, e);
 		whole = coli_crc32(whole, f->s->buf, n);
@@ -556,6 +567,22 @@ static int read_plan(stage *s, coli_err *e)
 	return rc;
 }
 
+/* DIR must not be the container's own folder, however it is named (a symlink, "M/.", a bind
+ * mount: the same device and inode): a fresh stage there would truncate the container's
+ * experts.bin. Refused whatever the options. */
+static int not_the_model(const stage *s, const struct stat *dir, coli_err *e)
+{
+	struct stat m;
+	if (stat(s->c->dir, &m) < 0)
+		return coli_errf(e, COLI_EIO, "%s: %s", s->c->dir, strerror(errno));
+	if (m.st_dev == dir->st_dev && m.st_ino == dir->st_ino)
+		return coli_errf(e, COLI_EUSAGE, "%s: the container's own folder%s%s%s: a mirror is a copy in another "
+				 "folder, on another disk; refused whatever the options", s->o->dir,
+				 strcmp(s->o->dir, s->c->dir) ? " (" : "", strcmp(s->o->dir, s->c->dir) ? s->c->dir : "",
+				 strcmp(s->o->dir, s->c->dir) ? ", by another name)" : "");
+	return 0;
+}
+
 /* Opens what the stage needs: the container, its records, the usage counts, the paths. */
 static int stage_open(stage *s, coli_usage *u, coli_err *e)
 {
@@ -565,7 +592,7 @@ static int stage_open(stage *s, coli_usage *u, coli_err *e)
 				 s->o->dir, strerror(errno));
 	if (!S_ISDIR(st.st_mode))
 		return coli_errf(e, COLI_EIO, "%s: not a folder", s->o->dir);
-	if (coli_container_open(&s->c, s->o->model, e) < 0 || records_of(s, e) < 0)
+	if (coli_container_open(&s->c, s->o->model, e) < 0 || not_the_model(s, &st, e) < 0 || records_of(s, e) < 0)
 		return -1;
 	if (read_plan(s, e) < 0 || (s->usage && coli_usage_read(s->usage, s->c->identity, u, e) < 0))
 		return -1;
@@ -618,14 +645,17 @@ static int stage_copy(stage *s, const coli_usage *u, coli_err *e)
 	if (rc == 0 && s->r->full)
 		s->total += fixed_bytes(s, 1) - fixed_bytes(s, 0);
 	if (rc == 0)
+		rc = stopped(s, e);
+	if (rc == 0)
 		rc = disk_full(s, state == 1 ? resume(s, e) : start_fresh(s, e), e);
 	if (rc == 0)
 		rc = (s->dst = open_direct(s->dst_path, O_WRONLY, e)) < 0 ? -1 : 0;
 	if (rc == 0)
 		rc = copy_records(s, jobs, n_jobs, e);
 	if (rc == 0 && s->r->full)
-		rc = copy_files(s, e);
+		rc = stopped(s, e) < 0 ? -1 : copy_files(s, e);
 	s->r->held = s->map.held;
+	s->r->kind = mirror_kind(s->c, s->o->dir, s->map.held);
 	free(order), free(jobs);
 	return rc;
 }

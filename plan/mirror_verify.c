@@ -30,6 +30,27 @@ static int same_manifest(const char *dir, const char *model, coli_err *e)
 	return rc;
 }
 
+/* Whether dir/name exists with the size given. */
+static int has_file(const char *dir, const char *name, uint64_t size)
+{
+	char *path = coli_path_join(dir, name);
+	struct stat st;
+	int ok = path && stat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == size;
+	free(path);
+	return ok;
+}
+
+const char *mirror_kind(const coli_container *c, const char *dir, uint64_t held)
+{
+	if (held < coli_mirror_records(c))
+		return "partial";
+	int all = has_file(dir, "dense.bin", c->layout.section_size[COLI_SEC_DENSE]) &&
+		  has_file(dir, "mtp.bin", c->layout.section_size[COLI_SEC_MTP]);
+	for (int i = 0; all && i < c->n_carried; i++)
+		all = has_file(dir, c->carried[i].file, c->carried[i].size);
+	return all ? "full" : "every record, not the other files";
+}
+
 /* The map of dir (a full copy when there is none: every record claimed). */
 static int claimed(const coli_container *c, const char *dir, coli_mirror_map *m, verify_report *r, coli_err *e)
 {
@@ -121,6 +142,8 @@ int verify_run(const char *dir, const char *model, coli_progress_fn fn, void *ct
 		rc = -1;
 	if (rc == 0)
 		check_records(c, &m, fd, buf, fn, ctx, r);
+	if (rc == 0)
+		r->kind = mirror_kind(c, dir, r->held);
 	if (fd >= 0)
 		close(fd);
 	free(buf), free(path);

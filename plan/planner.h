@@ -37,7 +37,10 @@ typedef struct plan_layer {
 	int32_t *ids;             /* [tokens][top_k] the simulator's input: routing sampled from p,
 				   * or --routing's for this layer */
 	int n_tokens, warmup;     /* tokens of ids; of them, the first replayed before counting */
-	double top10;             /* share of the routings the top 10% of experts take */
+	double top10;             /* share of the routings the top 10% of experts take (uniform: 0.10) */
+	int twin;                 /* the first layer alike (same experts, record size, distribution,
+				   * counts; sampled with its seed): alike layers get the same cache;
+				   * itself when none */
 	double alpha;             /* the Dirichlet prior strength fitted to its counts (hits.c) */
 	int cache, pins;          /* records kept per layer, pins included */
 	double hit;               /* predicted warm hit rate (simulator) */

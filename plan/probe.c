@@ -1,6 +1,7 @@
 /* probe.c: `coli-plan probe`: measures this machine (or reuses what probe.json already holds for
  * the same CPU and devices), writes probe.json and prints a summary. */
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +110,59 @@ static const char *when(double t, char *buf, size_t size)
 	struct tm tm;
 	strftime(buf, size, "%Y-%m-%d %H:%M:%S", localtime_r(&s, &tm));
 	return buf;
+}
+
+/* ---- SIGINT and SIGTERM ----
+ * Nothing is written before the end but the scratch file of the disk being measured: the
+ * handler removes it, says so in one line, and exits with 128 + the signal. While probe.json is
+ * written (a temporary, then a rename) the signals wait, so the file is the old one or the new
+ * one, never a torn one; a signal after that says the file was written. Messages are composed
+ * before, since the handler may only call async-signal-safe functions. */
+
+static char sig_msg[2][3][640];             /* [SIGTERM?][0: before, 1: before, a scratch file removed, 2: after] */
+static volatile sig_atomic_t out_written;
+
+static void on_signal(int sig)
+{
+	int removed = probe_disk_cleanup();
+	const char *m = sig_msg[sig == SIGTERM][out_written ? 2 : removed];
+	ssize_t w = progress_on ? write(2, "\r\033[K", 4) : 0;
+	w = write(2, m, strlen(m));
+	(void)w;
+	_exit(128 + sig);
+}
+
+static void catch_signals(const char *path)
+{
+	for (int t = 0; t < 2; t++) {
+		const char *what = t ? "terminated (SIGTERM)" : "interrupted (SIGINT)";
+		for (int r = 0; r < 2; r++)
+			snprintf(sig_msg[t][r], sizeof(sig_msg[t][r]), "coli-plan probe: %s before the end: nothing written, %s "
+				 "left as it was%s\n", what, path, r ? "; the scratch file of the disk being measured removed" : "");
+		snprintf(sig_msg[t][2], sizeof(sig_msg[t][2]), "coli-plan probe: %s after %s was written\n", what, path);
+	}
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaddset(&sa.sa_mask, SIGINT);
+	sigaddset(&sa.sa_mask, SIGTERM);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
+
+/* Writes path with the signals held back: they land after the rename (or the failure). */
+static int write_probe(const char *path, const coli_probe *p, coli_err *e)
+{
+	sigset_t set, old;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigprocmask(SIG_BLOCK, &set, &old);
+	int rc = coli_probe_write(path, p, e);
+	out_written = rc == 0;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	return rc;
 }
 
 /* ---- options ---- */
@@ -333,7 +387,7 @@ static void print_summary(const coli_probe *p)
 
 static int output(const coli_probe *p, const char *path, coli_err *e)
 {
-	if (coli_probe_write(path, p, e) < 0)
+	if (write_probe(path, p, e) < 0)
 		return -1;
 	if (o.json) {
 		char *text = coli_probe_json(p, 0, e);
@@ -383,6 +437,7 @@ int plan_probe_main(int argc, char **argv)
 	if (n > 0)
 		return usage("coli-plan probe takes no operands (folders come with --disk)");
 	progress_on = !o.quiet && isatty(2);
+	catch_signals(o.out ? o.out : "probe.json");
 	if (run(&d, &c, &e) < 0) {
 		fflush(stdout);
 		fprintf(stderr, "coli-plan probe: %s\n", e.msg);

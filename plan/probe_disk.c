@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,35 +22,34 @@
 #define BURST_IDLE_MIN 0.02    /* s: the least idle time before a burst */
 #define BURSTS_MIN 4           /* bursts measured, at least */
 
-/* ---- the scratch file, removed on SIGINT/SIGTERM too ---- */
+/* ---- the scratch file, removed on SIGINT/SIGTERM too (probe_disk_cleanup) ---- */
 
 static char scratch[4200];
-static struct sigaction old_int, old_term;
+static atomic_int scratch_on;  /* scratch holds a whole path (the handler may run on any thread) */
 
-static void on_signal(int sig)
+static void scratch_set(const char *dir)
 {
-	if (scratch[0])
-		unlink(scratch);
-	signal(sig, SIG_DFL);
-	raise(sig);
+	atomic_store(&scratch_on, 0);
+	if (dir) {
+		snprintf(scratch, sizeof(scratch), "%s/.coli-probe.%d", dir, (int)getpid());
+		atomic_store(&scratch_on, 1);
+	}
 }
 
 static void scratch_begin(const char *dir)
 {
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	snprintf(scratch, sizeof(scratch), "%s/.coli-probe.%d", dir, (int)getpid());
-	sigaction(SIGINT, &sa, &old_int);
-	sigaction(SIGTERM, &sa, &old_term);
+	scratch_set(dir);
 }
 
 static void scratch_end(void)
 {
 	unlink(scratch);
-	sigaction(SIGINT, &old_int, NULL);
-	sigaction(SIGTERM, &old_term, NULL);
-	scratch[0] = 0;
+	scratch_set(NULL);
+}
+
+int probe_disk_cleanup(void)
+{
+	return atomic_load(&scratch_on) ? unlink(scratch) == 0 : 0;
 }
 
 /* ---- checks before anything is measured ---- */

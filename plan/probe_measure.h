@@ -36,8 +36,12 @@ typedef struct probe_disk_opts {
 int probe_disk_check(const coli_probe_disk *d, const probe_disk_opts *o, coli_err *e);
 
 /* Writes the scratch file in d->dir, measures the 4 KiB latency, the O_DIRECT random record
- * reads at each queue depth and the buffered ones, removes the file (also on SIGINT/SIGTERM);
- * fills record_bytes, file_bytes, qd, direct_bps, burst_bps, buffered_bps, latency_s, taken. */
+ * reads at each queue depth and the buffered ones, removes the file; fills record_bytes,
+ * file_bytes, qd, direct_bps, burst_bps, buffered_bps, latency_s, taken. */
 int probe_disk_measure(coli_probe_disk *d, const probe_disk_opts *o, coli_err *e);
+
+/* Removes the scratch file a measurement or check has in its folder now, if any: 1 when one was
+ * removed. Async-signal-safe: for a SIGINT or SIGTERM handler. */
+int probe_disk_cleanup(void);
 
 #endif

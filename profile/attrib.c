@@ -1,5 +1,6 @@
 /* attrib.c: the attribution table of a trace, its disks and the bottleneck verdict (attrib.h). */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,14 +9,16 @@
 #include "fileio.h"
 #include "policy.h"
 
-const char *const prof_part_names[PART_N] = {"I/O wait", "expert products", "attention", "router", "other",
-					     "untraced"};
-const char *const prof_part_keys[PART_N] = {"io_wait", "experts", "attention", "router", "other", "untraced"};
+const char *const prof_part_names[PART_N] = {"I/O wait", "expert products", "attention", "linear attention", "router",
+					     "other", "between calls", "untraced"};
+const char *const prof_part_keys[PART_N] = {"io_wait", "experts", "attention", "linear_attention", "router", "other",
+					    "between_calls", "untraced"};
 
 /* The part each span kind counts in. */
 static const int part_of_span[COLI_SPAN_N] = {
 	[COLI_SPAN_ATTENTION] = PART_ATTENTION, [COLI_SPAN_ROUTER] = PART_ROUTER, [COLI_SPAN_EXPERTS] = PART_EXPERTS,
-	[COLI_SPAN_IO_WAIT] = PART_IO_WAIT, [COLI_SPAN_OTHER] = PART_OTHER,
+	[COLI_SPAN_IO_WAIT] = PART_IO_WAIT, [COLI_SPAN_OTHER] = PART_OTHER, [COLI_SPAN_BETWEEN] = PART_BETWEEN,
+	[COLI_SPAN_LINEAR] = PART_LINEAR,
 };
 
 /* A call into its phase; the untraced part in whole nanoseconds, so the parts sum to the wall. */
@@ -47,8 +50,10 @@ static int add_disks(prof_attrib *a, const prof_trace *t, coli_err *e)
 	prof_read *r = t->n_reads ? coli_calloc(t->n_reads, sizeof(*r), e) : NULL;
 	if (t->n_reads && !r)
 		return -1;
-	memcpy(r, t->reads, t->n_reads * sizeof(*r));
-	qsort(r, t->n_reads, sizeof(*r), cmp_read);
+	if (t->n_reads) {
+		memcpy(r, t->reads, t->n_reads * sizeof(*r));
+		qsort(r, t->n_reads, sizeof(*r), cmp_read);
+	}
 	uint64_t end = 0;
 	for (size_t i = 0; i < t->n_reads; i++) {
 		prof_disk *d = &a->disks[r[i].copy];
@@ -79,111 +84,84 @@ static double probe_bps(const coli_probe *probe, const char *dev)
 	return best;
 }
 
-/* The run's expert cache per MoE layer from the trace's metadata: --cache-slots, else the
- * default top_k x COLI_CACHE_PER_TOP_K when no --ram sized it; 0 when unknown or not streaming. */
-static int meta_cache_slots(const prof_trace *t)
-{
-	json_t *st = json_object_get(t->meta, "store");
-	const char *kind = json_string_value(json_object_get(st, "kind"));
-	json_int_t slots = json_integer_value(json_object_get(st, "cache_slots"));
-	double ram = json_number_value(json_object_get(st, "ram_gib"));
-	if (!kind || strcmp(kind, "stream") != 0)
-		return 0;
-	if (slots > 0 && slots <= t->n_experts)
-		return (int)slots;
-	return ram > 0 ? 0 : (t->top_k * COLI_CACHE_PER_TOP_K <= t->n_experts ? t->top_k * COLI_CACHE_PER_TOP_K : 0);
-}
-
-/* The routed experts of the phase's calls as simulator batches (one per call and layer). */
-static int phase_batches(const prof_trace *t, int phase, coli_sim_batch **out, int32_t **ids, int *n, coli_err *e)
-{
-	*out = coli_calloc(t->n_routes + 1, sizeof(**out), e), *ids = coli_calloc(t->n_routes + 1, sizeof(**ids), e);
-	*n = 0;
-	if (!*out || !*ids)
-		return -1;
-	size_t k = 0;
-	for (size_t i = 0; i < t->n_routes; i++) {
-		const prof_route *r = &t->routes[i];
-		if (t->calls[r->call].phase != phase)
-			continue;
-		if (*n == 0 || (*out)[*n - 1].layer != r->layer || i == 0 || t->routes[i - 1].call != r->call)
-			(*out)[(*n)++] = (coli_sim_batch){r->layer, 0, *ids + k};
-		(*ids)[k++] = r->expert;
-		(*out)[*n - 1].n++;
-	}
-	return 0;
-}
-
-/* Replayed per-layer LRU hit rate of the batches at capacity slots; -1 when it cannot run. */
-static double replay_lru(const prof_trace *t, const coli_sim_batch *b, int n, int slots)
-{
-	int max_batch = 1;
-	for (int i = 0; i < n; i++)
-		max_batch = b[i].n > max_batch ? b[i].n : max_batch;
-	coli_sim_opts o = {.policy = COLI_SIM_LRU, .n_layers = t->n_layers, .n_experts = t->n_experts,
-			   .capacity = slots, .max_batch = max_batch};
-	coli_sim *s;
-	coli_err e;
-	if (slots < max_batch || coli_sim_open(&s, &o, &e) < 0)
-		return -1;
-	double h = -1;
-	if (coli_sim_run(s, b, n, &e) == 0) {
-		coli_sim_stats st = coli_sim_stats_of(s, -1);
-		h = st.hits + st.misses ? (double)st.hits / (double)(st.hits + st.misses) : -1;
-	}
-	coli_sim_close(s);
-	return h;
-}
-
-/* More cache: the phase's routing replayed at the run's cache and 25% more; the I/O wait scaled
- * by the ratio of replayed misses. */
+/* More cache: the run's cache replayed at its size and 25% more (more_cache.h); the I/O wait
+ * scaled by the ratio of replayed misses. */
 static int cache_estimate(prof_attrib *a, const prof_trace *t, coli_err *e)
 {
 	prof_verdict *v = &a->v;
 	const prof_phase *p = &a->ph[v->phase];
-	if (!(v->cache_slots = meta_cache_slots(t)) || p->part[PART_IO_WAIT] <= 0)
+	prof_cache_est *c = &v->cache;
+	if (v->phase != COLI_PHASE_DECODE || p->part[PART_IO_WAIT] <= 0) {
+		memset(c, 0, sizeof(*c));
+		snprintf(c->why, sizeof(c->why), "%s", v->phase ? "decode never waited for the disk" : "no decode step");
 		return 0;
-	coli_sim_batch *b;
-	int32_t *ids;
-	int n;
-	int rc = phase_batches(t, v->phase, &b, &ids, &n, e);
-	v->more_slots = v->cache_slots + (v->cache_slots + 3) / 4;
-	v->more_slots = v->more_slots > t->n_experts ? t->n_experts : v->more_slots;
-	if (rc == 0 && n > 0 && v->more_slots > v->cache_slots) {
-		v->base_hit = replay_lru(t, b, n, v->cache_slots), v->more_hit = replay_lru(t, b, n, v->more_slots);
-		if (v->base_hit >= 0 && v->more_hit >= 0 && v->base_hit < 1) {
-			double wait = p->part[PART_IO_WAIT] * (1 - v->more_hit) / (1 - v->base_hit);
-			v->more_tok_s = p->positions / (p->wall - p->part[PART_IO_WAIT] + wait);
-		}
 	}
-	free(b), free(ids);
-	return rc;
+	if (prof_cache_estimate(t, c, e) < 0)
+		return -1;
+	if (c->ok && c->base_hit < 1) {
+		double wait = p->part[PART_IO_WAIT] * (1 - c->more_hit) / (1 - c->base_hit);
+		v->more_tok_s = p->positions / (p->wall - p->part[PART_IO_WAIT] + wait);
+	}
+	return 0;
 }
 
 /* Amdahl: tokens/s when the part taking share f of the time runs x times faster. */
 static double amdahl(double tok_s, double f, double x) { return tok_s / (1 - f + f / x); }
 
+/* printf onto the end of v->text. */
+__attribute__((format(printf, 2, 3))) static void say(prof_verdict *v, const char *fmt, ...)
+{
+	size_t at = strlen(v->text);
+	va_list ap;
+	va_start(ap, fmt);
+	if (at < sizeof(v->text))
+		vsnprintf(v->text + at, sizeof(v->text) - at, fmt, ap);
+	va_end(ap);
+}
+
+static const char *bound_name(int part)
+{
+	return part == PART_OTHER     ? "other work of the forward pass (embedding, final norm, head)"
+	     : part == PART_BETWEEN ? "the time between forward calls (sampling, printing, bookkeeping)"
+				    : prof_part_names[part];
+}
+
+/* More cache in words: the replay of the run's own cache, or why there is none. */
+static void cache_text(prof_verdict *v)
+{
+	const prof_cache_est *c = &v->cache;
+	if (v->more_tok_s <= 0) {
+		if (c->why[0] && v->share[PART_IO_WAIT] > 0)
+			say(v, " No more-cache estimate: %s.", c->why);
+		return;
+	}
+	say(v, " Hit rate %.1f%%; RAM for %d instead of %d experts per layer would change it by about %+.1f points "
+	    "(the trace's routing replayed through the run's own cache, %s per layer%s%s, policy from %s: %.1f%% -> "
+	    "%.1f%%) and give about %.2fx (%.4g tokens/s).", 100 * v->hit, c->more, c->cache,
+	    100 * (c->more_hit - c->base_hit), c->policy, c->pins ? ", pins kept" : "",
+	    c->usage && !strcmp(c->policy, "LFU") ? ", its counts from 0 (the usage file's are not in the trace)" : "",
+	    c->policy_from, 100 * c->base_hit, 100 * c->more_hit, v->more_tok_s / v->tok_s, v->more_tok_s);
+}
+
 static void verdict_text(prof_verdict *v, const prof_phase *p)
 {
-	const char *ph = v->phase == COLI_PHASE_DECODE ? "decode" : "prefill";
-	int n = snprintf(v->text, sizeof(v->text),
-			 "%s is bound by %s: %.0f%% of its time (%.3g of %.3g ms per token), %.4g tokens/s. "
-			 "I/O wait %.0f%%: a disk 2x faster would give about %.2fx tokens/s (%.4g = %.4g / "
-			 "(1 - %.2f + %.2f / 2)); expert products %.0f%%: products 2x faster would give %.2fx (%.4g); "
-			 "with every expert in RAM (no wait): %.2fx (%.4g).",
-			 ph, v->bound == PART_OTHER ? "other work (embedding, head, sampling, bookkeeping)" : prof_part_names[v->bound],
-			 100 * v->share[v->bound],
-			 1e3 * p->part[v->bound] / p->positions, 1e3 * p->wall / p->positions, v->tok_s,
-			 100 * v->share[PART_IO_WAIT], v->disk2x / v->tok_s, v->disk2x, v->tok_s, v->share[PART_IO_WAIT],
-			 v->share[PART_IO_WAIT], 100 * v->share[PART_EXPERTS], v->compute2x / v->tok_s, v->compute2x,
-			 v->no_wait / v->tok_s, v->no_wait);
-	if (v->more_tok_s > 0 && n > 0 && (size_t)n < sizeof(v->text))
-		snprintf(v->text + n, sizeof(v->text) - (size_t)n,
-			 " Hit rate %.1f%%; RAM for %d instead of %d experts per layer would raise it by about %.1f "
-			 "points (the trace's routing replayed through LRU: %.1f%% -> %.1f%%) and give about %.2fx "
-			 "(%.4g tokens/s).",
-			 100 * v->hit, v->more_slots, v->cache_slots, 100 * (v->more_hit - v->base_hit), 100 * v->base_hit,
-			 100 * v->more_hit, v->more_tok_s / v->tok_s, v->more_tok_s);
+	double io = v->share[PART_IO_WAIT];
+	v->text[0] = 0;
+	say(v, "%s is bound by %s: %.0f%% of its time (%.3g of %.3g ms per token), %.4g tokens/s.",
+	    v->phase == COLI_PHASE_DECODE ? "decode" : "prefill", bound_name(v->bound), 100 * v->share[v->bound],
+	    1e3 * p->part[v->bound] / p->positions, 1e3 * p->wall / p->positions, v->tok_s);
+	if (io > 0)
+		say(v, " I/O wait %.0f%%: a disk 2x faster would give about %.2fx tokens/s (%.4g = %.4g / (1 - %.2f + "
+		    "%.2f / 2));", 100 * io, v->disk2x / v->tok_s, v->disk2x, v->tok_s, io, io);
+	else
+		say(v, " No I/O wait (every expert was in RAM when got): a faster disk would change nothing;");
+	say(v, " expert products %.0f%%: products 2x faster would give %.2fx (%.4g)", 100 * v->share[PART_EXPERTS],
+	    v->compute2x / v->tok_s, v->compute2x);
+	if (io > 0)
+		say(v, "; with every expert in RAM (no wait): %.2fx (%.4g).", v->no_wait / v->tok_s, v->no_wait);
+	else
+		say(v, ".");
+	cache_text(v);
 }
 
 static int verdict(prof_attrib *a, const prof_trace *t, coli_err *e)
@@ -213,6 +191,8 @@ int prof_attrib_make(prof_attrib *a, const prof_trace *t, const coli_probe *prob
 	memset(a, 0, sizeof(*a));
 	for (int i = 0; i < t->n_calls; i++)
 		add_call(a, &t->calls[i]);
+	for (int ph = 0; ph < 2; ph++) /* the tokens the run counted (drafts: fewer than the positions run) */
+		a->ph[ph].positions = t->n_walls[ph] ? (double)t->wall_tokens[ph] : a->ph[ph].positions;
 	if (!(a->disks = coli_calloc((size_t)t->n_copies, sizeof(*a->disks), e)))
 		return -1;
 	a->n_disks = t->n_copies;
@@ -247,12 +227,12 @@ static json_t *disks_json(const prof_attrib *a)
 	json_t *arr = json_array();
 	for (int k = 0; k < a->n_disks; k++) {
 		const prof_disk *d = &a->disks[k];
-		json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:I, s:f, s:f, s:f, s:f, s:f}", "dir", d->dir, "device",
+		json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:I, s:f, s:f, s:f, s:f, s:o}", "dir", d->dir, "device",
 						     d->dev, "reads", (json_int_t)d->reads, "failed_reads",
 						     (json_int_t)d->failed, "mib_read", d->bytes / 1048576, "service_s",
 						     d->service, "busy_s", d->busy, "mb_per_s_busy",
 						     d->busy > 0 ? d->bytes / d->busy / 1e6 : 0.0, "probe_mb_per_s",
-						     d->probe_bps / 1e6));
+						     d->probe_bps > 0 ? json_real(d->probe_bps / 1e6) : json_null()));
 	}
 	return arr;
 }
@@ -264,18 +244,22 @@ static json_t *verdict_json(const prof_verdict *v)
 			      "share", v->share[v->bound], "tokens_per_s", v->tok_s, "disk_2x_tokens_per_s", v->disk2x,
 			      "products_2x_tokens_per_s", v->compute2x, "no_wait_tokens_per_s", v->no_wait, "hit_rate",
 			      v->hit, "text", v->text);
+	const prof_cache_est *c = &v->cache;
 	if (j && v->more_tok_s > 0)
-		json_object_set_new(j, "more_cache", json_pack("{s:i, s:i, s:f, s:f, s:f}", "slots", v->cache_slots,
-							       "more_slots", v->more_slots, "replayed_hit_rate",
-							       v->base_hit, "more_hit_rate", v->more_hit,
-							       "tokens_per_s", v->more_tok_s));
+		json_object_set_new(j, "more_cache", json_pack("{s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:f}", "policy",
+							       c->policy[1] == 'F' ? "lfu" : "lru", "policy_from",
+							       c->policy_from, "slots", c->cache, "more_slots", c->more,
+							       "pins", c->pins, "replayed_hit_rate", c->base_hit,
+							       "more_hit_rate", c->more_hit, "tokens_per_s", v->more_tok_s));
+	else if (j && c->why[0])
+		json_object_set_new(j, "no_more_cache", json_string(c->why));
 	return j;
 }
 
 json_t *prof_attrib_json(const prof_attrib *a, const prof_trace *t)
 {
-	return json_pack("{s:s, s:i, s:i, s:i, s:{s:o, s:o}, s:f, s:o, s:o}", "trace", t->name, "layers", t->n_layers,
-			 "experts", t->n_experts, "top_k", t->top_k, "phases", "prefill",
+	return json_pack("{s:s, s:i, s:i, s:i, s:i, s:{s:o, s:o}, s:f, s:o, s:o}", "trace", t->name, "trace_version",
+			 t->version, "layers", t->n_layers, "experts", t->n_experts, "top_k", t->top_k, "phases", "prefill",
 			 phase_json(&a->ph[COLI_PHASE_PREFILL]), "decode", phase_json(&a->ph[COLI_PHASE_DECODE]),
 			 "worst_span_error", a->span_error, "disks", disks_json(a), "verdict", verdict_json(&a->v));
 }

@@ -1,24 +1,27 @@
 /* attrib.h: where the time of a traced run went: the attribution table of each phase (its parts
- * sum to the phase's wall time exactly: the spans, and the small remainder the spans do not
- * cover), each disk's service time and bandwidth, and the bottleneck verdict with its arithmetic
- * (Amdahl: what a faster disk, faster products or a larger cache would give). */
+ * sum to the phase's wall time exactly: the spans, the time between calls, and the small
+ * remainder the spans do not cover; the wall is the run's own, coli-run's seconds), each disk's
+ * service time and bandwidth, and the bottleneck verdict with its arithmetic (Amdahl: what a
+ * faster disk, faster products or a larger cache would give). */
 #ifndef COLI_PROFILE_ATTRIB_H
 #define COLI_PROFILE_ATTRIB_H
 
 #include <jansson.h>
 
 #include "error.h"
+#include "more_cache.h"
 #include "probe.h"
 #include "tracesum.h"
 
 /* The parts of the table, in the order printed: the span kinds reordered, then the remainder. */
-enum { PART_IO_WAIT, PART_EXPERTS, PART_ATTENTION, PART_ROUTER, PART_OTHER, PART_UNTRACED, PART_N };
+enum { PART_IO_WAIT, PART_EXPERTS, PART_ATTENTION, PART_LINEAR, PART_ROUTER, PART_OTHER, PART_BETWEEN, PART_UNTRACED, PART_N };
 extern const char *const prof_part_names[PART_N];  /* "I/O wait", "expert products", ... */
 extern const char *const prof_part_keys[PART_N];   /* "io_wait", "experts", ... (JSON) */
 
 typedef struct prof_phase {
 	int calls;
-	double positions;          /* tokens: prompt positions, or generated tokens */
+	double positions;          /* tokens: what the run counted (its WALL records'), else the calls'
+				    * positions (prompt positions, or generated tokens) */
 	double wall;               /* seconds: the calls' durations summed */
 	double part[PART_N];       /* seconds; they sum to wall */
 	double disk_service;       /* seconds of the reads submitted in the phase, summed over reads
@@ -44,12 +47,8 @@ typedef struct prof_verdict {
 	double disk2x, compute2x;  /* tokens/s with a disk 2x faster, with products 2x faster */
 	double no_wait;            /* tokens/s with every expert in RAM (no I/O wait) */
 	double hit;                /* the phase's hit rate */
-	int cache_slots;           /* the run's expert cache per layer (0: unknown) */
-	int more_slots;            /* the larger cache replayed */
-	double more_hit;           /* its replayed hit rate against the replayed hit rate at
-				    * cache_slots (base_hit) */
-	double base_hit;
-	double more_tok_s;         /* tokens/s with it; 0: no estimate */
+	prof_cache_est cache;      /* the run's cache replayed at its size and 25% more */
+	double more_tok_s;         /* tokens/s with the larger cache; 0: no estimate */
 	char text[2048];           /* the verdict in words, with the arithmetic */
 } prof_verdict;
 

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int prof_usage(const char *tool, const char *msg, const char *const *synopsis, const coli_option *opts)
 {
@@ -28,4 +29,16 @@ void prof_stats(double *v, int n, double out[3])
 {
 	qsort(v, (size_t)n, sizeof(*v), cmp_double);
 	out[0] = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, out[1] = v[0], out[2] = v[n - 1];
+}
+
+void prof_shell_word(FILE *f, const char *s)
+{
+	if (*s && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-") == strlen(s)) {
+		fputs(s, f);
+		return;
+	}
+	fputc('\'', f);
+	for (; *s; s++)
+		*s == '\'' ? fputs("'\\''", f) : fputc(*s, f);
+	fputc('\'', f);
 }

@@ -3,6 +3,8 @@
 #ifndef PROF_CLI_H
 #define PROF_CLI_H
 
+#include <stdio.h>
+
 #include "error.h"
 #include "options.h"
 
@@ -10,6 +12,9 @@
 int prof_usage(const char *tool, const char *msg, const char *const *synopsis, const coli_option *opts);
 /* "coli-profile: MESSAGE" on stderr; e's exit status. */
 int prof_fail(const coli_err *e);
+/* s as one shell word: as it is when it holds only characters no shell treats specially, else
+ * in single quotes (a ' as '\''). */
+void prof_shell_word(FILE *f, const char *s);
 /* The median, min and max of v[0..n), n >= 1, into out[0..2] (v sorted here). */
 void prof_stats(double *v, int n, double out[3]);
 

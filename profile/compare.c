@@ -1,5 +1,6 @@
 /* compare.c: coli-profile compare: two commands run alternately (A B A B ...), each printing coli-run's
  * --json line; the medians, minima and maxima of their decode tokens/s and of the paired ratio B / A. */
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,7 +79,7 @@ static int compare(const char *a, const char *b, coli_err *e)
 {
 	double *v = coli_calloc(3 * (size_t)o.runs, sizeof(double), e), s[3][3];
 	char out[] = "/tmp/coli-profile-compare.XXXXXX";
-	int fd = v ? mkstemp(out) : -1, rc = fd >= 0 ? 0 : (v ? coli_errf(e, COLI_EIO, "%s: cannot create", out) : -1);
+	int fd = v ? mkstemp(out) : -1, rc = fd >= 0 ? 0 : (v ? coli_errf(e, COLI_EIO, "%s: cannot create: %s", out, strerror(errno)) : -1);
 	if (fd >= 0)
 		close(fd);
 	for (int i = 0; rc == 0 && i < o.runs; i++) {

@@ -2,7 +2,9 @@
  * (their median the headline), with the probe, the plan, the traces, the report, the environment
  * and the exact commands, bundled into one .tar.gz (formats/bundle.md), and a benchmarks row. */
 #include <errno.h>
+#include <ftw.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +41,10 @@ typedef struct dp {
 	char *paths[COLI_BUNDLE_MAX_FILES];
 	FILE *commands;            /* commands.sh */
 	char dropped[256];         /* how the cold run's page cache was dropped */
+	int n_runs;                /* runs in all: cold, warm, the rotating ones */
+	const char *step;          /* what is being done (a run's name, "the report", ...) */
+	int mid_line;              /* a progress line waits for its end */
+	int published;             /* the bundle is under its final name, complete */
 } dp;
 
 /* A file of the staging folder, listed in the manifest as name. */
@@ -58,15 +64,24 @@ static void prompt_of(int r, char *out, size_t n)
 		at += (size_t)snprintf(out + at, n - at, "%s%d", i ? " " : "", 1 + (r * 31 + i * 7 + i * i) % 97);
 }
 
-static void shell_quoted(FILE *f, char *const *argv)
+static void quoted(FILE *f, const char *s)
+{
+	fputc('\'', f);
+	for (const char *c = s; *c; c++)
+		*c == '\'' ? fputs("'\\''", f) : fputc(*c, f);
+	fputc('\'', f);
+}
+
+/* A run's command line for commands.sh: every word quoted, the trace and the output named as the
+ * bundle's members (run from the folder the bundle is extracted into). */
+static void command_line(FILE *f, char *const *argv, const char *staged_trace, const char *tr, const char *js,
+			 const char *er)
 {
 	for (int i = 0; argv[i]; i++) {
-		fputs(i ? " '" : "'", f);
-		for (const char *c = argv[i]; *c; c++)
-			*c == '\'' ? fputs("'\\''", f) : fputc(*c, f);
-		fputc('\'', f);
+		fputs(i ? " " : "", f);
+		quoted(f, argv[i] == staged_trace ? tr : argv[i]);
 	}
-	fputc('\n', f);
+	fputs(" >", f), quoted(f, js), fputs(" 2>", f), quoted(f, er), fputc('\n', f);
 }
 
 /* The last line of file that is a JSON object, or NULL. */
@@ -85,6 +100,58 @@ static json_t *last_json(const char *path)
 	return j;
 }
 
+/* A failed run's own messages on our stderr: its lines that begin "coli-run:" (the last 20 of
+ * them; a usage error's --help text after them left out), else its last 5 lines. */
+static void show_errors(const char *name, const char *err_path)
+{
+	char *buf, *line[20];
+	size_t len;
+	int n = 0, mine = 0;
+	coli_err e;
+	if (coli_read_file(err_path, &buf, &len, &e) < 0)
+		return;
+	for (char *p = strtok(buf, "\n"); p; p = strtok(NULL, "\n"))
+		mine += strncmp(p, "coli-run:", 9) == 0;
+	for (size_t at = 0; at < len; at++) /* strtok's NULs back to newlines */
+		buf[at] = buf[at] ? buf[at] : '\n';
+	for (char *p = strtok(buf, "\n"); p; p = strtok(NULL, "\n"))
+		if (!mine || strncmp(p, "coli-run:", 9) == 0)
+			line[n++ % 20] = p;
+	int keep = mine ? (n < 20 ? n : 20) : (n < 5 ? n : 5);
+	if (keep)
+		fprintf(stderr, "coli-profile: the %s run's messages (%s):\n", name, mine ? "coli-run's own, from its stderr"
+			: "the last lines of its stderr");
+	for (int k = n - keep; k < n; k++)
+		fprintf(stderr, "    %s\n", line[k % 20]);
+	free(buf);
+}
+
+/* The progress line of a run: its start, then (end) its figure. */
+static void progress(dp *d, const char *name, int end, double tok_s)
+{
+	if (o.quiet)
+		return;
+	if (!end)
+		fprintf(stderr, "coli-profile: run %d of %d (%s)... ", d->man->n_runs + 1, d->n_runs, name), d->mid_line = 1;
+	else
+		fprintf(stderr, "%.2f tokens/s\n", tok_s), d->mid_line = 0;
+	fflush(stderr);
+}
+
+/* A run that did not end well: coli-run's messages shown, the error says how it ended. */
+static int run_failed(dp *d, const char *name, int st, const char *err, coli_err *e)
+{
+	if (d->mid_line)
+		fputs("failed\n", stderr), d->mid_line = 0;
+	show_errors(name, err);
+	if (st > 128)
+		return coli_errf(e, COLI_EIO, "%s run: %s was killed by signal %d (%s)", name, d->run, st - 128,
+				 strsignal(st - 128));
+	if (st == 0)
+		return coli_errf(e, COLI_EDATA, "%s run: %s printed no --json line with decode.tokens_per_s", name, d->run);
+	return coli_errf(e, COLI_EIO, "%s run: %s exited %d (its messages above)", name, d->run, st);
+}
+
 /* One coli-run of the datapoint: its trace, its --json, its stderr; the command in commands.sh. */
 static int one_run(dp *d, const char *name, int kind, int prompt, coli_err *e)
 {
@@ -100,16 +167,21 @@ static int one_run(dp *d, const char *name, int kind, int prompt, coli_err *e)
 	for (int i = 0; i < d->n_extra; i++)
 		argv[n++] = d->extra[i];
 	argv[n] = NULL;
-	shell_quoted(d->commands, argv);
+	command_line(d->commands, argv, argv[10], tr, js, er);
 	const char *out = add_file(d, js), *err = add_file(d, er);
+	d->step = name;
+	progress(d, name, 0, 0);
 	int st = prof_spawn(argv, out, err, e);
+	if (prof_spawn_signal())
+		return -1;
 	if (st != 0)
-		return st < 0 ? -1 : coli_errf(e, COLI_EIO, "%s run: %s exited %d (its messages: %s)", name, d->run, st, err);
+		return st < 0 ? -1 : run_failed(d, name, st, err, e);
 	json_t *j = last_json(out);
 	double ts = json_number_value(json_object_get(json_object_get(j, "decode"), "tokens_per_s"));
 	json_decref(j);
 	if (!(ts > 0))
-		return coli_errf(e, COLI_EDATA, "%s run: %s holds no decode.tokens_per_s (coli-run --json)", name, out);
+		return run_failed(d, name, 0, err, e);
+	progress(d, name, 1, ts);
 	coli_bundle_run *r = &d->man->runs[d->man->n_runs++];
 	snprintf(r->name, sizeof(r->name), "%s", name), snprintf(r->trace, sizeof(r->trace), "%s", tr);
 	snprintf(r->json, sizeof(r->json), "%s", js);
@@ -195,10 +267,37 @@ static json_t *env_json(dp *d, const prof_trace *t)
 			 "page_cache", d->dropped, "coli_version", d->man->coli_version, "git_commit", d->man->git_commit);
 }
 
+/* The knobs column: "defaults", or the plan and the coli-run options after -- as given ('|'
+ * escaped for the table). Malloc'd. */
+static char *knobs(const dp *d)
+{
+	char *buf = NULL;
+	size_t n;
+	FILE *f = open_memstream(&buf, &n);
+	if (!f)
+		return NULL;
+	fputs(o.plan ? "plan" : d->n_extra ? "" : "defaults", f);
+	for (int i = 0; i < d->n_extra; i++) {
+		fputs(i || o.plan ? " " : "", f);
+		prof_shell_word(f, d->extra[i]);
+	}
+	if (fclose(f) != 0)
+		return free(buf), NULL;
+	char *out = malloc(2 * strlen(buf) + 1), *q = out;
+	for (const char *c = buf; out && *c; c++)
+		*c == '|' ? (*q++ = '\\', *q++ = '|') : (*q++ = *c);
+	if (out)
+		*q = 0;
+	free(buf);
+	return out;
+}
+
 /* The row for docs/benchmarks.md (its columns: docs/coli-profile.md). */
 static char *bench_row(dp *d, const prof_attrib *a, json_t *env)
 {
-	char *row = NULL, when[32];
+	char *row = NULL, when[32], *k = knobs(d);
+	if (!k)
+		return NULL;
 	time_t now = (time_t)d->man->created;
 	strftime(when, sizeof(when), "%Y-%m-%d", gmtime(&now));
 	const char *base = strrchr(d->model, '/') ? strrchr(d->model, '/') + 1 : d->model;
@@ -206,9 +305,10 @@ static char *bench_row(dp *d, const prof_attrib *a, json_t *env)
 	if (asprintf(&row, "| %s | %s | %s | %s | %s | %s | %.2f | %.2f | %.2f (median of %d) | %.1f%% | %s %.0f%% | %.12s |\n",
 		     when, base, json_string_value(json_object_get(env, "cpu_model")),
 		     json_string_value(json_object_get(env, "cgroup_memory_max")), a->n_disks ? a->disks[0].dev : "?",
-		     o.plan ? "plan" : "defaults", cold, warm, d->man->headline_tok_s, o.prompts, 100 * a->v.hit,
-		     prof_part_keys[a->v.bound], 100 * a->v.share[a->v.bound], d->man->git_commit) < 0)
-		return NULL;
+		     k, cold, warm, d->man->headline_tok_s, o.prompts, 100 * a->v.hit, prof_part_keys[a->v.bound],
+		     100 * a->v.share[a->v.bound], d->man->git_commit) < 0)
+		row = NULL;
+	free(k);
 	return row;
 }
 
@@ -292,8 +392,11 @@ static int make_dirs(dp *d, coli_err *e)
 {
 	static const char *const sub[] = {"traces", "runs", "report"};
 	snprintf(d->dir, sizeof(d->dir), "%s.staging.XXXXXX", o.out);
-	if (!mkdtemp(d->dir))
-		return coli_errf(e, COLI_EIO, "%s: cannot create a staging folder: %s", d->dir, strerror(errno));
+	if (!mkdtemp(d->dir)) {
+		coli_errf(e, COLI_EIO, "%s: cannot create a staging folder: %s", d->dir, strerror(errno));
+		d->dir[0] = 0;
+		return -1;
+	}
 	for (int i = 0; i < 3; i++) {
 		char *p = coli_path_join(d->dir, sub[i]);
 		int bad = !p || mkdir(p, 0755) < 0;
@@ -304,21 +407,39 @@ static int make_dirs(dp *d, coli_err *e)
 	return 0;
 }
 
-/* Removes the staging folder: the files listed, the plots' data, the folders. */
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb, (void)flag, (void)ftw;
+	remove(path);
+	return 0;
+}
+
+/* Removes the staging folder and everything in it (a killed coli-run's temporaries included):
+ * the folder is this datapoint's own (mkdtemp), links are not followed. */
 static void clean(dp *d)
 {
-	static const char *const rest[] = {"report/plots.gp", "report/gnuplot.log", "report/attribution.dat",
-		"report/hitrate.dat", "report/heatmap.dat", "report/tokens.dat", "report/disks.dat", "report/predicted.dat",
-		"report", "runs", "traces", NULL};
 	for (int i = 0; i < d->man->n_files; i++)
-		unlink(d->paths[i]), free(d->paths[i]);
-	for (int i = 0; rest[i]; i++) {
-		char *p = coli_path_join(d->dir, rest[i]);
-		if (p && unlink(p) < 0)
-			rmdir(p);
-		free(p);
-	}
-	rmdir(d->dir);
+		free(d->paths[i]);
+	if (d->dir[0])
+		nftw(d->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* The bundle written in the staging folder, then renamed to its name with the signals held, unless
+ * one came: a bundle under the final name is always complete. */
+static int publish(dp *d, coli_err *e)
+{
+	char *staged = coli_path_join(d->dir, "bundle.tar.gz");
+	sigset_t hold, old;
+	int rc = staged ? prof_bundle_write(staged, d->man, (const char *const *)d->paths, e)
+			: coli_errf(e, COLI_ENOMEM, "out of memory");
+	sigemptyset(&hold), sigaddset(&hold, SIGINT), sigaddset(&hold, SIGTERM);
+	sigprocmask(SIG_BLOCK, &hold, &old);
+	if (rc == 0 && !prof_spawn_signal() && rename(staged, o.out) < 0)
+		rc = coli_errf(e, COLI_EIO, "%s: cannot rename to %s: %s", staged, o.out, strerror(errno));
+	d->published = rc == 0 && !prof_spawn_signal();
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	free(staged);
+	return rc;
 }
 
 static int datapoint(dp *d, char **row, coli_err *e)
@@ -337,7 +458,10 @@ static int datapoint(dp *d, char **row, coli_err *e)
 	const char *cmds = add_file(d, "commands.sh");
 	if (!(d->commands = fopen(cmds, "w")))
 		return coli_errf(e, COLI_EIO, "%s: cannot write", cmds);
-	fprintf(d->commands, "#!/bin/sh\n# the runs of this datapoint, in order (coli-profile datapoint)\n");
+	char cwd[4096];
+	fprintf(d->commands, "#!/bin/sh\n# the runs of this datapoint, in order (coli-profile datapoint), as run in %s;\n"
+		"# the traces and outputs named as this bundle's members: run it in the folder the bundle is extracted to\n",
+		getcwd(cwd, sizeof(cwd)) ? cwd : "(the folder is unknown)");
 	int rc = runs(d, e);
 	if (fclose(d->commands) != 0 && rc == 0)
 		rc = coli_errf(e, COLI_EIO, "%s: write failed", cmds);
@@ -345,10 +469,10 @@ static int datapoint(dp *d, char **row, coli_err *e)
 		rc = copy_in(d, o.probe, "probe.json", e);
 	if (rc == 0 && o.plan)
 		rc = copy_in(d, o.plan, "plan.json", e);
-	if (rc == 0)
-		rc = inputs_and_report(d, row, e);
-	if (rc == 0)
-		rc = prof_bundle_write(o.out, d->man, (const char *const *)d->paths, e);
+	if (rc == 0 && !prof_spawn_signal())
+		d->step = "the report", rc = inputs_and_report(d, row, e);
+	if (rc == 0 && !prof_spawn_signal())
+		d->step = "the bundle", rc = publish(d, e);
 	return rc;
 }
 
@@ -378,6 +502,24 @@ static int usage(const char *msg)
 	return prof_usage("coli-profile datapoint", msg, synopsis, options);
 }
 
+/* A signal ended the datapoint: one line saying what was kept; 128 + the signal. */
+static int interrupted(dp *d, int sig, char *row)
+{
+	struct stat sb;
+	if (d->mid_line)
+		fputc('\n', stderr);
+	if (d->published)
+		fprintf(stderr, "coli-profile: interrupted (%s) after the bundle was written: %s kept, complete\n",
+			sig == SIGINT ? "SIGINT" : "SIGTERM", o.out);
+	else
+		fprintf(stderr, "coli-profile: interrupted (%s) during %s%s%s: nothing kept (the runs' staging folder "
+			"removed, no bundle written; %s %s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+			strncmp(d->step, "the ", 4) ? "the " : "", d->step, strncmp(d->step, "the ", 4) ? " run" : "", o.out,
+			stat(o.out, &sb) == 0 ? "left as it was" : "not created");
+	free(row);
+	return 128 + sig;
+}
+
 int prof_datapoint_main(int argc, char **argv)
 {
 	coli_err e = {0, ""};
@@ -390,19 +532,25 @@ int prof_datapoint_main(int argc, char **argv)
 		return usage("no MODEL.coli given");
 	if (n - 1 > DP_MAX_ARGS)
 		return usage("more than 64 coli-run options after --");
-	dp d = {.model = argv[0], .extra = argv + 1, .n_extra = n - 1};
+	dp d = {.model = argv[0], .extra = argv + 1, .n_extra = n - 1, .n_runs = 2 + o.prompts, .step = "the start"};
 	char *row = NULL;
 	prof_sibling("coli-run", d.run, sizeof(d.run));
+	if (prof_spawn_catch_signals() < 0)
+		return fprintf(stderr, "coli-profile: cannot catch SIGINT and SIGTERM: %s\n", strerror(errno)), 1;
 	if (!(d.man = calloc(1, sizeof(*d.man))))
 		return fprintf(stderr, "coli-profile: out of memory\n"), 1;
 	int rc = make_dirs(&d, &e);
+	if (rc == 0 && !o.quiet)
+		fprintf(stderr, "coli-profile: %d runs of %s, %d tokens each, into %s\n", d.n_runs, d.run, o.n_gen, o.out);
 	if (rc == 0)
 		rc = datapoint(&d, &row, &e);
 	clean(&d);
 	free(d.man);
-	if (rc < 0) {
-		return prof_fail(&e);
-	}
+	int sig = prof_spawn_signal();
+	if (sig)
+		return interrupted(&d, sig, row);
+	if (rc < 0)
+		return free(row), prof_fail(&e);
 	fputs(row, stdout);
 	if (!o.quiet)
 		fprintf(stderr, "coli-profile: bundle %s (coli-profile report %s)\n", o.out, o.out);

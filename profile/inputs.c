@@ -1,4 +1,5 @@
 /* inputs.c: a report's trace, probe and plan, from files or a bundle (inputs.h). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,17 +7,45 @@
 #include "bundle_io.h"
 #include "fileio.h"
 #include "inputs.h"
+#include "sha256.h"
 
-/* 1 when path starts with gzip's magic (a bundle), 0 otherwise, -1 when it cannot be read. */
+static int ends_with(const char *s, const char *tail)
+{
+	size_t n = strlen(s), k = strlen(tail);
+	return n >= k && strcmp(s + n - k, tail) == 0;
+}
+
+/* 1 when path starts with gzip's magic (a bundle), 0 otherwise (a trace), -1 when it cannot be
+ * read or is named as a bundle but is not gzip data. */
 static int looks_gzip(const char *path, coli_err *e)
 {
 	unsigned char m[2] = {0, 0};
 	FILE *f = fopen(path, "rb");
 	if (!f)
-		return coli_errf(e, COLI_EIO, "%s: cannot open", path);
+		return coli_errf(e, COLI_EIO, "%s: cannot open: %s", path, strerror(errno));
 	size_t got = fread(m, 1, 2, f);
+	int err = ferror(f) ? errno : 0;
 	fclose(f);
-	return got == 2 && m[0] == 0x1f && m[1] == 0x8b;
+	if (err)
+		return coli_errf(e, COLI_EIO, "%s: cannot read: %s", path, strerror(err));
+	int gz = got == 2 && m[0] == 0x1f && m[1] == 0x8b;
+	if (!gz && (ends_with(path, ".tar.gz") || ends_with(path, ".tgz")))
+		return coli_errf(e, COLI_EDATA, "%s: not gzip data (%s): a bundle is the .tar.gz coli-profile datapoint "
+				 "writes, a trace a .coli_trace", path, got < 2 ? "shorter than gzip's 2-byte magic" :
+				 "no gzip magic 1f 8b");
+	return gz;
+}
+
+/* The plan must be of the container the trace ran: a plan of another predicts another model. */
+static int same_container(const prof_inputs *in, const char *plan, coli_err *e)
+{
+	char hex[65];
+	coli_hex32(in->trace.identity, hex);
+	if (!in->plan || strcmp(hex, in->plan->identity) == 0)
+		return 0;
+	return coli_errf(e, COLI_EDATA, "%s: container.identity: the plan is for container %.16s..., the trace %s ran "
+			 "container %.16s...: give the plan of the run (coli-run --plan), or none", plan ? plan :
+			 "plan.json", in->plan->identity, in->trace.name, hex);
 }
 
 static int load_probe(prof_inputs *in, const char *path, const prof_member *m, coli_err *e)
@@ -58,6 +87,8 @@ static int from_bundle(prof_inputs *in, const char *probe, const char *plan, col
 		rc = load_probe(in, probe, probe ? NULL : pr, e);
 	if (rc == 0 && (plan || pl))
 		rc = load_plan(in, plan, plan ? NULL : pl, e);
+	if (rc == 0)
+		rc = same_container(in, plan, e);
 	if (rc == 0 && !(in->manifest = member_json(man, e)))
 		rc = -1;
 	if (rc == 0 && prof_bundle_get(&b, "env.json") && !(in->env = member_json(prof_bundle_get(&b, "env.json"), e)))
@@ -82,6 +113,8 @@ int prof_inputs_open(prof_inputs *in, const char *path, const char *probe, const
 			rc = load_probe(in, probe, NULL, e);
 		if (rc == 0 && plan)
 			rc = load_plan(in, plan, NULL, e);
+		if (rc == 0)
+			rc = same_container(in, plan, e);
 	}
 	if (rc < 0)
 		prof_inputs_release(in);

@@ -39,6 +39,10 @@ int main(int argc, char **argv)
 	for (size_t i = 0; argc > 1 && i < sizeof(subs) / sizeof(subs[0]); i++)
 		if (strcmp(argv[1], subs[i].name) == 0)
 			return subs[i].main(argc - 1, argv + 1);
-	fprintf(stderr, "coli-profile: %s\n%s", argc > 1 ? "unknown subcommand" : "no subcommand given", usage);
+	if (argc > 1)
+		fprintf(stderr, "coli-profile: unknown subcommand '%s' (report, replay, datapoint or compare)\n%s", argv[1],
+			usage);
+	else
+		fprintf(stderr, "coli-profile: no subcommand given\n%s", usage);
 	return 2;
 }

@@ -1,4 +1,5 @@
 /* plots.c: the report's data files and gnuplot script, drawn as PNG and SVG (plots.h). */
+#include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -40,7 +41,7 @@ static FILE *open_in(const char *dir, const char *name, coli_err *e)
 	char *p = coli_path_join(dir, name);
 	FILE *f = p ? fopen(p, "w") : NULL;
 	if (!f)
-		coli_errf(e, COLI_EIO, "%s/%s: cannot write", dir, name);
+		coli_errf(e, COLI_EIO, "%s/%s: cannot write: %s", dir, name, p ? strerror(errno) : "out of memory");
 	free(p);
 	return f;
 }
@@ -133,22 +134,53 @@ static int data_disks(FILE *f, const prof_attrib *a)
 	return rows > 0;
 }
 
-static int data_predicted(FILE *f, const prof_attrib *a, const coli_plan *plan)
+/* The predicted plot's rows: each part's ms per token, the plan's warm and cold and the measured,
+ * into v[4][3]; 1 when there is a plan and a decode (else 0, v untouched). */
+static int predicted_rows(const prof_attrib *a, const coli_plan *plan, double v[4][3])
 {
 	const prof_phase *p = &a->ph[COLI_PHASE_DECODE];
 	if (!plan || p->positions <= 0)
 		return 0;
 	double per = 1e3 / p->positions;
-	double rest = p->part[PART_ROUTER] + p->part[PART_OTHER] + p->part[PART_UNTRACED];
-	fprintf(f, "\"disk (I/O wait)\" %.4f %.4f\n", 1e3 * plan->warm.disk_s, per * p->part[PART_IO_WAIT]);
-	fprintf(f, "\"expert products\" %.4f %.4f\n", 1e3 * plan->warm.experts_s, per * p->part[PART_EXPERTS]);
-	fprintf(f, "\"attention\" %.4f %.4f\n", 1e3 * plan->warm.attention_s, per * p->part[PART_ATTENTION]);
-	fprintf(f, "\"other\" %.4f %.4f\n", 1e3 * plan->warm.other_s, per * rest);
+	double rest = p->part[PART_ROUTER] + p->part[PART_OTHER] + p->part[PART_BETWEEN] + p->part[PART_UNTRACED];
+	const coli_plan_speed *w = &plan->warm, *c = &plan->cold;
+	double rows[4][3] = {{w->disk_s, c->disk_s, p->part[PART_IO_WAIT]}, {w->experts_s, c->experts_s, p->part[PART_EXPERTS]},
+			     {w->attention_s, c->attention_s, p->part[PART_ATTENTION] + p->part[PART_LINEAR]},
+			     {w->other_s, c->other_s, rest}}; /* the plan counts linear attention as attention */
+	for (int r = 0; r < 4; r++)
+		v[r][0] = 1e3 * rows[r][0], v[r][1] = 1e3 * rows[r][1], v[r][2] = per * rows[r][2];
 	return 1;
 }
 
+static int data_predicted(FILE *f, const prof_attrib *a, const coli_plan *plan)
+{
+	static const char *const part[4] = {"disk (I/O wait)", "expert products", "attention", "other"};
+	double v[4][3];
+	if (!predicted_rows(a, plan, v))
+		return 0;
+	for (int r = 0; r < 4; r++)
+		fprintf(f, "\"%s\" %.4f %.4f %.4f\n", part[r], v[r][0], v[r][1], v[r][2]);
+	return 1;
+}
+
+/* The top of a bar plot's y axis: its tallest bar and 15% above it (a label's room), at least 1. */
+static double bars_top(int i, const prof_attrib *a, const coli_plan *plan)
+{
+	double top = 0, v[4][3];
+	if (i == PLOT_PREDICTED && predicted_rows(a, plan, v))
+		for (int r = 0; r < 4; r++)
+			for (int k = 0; k < 3; k++)
+				top = v[r][k] > top ? v[r][k] : top;
+	for (int k = 0; i == PLOT_DISKS && k < a->n_disks; k++) {
+		const prof_disk *d = &a->disks[k];
+		double bw = d->busy > 0 ? d->bytes / d->busy / 1e6 : 0;
+		top = bw > top ? bw : top, top = d->probe_bps / 1e6 > top ? d->probe_bps / 1e6 : top;
+	}
+	return top > 0 ? top * 1.15 : 1;
+}
+
 /* The gnuplot commands of plot i after its terminal and output (data in NAME.dat). */
-static void body(FILE *f, int i, const prof_trace *t)
+static void body(FILE *f, int i, const prof_trace *t, const prof_attrib *a, const coli_plan *plan)
 {
 	const char *d = prof_plots_all[i].name;
 	fprintf(f, "reset\nset title \"%s\"\nset grid ytics\nset key outside right\n", prof_plots_all[i].title);
@@ -169,12 +201,16 @@ static void body(FILE *f, int i, const prof_trace *t)
 		fprintf(f, "set xlabel \"time since the run started (s)\"\nset ylabel \"tokens/s\"\nset yrange [0:*]\n"
 			"plot '%s.dat' using 1:2 with points pt 7 ps 0.5 title \"each token\", '' using 1:3 with lines lw 2 "
 			"title \"over the last 8 tokens\"\n", d);
+	else if (i == PLOT_DISKS)
+		fprintf(f, "set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.85 "
+			"border -1\nset yrange [0:%g]\nset xlabel \"copy: device\"\nset ylabel \"MB/s\"\nplot '%s.dat' "
+			"using 2:xtic(1) title \"achieved (bytes / busy time)\", '' using 3 title \"probe (best O_DIRECT)\"\n",
+			bars_top(i, a, plan), d);
 	else
 		fprintf(f, "set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.85 "
-			"border -1\nset yrange [0:*]\nset xlabel \"%s\"\nset ylabel \"%s\"\nplot '%s.dat' using 2:xtic(1) "
-			"title \"%s\", '' using 3 title \"%s\"\n", i == PLOT_DISKS ? "copy: device" : "part",
-			i == PLOT_DISKS ? "MB/s" : "ms per token", d, i == PLOT_DISKS ? "achieved (bytes / busy time)" : "plan",
-			i == PLOT_DISKS ? "probe (best O_DIRECT)" : "measured");
+			"border -1\nset yrange [0:%g]\nset xlabel \"part\"\nset ylabel \"ms per token\"\nplot '%s.dat' "
+			"using 2:xtic(1) title \"plan, warm\", '' using 3 title \"plan, cold\", '' using 4 title "
+			"\"measured\"\n", bars_top(i, a, plan), d);
 }
 
 static int write_data(const char *dir, int i, const prof_trace *t, const prof_attrib *a, const coli_plan *plan,
@@ -194,7 +230,8 @@ static int write_data(const char *dir, int i, const prof_trace *t, const prof_at
 	return close_ok(f, dir, name, e);
 }
 
-static int write_script(const char *dir, const prof_trace *t, const int has[PLOT_N], coli_err *e)
+static int write_script(const char *dir, const prof_trace *t, const prof_attrib *a, const coli_plan *plan,
+			const int has[PLOT_N], coli_err *e)
 {
 	static const char *const term[2][2] = {{"png", "pngcairo size 960,540 font \"sans,11\""},
 					       {"svg", "svg size 960,540 dynamic font \"sans,11\""}};
@@ -207,7 +244,7 @@ static int write_script(const char *dir, const prof_trace *t, const int has[PLOT
 			if (has[i]) {
 				fprintf(f, "set terminal %s noenhanced\nset output '%s.%s.tmp'\n", term[k][1], prof_plots_all[i].name,
 					term[k][0]);
-				body(f, i, t);
+				body(f, i, t, a, plan);
 				fprintf(f, "unset output\n");
 			}
 	return close_ok(f, dir, "plots.gp", e);
@@ -253,7 +290,7 @@ int prof_plots_draw(const char *gnuplot, const char *dir, const prof_trace *t, c
 	for (int i = 0; i < PLOT_N; i++)
 		if (made[i] = 0, write_data(dir, i, t, a, plan, &has[i], e) < 0)
 			return -1;
-	if (write_script(dir, t, has, e) < 0 || prof_gnuplot_run(gnuplot, dir, "plots.gp", e) < 0)
+	if (write_script(dir, t, a, plan, has, e) < 0 || prof_gnuplot_run(gnuplot, dir, "plots.gp", e) < 0)
 		return -1;
 	for (int i = 0; i < PLOT_N; i++)
 		if (has[i]) {

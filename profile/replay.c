@@ -133,7 +133,7 @@ int rp_load(rp_seq *s, const char *path, coli_err *e)
 	FILE *f = fopen(path, "rb");
 	memset(s, 0, sizeof(*s));
 	if (!f)
-		return coli_errf(e, COLI_EIO, "%s: cannot open", path);
+		return coli_errf(e, COLI_EIO, "%s: cannot open: %s", path, strerror(errno));
 	size_t got = fread(magic, 1, sizeof(magic), f);
 	fclose(f);
 	int rc;
@@ -404,6 +404,12 @@ static void print_json(const int *use, const double *sz, int n_sz, int slots, co
 	free(t), json_decref(a);
 }
 
+/* One colour per policy (its index in rp_policies), none twice: 14 policies; the second half also
+ * dashed, each its own point type. */
+static const char *const colours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+				      "#7f7f7f", "#bcbd22", "#17becf", "#000000", "#b8860b", "#000080", "#ff1493"};
+#define N_COLOURS ((int)(sizeof(colours) / sizeof(colours[0])))
+
 static int plot_script(FILE *f, const int *use, int slots)
 {
 	static const char *const term[2][2] = {{"png", "pngcairo size 960,540 font \"sans,11\""},
@@ -415,8 +421,9 @@ static int plot_script(FILE *f, const int *use, int slots)
 			slots ? "cache slots per layer (experts)" : "cache budget (MiB)");
 		for (int i = 0, c = 2, first = 1; i < rp_n_policies; i++)
 			if (use[i])
-				fprintf(f, "%s'replay.dat' using 1:%d with linespoints lw 2 dt %d title \"%s\"", first ? "" : ", ", c,
-					c > 9 ? 2 : 1, rp_policies[i].name), first = 0, c++;
+				fprintf(f, "%s'replay.dat' using 1:%d with linespoints lw 2 lc rgb \"%s\" pt %d dt %d title \"%s\"",
+					first ? "" : ", ", c, colours[i % N_COLOURS], 1 + i % 13, i < N_COLOURS / 2 ? 1 : 2,
+					rp_policies[i].name), first = 0, c++;
 		fprintf(f, "\nunset output\n");
 	}
 	return ferror(f) ? -1 : 0;
@@ -433,7 +440,7 @@ static int plot(const rp_seq *s, const int *use, const double *sz, int n_sz, int
 	if (rc == 0 && mkdir(o.out, 0755) < 0 && errno != EEXIST)
 		rc = coli_errf(e, COLI_EIO, "%s: cannot create: %s", o.out, strerror(errno));
 	if (rc == 0 && (!(f = fopen(dat, "w")) || !(g = fopen(scr, "w"))))
-		rc = coli_errf(e, COLI_EIO, "%s: cannot write", f ? scr : dat);
+		rc = coli_errf(e, COLI_EIO, "%s: cannot write: %s", f ? scr : dat, strerror(errno));
 	for (int k = 0; rc == 0 && k < n_sz; k++) {
 		fprintf(f, "%g", sz[k]);
 		for (int i = 0; i < rp_n_policies; i++)

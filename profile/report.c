@@ -25,10 +25,15 @@ static void run_line(FILE *f, const prof_trace *t)
 	fprintf(f, "Trace `%s`: %d layers, %d experts, top-k %d, %d cop%s of the experts; started %s.\n", t->name,
 		t->n_layers, t->n_experts, t->top_k, t->n_copies, t->n_copies == 1 ? "y" : "ies", when);
 	const char *ver = json_string_value(json_object_get(t->meta, "coli_version"));
-	if (json_array_size(argv)) {
-		fprintf(f, "Command: `");
-		json_array_foreach(argv, i, v) fprintf(f, "%s%s", i ? " " : "", json_string_value(v) ? json_string_value(v) : "?");
-		fprintf(f, "`%s", ver ? "; " : ".\n");
+	if (json_array_size(argv)) { /* as a shell would take it back; `` when a word holds a backtick */
+		int tick = 0;
+		json_array_foreach(argv, i, v) tick |= json_string_value(v) && strchr(json_string_value(v), '`');
+		fprintf(f, "Command: %s", tick ? "`` " : "`");
+		json_array_foreach(argv, i, v) {
+			fputs(i ? " " : "", f);
+			prof_shell_word(f, json_string_value(v) ? json_string_value(v) : "?");
+		}
+		fprintf(f, "%s%s", tick ? " ``" : "`", ver ? "; " : ".\n");
 	}
 	if (ver)
 		fprintf(f, "version: %s.\n", ver);
@@ -40,7 +45,7 @@ static double clean(double x) { return fabs(x) < 5e-10 ? 0 : x; }
 
 static void pct(FILE *f, double x, double of) { fprintf(f, " %.1f%% |", of > 0 ? clean(100 * x / of) : 0); }
 
-static void attribution(FILE *f, const prof_attrib *a)
+static void attribution(FILE *f, const prof_attrib *a, int version)
 {
 	const prof_phase *pf = &a->ph[0], *dc = &a->ph[1];
 	double per = dc->positions > 0 ? 1e3 / dc->positions : 0;
@@ -63,6 +68,9 @@ static void attribution(FILE *f, const prof_attrib *a)
 		100 * prof_hit_rate(pf->out), dc->calls, dc->positions, dc->wall > 0 ? dc->positions / dc->wall : 0,
 		100 * prof_hit_rate(dc->out), dc->positions > 0 ? dc->read_bytes / 1048576 / dc->positions : 0,
 		100 * a->span_error);
+	if (version == 1)
+		fprintf(f, "A version 1 trace: the time between forward calls (sampling, printing) is in no record, so the "
+			"wall is the calls' only and tokens/s is above the run's own (coli-run `--json`).\n\n");
 }
 
 static void disks(FILE *f, const prof_attrib *a, int has_probe)
@@ -89,7 +97,7 @@ static void predicted(FILE *f, const prof_attrib *a, const coli_plan *p)
 	if (!p || d->positions <= 0)
 		return;
 	double per = 1e3 / d->positions;
-	double rest = d->part[PART_ROUTER] + d->part[PART_OTHER] + d->part[PART_UNTRACED];
+	double rest = d->part[PART_ROUTER] + d->part[PART_OTHER] + d->part[PART_BETWEEN] + d->part[PART_UNTRACED];
 	fprintf(f, "## Predicted against measured\n\n| decode | tokens/s | disk ms/token | expert products ms | attention "
 		"ms | other ms |\n|---|---:|---:|---:|---:|---:|\n");
 	fprintf(f, "| plan, warm | %.2f | %.4f | %.4f | %.4f | %.4f |\n", p->warm.tok_s, 1e3 * p->warm.disk_s,
@@ -97,7 +105,8 @@ static void predicted(FILE *f, const prof_attrib *a, const coli_plan *p)
 	fprintf(f, "| plan, cold | %.2f | %.4f | %.4f | %.4f | %.4f |\n", p->cold.tok_s, 1e3 * p->cold.disk_s,
 		1e3 * p->cold.experts_s, 1e3 * p->cold.attention_s, 1e3 * p->cold.other_s);
 	fprintf(f, "| measured | %.2f | %.4f | %.4f | %.4f | %.4f |\n\n", d->positions / d->wall,
-		per * d->part[PART_IO_WAIT], per * d->part[PART_EXPERTS], per * d->part[PART_ATTENTION], per * rest);
+		per * d->part[PART_IO_WAIT], per * d->part[PART_EXPERTS], per * (d->part[PART_ATTENTION] + d->part[PART_LINEAR]),
+		per * rest);
 	fprintf(f, "Measured against the warm prediction: %.2fx; hit rate %.1f%% against the plan's %.1f%%.\n\n",
 		d->positions / d->wall / (p->warm.tok_s > 0 ? p->warm.tok_s : 1), 100 * prof_hit_rate(d->out),
 		100 * p->hit_rate);
@@ -144,9 +153,8 @@ static void plot_list(FILE *f, const int *plots, const char *no_plot)
 
 static char *summary_to(FILE *f, char *buf, const prof_inputs *in, const prof_attrib *a)
 {
-	attribution(f, a);
+	attribution(f, a, in->trace.version);
 	fprintf(f, "## Verdict\n\n%s\n\n", a->v.text);
-	(void)in;
 	return buf;
 }
 

@@ -2,6 +2,7 @@
  * dropped (spawn.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,34 @@
 #include "spawn.h"
 
 extern char **environ;
+
+static volatile sig_atomic_t child_pid; /* the child being waited for; 0: none */
+static volatile sig_atomic_t caught;    /* the signal that ends the datapoint; 0: none */
+
+/* Records the first signal and passes it on to the child; a second one kills the child. */
+static void on_signal(int sig)
+{
+	int again = caught != 0, saved = errno;
+	if (!again)
+		caught = sig;
+	if (child_pid > 0)
+		kill((pid_t)child_pid, again ? SIGKILL : sig);
+	errno = saved;
+}
+
+int prof_spawn_catch_signals(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal; /* no SA_RESTART: waitpid returns EINTR, and is called again */
+	sigemptyset(&sa.sa_mask);
+	return sigaction(SIGINT, &sa, NULL) == 0 && sigaction(SIGTERM, &sa, NULL) == 0 ? 0 : -1;
+}
+
+int prof_spawn_signal(void)
+{
+	return caught;
+}
 
 int prof_spawn(char *const *argv, const char *out_path, const char *err_path, coli_err *e)
 {
@@ -24,13 +53,19 @@ int prof_spawn(char *const *argv, const char *out_path, const char *err_path, co
 		posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	if (err_path)
 		posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	int rc = caught ? ECANCELED : posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	if (rc != 0)
 		return coli_errf(e, COLI_EIO, "%s: cannot run: %s", argv[0], strerror(rc));
+	child_pid = pid;
+	if (caught) /* came before the child was known */
+		kill(pid, caught);
 	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
+		if (errno != EINTR) {
+			child_pid = 0;
 			return coli_errf(e, COLI_EIO, "%s: wait failed: %s", argv[0], strerror(errno));
+		}
+	child_pid = 0;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 

@@ -12,6 +12,14 @@
  * when killed), or -1 with e when it cannot start. */
 int prof_spawn(char *const *argv, const char *out_path, const char *err_path, coli_err *e);
 
+/* Signals that end a datapoint (SIGINT, SIGTERM): from now on each is recorded and passed on to
+ * the child prof_spawn is waiting for (a second one kills it: SIGKILL); the child prof_spawn
+ * starts after one came is stopped at once. -1 when the handlers cannot be installed. */
+int prof_spawn_catch_signals(void);
+
+/* The signal caught (SIGINT, SIGTERM), 0 when none: async-signal-safe. */
+int prof_spawn_signal(void);
+
 /* The program name beside this executable (bin/coli-run next to bin/coli-profile) into path,
  * else name itself (left to PATH). */
 void prof_sibling(const char *name, char *path, size_t n);

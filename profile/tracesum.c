@@ -56,7 +56,7 @@ static int add_expert(prof_trace *t, prof_call *c, const coli_trace_rec *r, coli
 	t->lhit[at] += r->sub == COLI_X_PIN || r->sub == COLI_X_HIT;
 	if (grow(&t->routes, &t->cap_routes, t->n_routes + 1, sizeof(*t->routes), e) < 0)
 		return -1;
-	t->routes[t->n_routes++] = (prof_route){t->n_calls, r->layer, r->expert};
+	t->routes[t->n_routes++] = (prof_route){t->n_calls, r->layer, r->expert, r->sub};
 	return 0;
 }
 
@@ -74,6 +74,10 @@ static int add(prof_trace *t, size_t i, const coli_trace_rec *r, coli_err *e)
 		return r->token > t->n_calls ? order_err(t, i, r, "a read of a call not begun", e) : add_read(t, r, e);
 	if (r->token != t->n_calls)
 		return order_err(t, i, r, "out of order", e);
+	if (r->kind == COLI_TR_WALL) {
+		t->n_walls[r->sub]++, t->wall_tokens[r->sub] += r->n;
+		return 0;
+	}
 	if (open_call(t, e) < 0)
 		return -1;
 	prof_call *c = &t->calls[t->n_calls];
@@ -89,6 +93,7 @@ static int add(prof_trace *t, size_t i, const coli_trace_rec *r, coli_err *e)
 static int copy_info(prof_trace *t, const coli_trace_info *in, const char *name, coli_err *e)
 {
 	t->name = strdup(name);
+	t->version = in->version;
 	t->n_layers = in->n_layers, t->n_experts = in->n_experts, t->top_k = in->top_k, t->n_copies = in->n_copies;
 	t->start_unix_ns = in->start_unix_ns;
 	memcpy(t->identity, in->identity, sizeof(t->identity));

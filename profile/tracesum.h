@@ -4,7 +4,8 @@
  *
  * The reader (formats/trace.h) checks each record alone; this adds the order rules a report
  * depends on (formats/trace.md, "Time and order"): TOKEN records numbered 0, 1, 2, ..., a call's
- * SPAN and EXPERT records before its TOKEN, no READ of a call not yet begun. */
+ * SPAN and EXPERT records before its TOKEN, no READ of a call not yet begun, a WALL after the
+ * TOKEN of its last call. */
 #ifndef COLI_PROFILE_TRACESUM_H
 #define COLI_PROFILE_TRACESUM_H
 
@@ -30,10 +31,12 @@ typedef struct prof_read {
 /* A routed expert as the store got it (an EXPERT record other than PREDICT_WASTED). */
 typedef struct prof_route {
 	int32_t call, layer, expert;
+	int32_t outcome;              /* COLI_X_*: PIN for a pinned expert */
 } prof_route;
 
 typedef struct prof_trace {
 	char *name;                   /* the file or archive member, for messages */
+	int version;                  /* the file's: 1 has no BETWEEN span and no caller's wall */
 	int n_layers, n_experts, top_k, n_copies;
 	uint64_t start_unix_ns;
 	uint8_t identity[32];         /* the container's identity hash */
@@ -42,6 +45,8 @@ typedef struct prof_trace {
 	json_t *meta;                 /* the metadata object (never NULL once read) */
 	prof_call *calls;             /* [n_calls] */
 	int n_calls;
+	int n_walls[2];               /* WALL records (version 2) of each phase */
+	uint64_t wall_tokens[2];      /* the tokens their caller counted in them */
 	uint32_t *lhit, *lget;        /* [n_calls][n_layers]: pin + hit, and gets (every outcome but
 				       * PREDICT_WASTED) of each layer */
 	prof_read *reads;

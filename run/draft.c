@@ -17,7 +17,7 @@
 #define AUTO_PLAIN 2    /* auto: plain steps before the first round (their cost) */
 #define AUTO_FIRST 1    /* auto: the k of the first round (a failed one costs the least) */
 
-int draft_open(drafter *d, const run_opts *o, coli_engine *m, const coli_kv *kv, const int32_t *oracle, int n_oracle,
+int draft_open(drafter *d, const run_opts *o, coli_engine *m, coli_kv *kv, const int32_t *oracle, int n_oracle,
 	       coli_err *e)
 {
 	int V = m->cfg->vocab_size;
@@ -35,7 +35,7 @@ int draft_open(drafter *d, const run_opts *o, coli_engine *m, const coli_kv *kv,
 		d->want = 0;
 		return 0;
 	}
-	if (!oracle && coli_mtp_init(&d->mtp, m, kv->cap, kv->n, e) < 0)
+	if ((!oracle && coli_mtp_init(&d->mtp, m, kv->cap, kv->n, e) < 0) || coli_kv_keep(kv, m, e) < 0)
 		return -1;
 	d->have_mtp = !oracle;
 	d->q = coli_malloc((size_t)COLI_DRAFT_MAX * V * sizeof(float), e);
@@ -246,7 +246,8 @@ static int round_k(drafter *d, coli_engine *m, coli_kv *kv, sampler *smp, int32_
 	double t2 = coli_now();
 	d->st.verify_bytes += bytes_read(m) - b0;
 	int n = *n_out = accept(d, smp, k, out, rows);
-	kv->n = n0 + n;
+	if (coli_kv_rollback(m, kv, n0 + n, e) < 0) /* fixed-size state: restored and replayed */
+		return -1;
 	if (d->have_mtp)
 		coli_mtp_truncate(&d->mtp, kv->n);
 	d->st.rounds++, d->st.drafted += k, d->st.accepted += n - 1;
@@ -270,10 +271,12 @@ int draft_step(drafter *d, coli_engine *m, coli_kv *kv, sampler *smp, int32_t t,
 	return rc;
 }
 
-void draft_stop(drafter *d, coli_kv *kv, int n)
+int draft_stop(drafter *d, coli_engine *m, coli_kv *kv, int n, coli_err *e)
 {
 	d->st.tokens -= kv->n - n;
-	kv->n = n;
+	if (coli_kv_rollback(m, kv, n, e) < 0)
+		return -1;
 	if (d->have_mtp)
 		coli_mtp_truncate(&d->mtp, n);
+	return 0;
 }

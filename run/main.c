@@ -20,14 +20,6 @@ static const coli_choice io_modes[] = {
 	{NULL, 0},
 };
 
-/* --greedy: temperature 0. */
-static int greedy(const coli_option *opt, const char *arg, coli_err *e)
-{
-	(void)arg, (void)e;
-	*(float *)opt->value = 0;
-	return 0;
-}
-
 static const run_opts defaults = {.n_gen = 128, .top_p = 1.0f, .pins = -1, .prefetch = -1, .draft_oracle_rate = 1,
 				  .cache_policy = STORE_CACHE_LFU};
 static run_opts o;
@@ -84,8 +76,7 @@ static const coli_option options[] = {
 	COLI_OPT_FLAG(0, "chat", &o.chat,
 		      "interactive: each line of stdin is a user turn in the family's chat format"),
 	COLI_OPT_INT('n', NULL, &o.n_gen, "N", 0, 1 << 24, "tokens to generate (default 128)"),
-	COLI_OPT_CALLBACK(0, "greedy", &o.temperature, NULL, greedy,
-			  "always the most likely token (the default; same as --temp 0)"),
+	COLI_OPT_FLAG(0, "greedy", &o.greedy, "always the most likely token (the default; same as --temp 0)"),
 	COLI_OPT_FLOAT(0, "temp", &o.temperature, "T", 0, 100, "sample at temperature T > 0"),
 	COLI_OPT_INT(0, "top-k", &o.top_k, "K", 0, 1 << 30,
 		     "sample among the K most likely tokens (0: all)"),
@@ -218,6 +209,9 @@ static int check(int n, char **argv, coli_err *e)
 	if (o.io == STORE_IO_MMAP && (o.stream || o.prefetch >= 1 || o.no_crc))
 		return coli_errf(e, COLI_EUSAGE, "--io mmap has no streaming store: it excludes --stream, "
 				 "--cache-slots, --pins, --ram, --mirror, --prefetch on or auto and --crc off");
+	if (o.greedy && o.temperature > 0)
+		return coli_errf(e, COLI_EUSAGE, "--greedy and --temp %g exclude each other (--greedy is --temp 0)",
+				 o.temperature);
 	if (o.draft_oracle && o.draft == 0)
 		return coli_errf(e, COLI_EUSAGE, "--draft-oracle needs --draft K or auto");
 	if (o.draft_oracle && o.temperature > 0)
@@ -252,9 +246,10 @@ int main(int argc, char **argv)
 	o.planned = o.plan ? &plan : NULL;
 	if (o.plan && check(0, argv, &e) < 0)
 		return usage(e.msg);
-	int rc = run_main(&o, &e) < 0 ? coli_err_exit_status(&e) : 0;
+	int rc = run_main(&o, &e); /* 0, 128 + a signal that ended it (said), or -1 */
+	rc = rc < 0 ? coli_err_exit_status(&e) : rc;
 	fflush(stdout); /* what was printed before the error */
-	if (rc)
+	if (rc == 1 || rc == 2)
 		fprintf(stderr, "coli-run: %s\n", e.msg);
 	free(line), free(o.cache_list), free(o.pins_list);
 	coli_plan_release(&plan);

@@ -1,8 +1,10 @@
 /* plan.c: coli-run --plan FILE: a plan.json's knobs applied as coli-run options, after checking
  * that the plan was made for this container and this machine. */
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "container.h"
 #include "probe.h"
@@ -91,6 +93,37 @@ static int apply_knob(const coli_option *options, const char *path, const coli_p
 	return 0;
 }
 
+/* Whether the plan sets knob name. */
+static int has_knob(const coli_plan *p, const char *name)
+{
+	for (int i = 0; i < p->n_knobs; i++)
+		if (strcmp(p->knobs[i].name, name) == 0)
+			return 1;
+	return 0;
+}
+
+/* What the plan's knobs need beyond their ranges: per-layer lists as long as the container's
+ * MoE layers, and the usage file its pins were chosen from (a missing one would pin nothing and
+ * start a new table: not the plan's run). */
+static int check_knobs(const run_opts *o, const coli_plan *p, coli_err *e)
+{
+	coli_container *ct = NULL;
+	int lists[2] = {has_knob(p, "cache-slots") && o->cache_list, has_knob(p, "pins") && o->pins_list}, rc = 0;
+	if ((lists[0] || lists[1]) && coli_container_open(&ct, o->model, e) < 0)
+		return -1;
+	for (int k = 0; k < 2 && rc == 0; k++) {
+		int len = k ? o->n_pins_list : o->n_cache_list;
+		if (lists[k] && len != ct->layout.n_elayers)
+			rc = coli_errf(e, COLI_EDATA, "%s: knobs.%s: %d counts, %s has %d MoE layers (MTP included)", o->plan,
+				       k ? "pins" : "cache-slots", len, o->model, ct->layout.n_elayers);
+	}
+	coli_container_close(ct);
+	if (rc == 0 && has_knob(p, "usage") && o->usage && access(o->usage, F_OK) < 0)
+		rc = coli_errf(e, COLI_EDATA, "%s: knobs.usage: %s: %s: the plan's pins and predictions come from it (give "
+			       "the plan's usage file back, or plan again)", o->plan, o->usage, strerror(errno));
+	return rc;
+}
+
 int run_plan_apply(run_opts *o, const run_opts *defaults, const coli_option *options, coli_plan *p, coli_err *e)
 {
 	run_opts cmd = *o;
@@ -116,5 +149,5 @@ int run_plan_apply(run_opts *o, const run_opts *defaults, const coli_option *opt
 		free(planned.cache_list);
 	if (planned.pins_list != o->pins_list)
 		free(planned.pins_list);
-	return rc;
+	return rc < 0 ? -1 : check_knobs(o, p, e);
 }

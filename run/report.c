@@ -12,6 +12,16 @@ static double ratio(double a, double b)
 	return b > 0 ? a / b : 0.0;
 }
 
+const char *run_plural(long long n, const char *one, const char *many)
+{
+	return n == 1 ? one : many;
+}
+
+static const char *tokens(int n)
+{
+	return run_plural(n, "token", "tokens");
+}
+
 #define MIB 1048576.0
 #define GIB 1073741824.0
 
@@ -41,32 +51,38 @@ static void text_prefetch_auto(const prefetch_auto *a)
 {
 	char last[96] = "no probe ended yet";
 	if (a->probes)
-		snprintf(last, sizeof(last), "%d probes (the last: %.4f s per token on, %.4f off), %d switches", a->probes,
-			 a->last_s[1], a->last_s[0], a->switches);
-	fprintf(stderr, "coli-run: prefetch auto: on for %d of %d decode tokens, %s\n", a->tokens[1],
-		a->tokens[0] + a->tokens[1], last);
+		snprintf(last, sizeof(last), "%d %s (the last: %.4f s per token on, %.4f off), %d %s", a->probes,
+			 run_plural(a->probes, "probe", "probes"), a->last_s[1], a->last_s[0], a->switches,
+			 run_plural(a->switches, "switch", "switches"));
+	fprintf(stderr, "coli-run: prefetch auto: on for %d of %d decode %s, %s\n", a->tokens[1],
+		a->tokens[0] + a->tokens[1], tokens(a->tokens[0] + a->tokens[1]), last);
 }
 
 static void text_stream(const run_report *p)
 {
 	const store_stats *st = &p->st;
 	stream_fig f = stream_figures(p);
-	char pred[96] = "", pins[96] = "", head[32] = "";
+	char pred[96] = "", pins[96] = "", head[48] = "";
 	if (p->prefetch)
 		snprintf(pred, sizeof(pred), ", prefetch recall %.1f%%, %.1f MiB wasted per token", f.recall, f.wasted_mib_tok);
 	if (st->pins > 0) {
 		snprintf(pins, sizeof(pins), " (pin %.1f%%, slot %.1f%%)", f.pin_hit, f.slot_hit);
-		snprintf(head, sizeof(head), "pins %d/layer, ", st->pins);
+		if (st->pins_min < st->pins) /* per-layer lists: the range, not the largest layer's */
+			snprintf(head, sizeof(head), "pins %d..%d/layer, ", st->pins_min, st->pins);
+		else
+			snprintf(head, sizeof(head), "pins %d/layer, ", st->pins);
 	}
-	fprintf(stderr, "coli-run: stream: %shit rate %.1f%%%s, %llu misses, %.1f MiB read per token, read %.2f GB/s%s\n",
-		head, f.hit, pins, (unsigned long long)st->misses, f.mib_tok, f.read_gbs, pred);
+	fprintf(stderr, "coli-run: stream: %shit rate %.1f%%%s, %llu %s, %.1f MiB read per token, read %.2f GB/s%s\n",
+		head, f.hit, pins, (unsigned long long)st->misses, run_plural((long long)st->misses, "miss", "misses"),
+		f.mib_tok, f.read_gbs, pred);
 	if (p->pauto)
 		text_prefetch_auto(p->pauto);
 	for (int i = 0; i < st->n_disks; i++) {
 		const store_disk *d = &st->disks[i];
 		char fail[48] = "";
 		if (p->all.disks[i].failures)
-			snprintf(fail, sizeof(fail), ", %llu failed reads in the run", (unsigned long long)p->all.disks[i].failures);
+			snprintf(fail, sizeof(fail), ", %llu failed %s in the run", (unsigned long long)p->all.disks[i].failures,
+				 run_plural((long long)p->all.disks[i].failures, "read", "reads"));
 		fprintf(stderr, "coli-run: disk %s (%s): %.1f MiB read, busy %.0f%%, %.0f MB/s while busy%s\n", d->dir, d->dev,
 			(double)d->bytes_read / MIB, 100.0 * ratio(d->busy_s, p->wall),
 			ratio((double)d->bytes_read / 1e6, d->busy_s), fail);
@@ -100,15 +116,11 @@ static void text_draft(const run_report *p)
 	if (p->draft_oracle)
 		snprintf(oracle, sizeof(oracle), ", drafts from the oracle %s at rate %.2f (not the model's)", p->draft_oracle,
 			 p->draft_oracle_rate);
-	fprintf(stderr, "coli-run: draft: %lld verifies, acceptance %.1f%% (%lld of %lld), %.2f tokens per forward, "
-		"%lld plain steps, %.1f MiB of experts read per verify (%+.1f MiB over a plain step)%s; %s\n",
-		(long long)st->rounds, 100 * f.acceptance, (long long)st->accepted, (long long)st->drafted, f.per_forward,
-		(long long)st->plain, f.verify_mib, f.extra_mib, oracle, p->draft->why);
-}
-
-static const char *tokens(int n)
-{
-	return n == 1 ? "token" : "tokens";
+	fprintf(stderr, "coli-run: draft: %lld %s, acceptance %.1f%% (%lld of %lld), %.2f tokens per forward, "
+		"%lld plain %s, %.1f MiB of experts read per verify (%+.1f MiB over a plain step)%s; %s\n",
+		(long long)st->rounds, run_plural(st->rounds, "verify", "verifies"), 100 * f.acceptance,
+		(long long)st->accepted, (long long)st->drafted, f.per_forward, (long long)st->plain,
+		run_plural(st->plain, "step", "steps"), f.verify_mib, f.extra_mib, oracle, p->draft->why);
 }
 
 /* The closing line; its decode part only when tokens were decoded (not after --teacher-force
@@ -135,9 +147,12 @@ void report_text(const run_report *p)
 			100 * p->plan->hit_rate, tps, p->streaming ? stream_figures(p).hit : 100.0);
 	if (p->ram) {
 		const coli_budget *b = p->ram;
+		char per[32]; /* per-layer lists: the range, not the largest layer's */
+		snprintf(per, sizeof(per), b->slots_min < b->slots ? "%d..%d" : "%d", b->slots_min < b->slots ? b->slots_min
+			 : b->slots, b->slots);
 		fprintf(stderr, "coli-run: ram budget %.2f GiB: dense %.2f, KV %.2f, buffers %.2f, pins %.2f, slots %.2f "
-			"(%d/layer)\n", p->ram_gib, b->dense / GIB, b->kv / GIB, b->buffers / GIB, b->pin_bytes / GIB,
-			b->slot_bytes / GIB, b->slots);
+			"(%s/layer)\n", p->ram_gib, b->dense / GIB, b->kv / GIB, b->buffers / GIB, b->pin_bytes / GIB,
+			b->slot_bytes / GIB, per);
 	}
 }
 

@@ -3,6 +3,9 @@
 #include "run.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +52,12 @@ typedef struct runner {
 	int pa_on;
 	int32_t *oracle;            /* --draft-oracle: the ids read */
 	int n_oracle;
+	run_lock session_lock, usage_lock; /* --session, --usage: held for the run */
+	int sig;                    /* the signal that ends the run (SIGINT, SIGTERM); 0: none */
+	int made;                   /* tokens the last generation made */
+	int turns;                  /* --chat: turns answered */
+	int at_prompt;              /* --chat: the signal came at the prompt */
+	int space_checked;          /* outputs_space ran (before the first turn) */
 } runner;
 
 
@@ -131,12 +140,26 @@ static int feed(runner *r, float *last, coli_err *e)
 	if (todo <= 0)
 		return coli_errf(e, COLI_EUSAGE, "nothing to run: give a prompt (--prompt, --prompt-ids)");
 	double t = coli_now();
-	r->tr.t.phase = COLI_PHASE_PREFILL;
+	coli_tracer_wall_begin(&r->tr.t, COLI_PHASE_PREFILL, t); /* the trace's wall is prefill_s */
 	int rc = draft_feed(&r->dr, &r->m, &r->kv, r->s.tokens + r->kv.n, todo, last, e);
-	r->prefill_s += coli_now() - t;
+	double end = coli_now();
+	coli_tracer_wall_end(&r->tr.t, end, (uint64_t)todo);
+	r->prefill_s += end - t;
 	r->prefilled += todo;
 	r->s.pending = 0;
 	return rc;
+}
+
+/* An output's write failed (at the end of the run: a disk filled meanwhile, say): the message
+ * starts with the option and the path the user gave. */
+static int not_written(int rc, const char *opt, const char *path, coli_err *e)
+{
+	char p[4200];
+	if (rc == 0)
+		return 0;
+	snprintf(p, sizeof(p), "%s %s: not written (an earlier file there is left as it was)", opt, path);
+	coli_err_prefix(e, p);
+	return -1;
 }
 
 static int emit(runner *r, coli_detok *d, int32_t id, coli_err *e)
@@ -184,7 +207,8 @@ static int generate(runner *r, float *logits, coli_err *e)
 	double t = coli_now();
 	store_get_stats(r->m.store, &r->st0);
 	r->gen0 = r->s.n_tokens;
-	r->tr.t.phase = COLI_PHASE_DECODE;
+	int dec0 = r->decoded;
+	coli_tracer_wall_begin(&r->tr.t, COLI_PHASE_DECODE, t); /* the trace's wall: decode_s, its tokens */
 	if (rc == 0 && out && r->o->n_gen > 0)
 		made[0] = sampler_pick(&r->smp, logits);
 	while (rc == 0 && out && k < r->o->n_gen) {
@@ -193,9 +217,11 @@ static int generate(runner *r, float *logits, coli_err *e)
 			j++;
 		if (stop < 0)
 			rc = -1;
-		if (stop > 0 && j + 1 < nm)
-			draft_stop(&r->dr, &r->kv, r->kv.n - (nm - j - 1));
+		if (stop > 0 && j + 1 < nm && draft_stop(&r->dr, &r->m, &r->kv, r->kv.n - (nm - j - 1), e) < 0)
+			rc = -1;
 		if (stop)
+			break;
+		if (run_signal_pending()) /* between tokens: the one chosen stays pending */
 			break;
 		int n0 = r->kv.n;
 		double t0 = coli_now();
@@ -216,9 +242,13 @@ static int generate(runner *r, float *logits, coli_err *e)
 		if (!r->o->chat)
 			putchar('\n');
 	}
-	r->decode_s += coli_now() - t;
+	double end = coli_now();
+	coli_tracer_wall_end(&r->tr.t, end, (uint64_t)(r->decoded - dec0));
+	r->decode_s += end - t;
+	r->made = k;
 	if (rc == 0 && steps)
-		rc = coli_write_atomic(r->o->dump_logits, steps, (size_t)k * V * sizeof(float), e);
+		rc = not_written(coli_write_atomic(r->o->dump_logits, steps, (size_t)k * V * sizeof(float), e), "--dump-logits",
+				 r->o->dump_logits, e);
 	coli_detok_free(d);
 	free(steps);
 	free(out);
@@ -238,9 +268,11 @@ static int teacher_force(runner *r, coli_err *e)
 	r->prefill_s += coli_now() - t;
 	r->prefilled += n;
 	if (rc == 0 && r->o->dump_logits)
-		rc = coli_write_atomic(r->o->dump_logits, logits, (size_t)n * V * sizeof(float), e);
+		rc = not_written(coli_write_atomic(r->o->dump_logits, logits, (size_t)n * V * sizeof(float), e),
+				 "--dump-logits", r->o->dump_logits, e);
 	if (rc == 0 && r->o->dump_routing)
-		rc = coli_write_atomic(r->o->dump_routing, rl.ids, (size_t)L * n * k * sizeof(int32_t), e);
+		rc = not_written(coli_write_atomic(r->o->dump_routing, rl.ids, (size_t)L * n * k * sizeof(int32_t), e),
+				 "--dump-routing", r->o->dump_routing, e);
 	free(logits);
 	free(rl.ids);
 	return rc;
@@ -292,6 +324,24 @@ static void warn_positions(runner *r)
 		r->o->n_gen, max);
 }
 
+/* Before the first turn runs: what the outputs will hold where it is known (the session of a run
+ * that is not a chat, the usage table, the dumps), against the free space of their file systems. */
+static int space_check(runner *r, coli_err *e)
+{
+	const run_opts *o = r->o;
+	const coli_model *c = r->m.cfg;
+	int n = r->s.n_tokens - r->kv.n, gen = o->teacher_force ? 0 : o->n_gen;
+	output_sizes z = {0};
+	r->space_checked = 1;
+	if (!o->chat)
+		z.session = 4096.0 + (double)(r->s.n_tokens + gen) * (4.0 + (double)coli_kv_token_bytes(c)) +
+			    (double)coli_model_state_fixed_bytes(c);
+	z.usage = 4096.0 + 8.0 * (c->n_layers + c->n_mtp_layers) * (double)c->n_experts;
+	z.logits = 4.0 * c->vocab_size * (double)(o->teacher_force ? n : gen);
+	z.routing = 4.0 * coli_engine_moe_layers(&r->m) * (double)n * c->top_k;
+	return outputs_space(o, &z, e);
+}
+
 /* One prompt: feed it (with a pending token of a resumed session), then generate. */
 static int turn(runner *r, const char *text, int first, float *logits, coli_err *e)
 {
@@ -307,6 +357,8 @@ static int turn(runner *r, const char *text, int first, float *logits, coli_err 
 		rc = route_covers(r, e);
 	if (rc == 0)
 		warn_positions(r);
+	if (rc == 0 && !r->space_checked)
+		rc = space_check(r, e);
 	if (rc == 0)
 		rc = r->o->teacher_force ? teacher_force(r, e) : feed(r, logits, e);
 	if (rc == 0 && !r->o->teacher_force)
@@ -328,28 +380,117 @@ static int valid_line(runner *r, const char *line, int n)
 	return 0;
 }
 
-/* --chat: one user line after another on stdin, each answered in the family's chat format. */
+/* stdin read line by line on its file descriptor, so that the prompt can wait on it and on the
+ * signal pipe at once (a signal wakes the prompt whichever thread it lands on). */
+typedef struct line_reader {
+	char *buf;
+	size_t start, len, cap;     /* the unread bytes: buf[start .. len) */
+	int eof;
+} line_reader;
+
+/* Reads more of stdin into lr, or waits for a signal: 1 on a signal (taken into *sig), 0, or -1
+ * with e filled. */
+static int fill_line(line_reader *lr, int *sig, coli_err *e)
+{
+	if (lr->start) {
+		memmove(lr->buf, lr->buf + lr->start, lr->len - lr->start);
+		lr->len -= lr->start, lr->start = 0;
+	}
+	if (lr->len + 4096 + 1 > lr->cap) {
+		size_t cap = lr->cap * 2 + 8192;
+		char *b = realloc(lr->buf, cap);
+		if (!b)
+			return coli_errf(e, COLI_ENOMEM, "out of memory for a chat line of %zu bytes", cap);
+		lr->buf = b, lr->cap = cap;
+	}
+	struct pollfd p[2] = {{0, POLLIN, 0}, {run_signal_fd(), POLLIN, 0}};
+	if (poll(p, 2, -1) < 0)
+		return errno == EINTR ? 0 : coli_errf(e, COLI_EIO, "stdin: poll: %s", strerror(errno));
+	if (p[1].revents && (*sig = run_signal_take()))
+		return 1;
+	if (p[0].revents & POLLNVAL) /* stdin closed */
+		lr->eof = 1;
+	if (!p[0].revents || lr->eof)
+		return 0;
+	ssize_t n = read(0, lr->buf + lr->len, lr->cap - lr->len - 1);
+	if (n < 0 && errno != EINTR && errno != EAGAIN)
+		return coli_errf(e, COLI_EIO, "stdin: %s", strerror(errno));
+	if (n == 0)
+		lr->eof = 1;
+	lr->len += n > 0 ? (size_t)n : 0;
+	return 0;
+}
+
+/* The next line of stdin, its newline removed, into *line (valid until the next call): 1; 0 at
+ * the end of stdin; 2 when a signal came first (taken into *sig); -1 with e filled. */
+static int read_line(line_reader *lr, char **line, int *sig, coli_err *e)
+{
+	for (;;) {
+		if ((*sig = run_signal_take()))
+			return 2;
+		char *nl = lr->len > lr->start ? memchr(lr->buf + lr->start, '\n', lr->len - lr->start) : NULL;
+		if (nl || (lr->eof && lr->len > lr->start)) { /* the last line may lack its newline */
+			size_t end = nl ? (size_t)(nl - lr->buf) : lr->len;
+			lr->buf[end] = 0;
+			*line = lr->buf + lr->start;
+			lr->start = nl ? end + 1 : end;
+			return 1;
+		}
+		if (lr->eof)
+			return 0;
+		int rc = fill_line(lr, sig, e);
+		if (rc != 0)
+			return rc < 0 ? -1 : 2;
+	}
+}
+
+/* After an answer: a signal that came during it stopped it. SIGTERM ends the chat; SIGINT only
+ * the answer (a second one at the prompt ends the chat). 1 when the chat ends. */
+static int answer_stopped(runner *r)
+{
+	int sig = run_signal_take();
+	if (!sig)
+		return 0;
+	if (sig != SIGINT) {
+		r->sig = sig;
+		return 1;
+	}
+	fflush(stdout);
+	fprintf(stderr, "coli-run: answer stopped (SIGINT) after %d %s; another Ctrl-C at the prompt ends the chat\n",
+		r->made, run_plural(r->made, "token", "tokens"));
+	return 0;
+}
+
+/* --chat: one user line after another on stdin, each answered in the family's chat format. At
+ * the prompt, a signal ends the chat (the caller saves it); during an answer, see answer_stopped. */
 static int chat(runner *r, float *logits, coli_err *e)
 {
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t len;
-	int rc = 0, first = r->s.n_tokens == 0;
+	line_reader lr = {NULL, 0, 0, 0, 0};
+	char *line;
+	int rc = 0, first = r->s.n_tokens == 0, tty = isatty(0), got, sig;
 	while (rc == 0) {
-		if (isatty(0))
+		fflush(stdout); /* the last answer whole before waiting for the next line */
+		if (tty)
 			fputs("> ", stderr);
-		if ((len = getline(&line, &cap, stdin)) < 0)
+		if ((got = read_line(&lr, &line, &sig, e)) != 1) {
+			if (tty && got >= 0) /* Ctrl-D or ^C: what follows starts a line of its own */
+				fputc('\n', stderr);
+			if (got == 2)
+				r->sig = sig, r->at_prompt = 1;
+			rc = got < 0 ? -1 : 0;
 			break;
-		if (len > 0 && line[len - 1] == '\n')
-			line[len - 1] = 0;
+		}
 		r->lines++;
 		if (!*line || !valid_line(r, line, r->lines))
 			continue;
 		rc = turn(r, line, first, logits, e);
 		first = 0;
+		r->turns++;
 		putchar('\n');
+		if (rc == 0 && answer_stopped(r))
+			break;
 	}
-	free(line);
+	free(lr.buf);
 	return rc;
 }
 
@@ -508,6 +649,37 @@ static int store_lists(runner *r, const coli_container *ct, coli_engine_opts *mo
 	return 0;
 }
 
+/* --pins N (or a list) pins fewer experts in some layer than asked: a layer pins at most its
+ * experts, and never an expert the usage table has not seen routed. Said once, with the figures
+ * (not with -q). */
+static void pins_note(const runner *r, const coli_container *ct, const coli_budget *b)
+{
+	const run_opts *o = r->o;
+	int n = ct->layout.n_elayers, E = r->usage.n_experts, lo = INT_MAX, hi = 0, fewer = 0;
+	if (o->quiet || (o->pins < 0 && !o->pins_list) || !r->usage.counts)
+		return;
+	for (int i = 0; i < n; i++) {
+		const coli_lexperts *x = &ct->layout.elayers[i];
+		int asked = r->lists ? r->lists[n + i] : o->pins, store = r->lists ? asked : b->pins, seen = 0;
+		for (int k = 0; k < x->n_experts && k < E; k++)
+			seen += r->usage.counts[(size_t)x->layer * E + k] > 0;
+		int got = store < seen ? store : seen;
+		fewer |= got < asked;
+		lo = got < lo ? got : lo, hi = got > hi ? got : hi;
+	}
+	if (!fewer)
+		return;
+	char asked[32] = "", got[32];
+	if (!r->lists)
+		snprintf(asked, sizeof(asked), " %d", o->pins);
+	if (lo == hi)
+		snprintf(got, sizeof(got), "%d", lo);
+	else
+		snprintf(got, sizeof(got), "%d to %d", lo, hi);
+	fprintf(stderr, "coli-run: note: --pins%s: %s experts pinned per layer, fewer than asked in some layers (a layer "
+		"pins at most its experts, and only those %s has seen routed)\n", asked, got, o->usage);
+}
+
 /* The expert cache per MoE layer (streaming): policy.h's split (coli_budget_split) of --ram,
  * --cache-slots and --pins over this container and this run's KV cache. Sets mo's slots and
  * pins, and the figures of the --ram report. */
@@ -540,6 +712,8 @@ static int cache_plan(runner *r, coli_engine_opts *mo, coli_err *e)
 		r->plan = b;
 		rc = store_lists(r, ct, mo, e);
 	}
+	if (rc == 0)
+		pins_note(r, ct, &b);
 	coli_container_close(ct);
 	return rc;
 }
@@ -552,6 +726,26 @@ static void print_event(void *ctx, const coli_event *ev)
 	fprintf(stderr, "coli-run: %s\n", ev->msg);
 }
 
+/* COLI_ISA names a variant unknown, or one this CPU lacks: the variants it runs, as the kernels
+ * say (never a list written here). */
+static int isa_refused(const char *isa, coli_err *e)
+{
+	static const char *const names[] = {"scalar", "avx2", "avx512"};
+	char runs[64] = "";
+	int known = 0;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		known |= strcmp(isa, names[i]) == 0;
+		if (kernels_available(names[i])) {
+			size_t at = strlen(runs);
+			snprintf(runs + at, sizeof(runs) - at, "%s%s", at ? ", " : "", names[i]);
+		}
+	}
+	if (known)
+		return coli_errf(e, COLI_EUSAGE, "COLI_ISA=%s: this CPU lacks it; the variants it runs: %s", isa, runs);
+	return coli_errf(e, COLI_EUSAGE, "COLI_ISA=%s: not a kernel variant (scalar, avx2, avx512); this CPU runs %s", isa,
+			 runs);
+}
+
 /* The environment's hooks into the engine: COLI_ISA (the kernels), and for tests
  * COLI_TEST_CHUNK (bytes per streamed chunk) and COLI_TEST_NO_URING (io_uring refused). */
 static int test_hooks(coli_engine_opts *mo, coli_err *e)
@@ -559,7 +753,7 @@ static int test_hooks(coli_engine_opts *mo, coli_err *e)
 	const char *isa = getenv("COLI_ISA"), *chunk = getenv("COLI_TEST_CHUNK");
 	mo->isa = isa && *isa ? isa : NULL;
 	if (mo->isa && !kernels_available(isa))
-		return coli_errf(e, COLI_EUSAGE, "COLI_ISA=%s: not a kernel variant this CPU runs (scalar, avx2, avx512)", isa);
+		return isa_refused(isa, e);
 	mo->so.no_uring = getenv("COLI_TEST_NO_URING") != NULL;
 	if (!chunk)
 		return 0;
@@ -582,6 +776,9 @@ static int ids_or_text(runner *r, coli_err *e)
 	if (o->chat)
 		return coli_errf(e, COLI_EUSAGE, "--chat: %s has no tokenizer.json: chat needs the container's tokenizer.json "
 				 "(its turns are text)", r->m.ct->dir);
+	if (o->prompt)
+		return coli_errf(e, COLI_EUSAGE, "--prompt: %s has no tokenizer.json to encode the text with; give the prompt "
+				 "as ids (--prompt-ids)", r->m.ct->dir);
 	if (!o->print_ids && !o->quiet && !o->teacher_force && o->n_gen > 0)
 		fprintf(stderr, "coli-run: note: %s has no tokenizer.json: printing the generated ids (as --print-ids)\n",
 			r->m.ct->dir);
@@ -634,10 +831,26 @@ static int draft_setup(runner *r, coli_err *e)
 	return draft_open(&r->dr, o, &r->m, &r->kv, r->oracle, r->n_oracle, e);
 }
 
+/* The trace's temporary goes if a signal ends the loading. */
+static void trace_cleanup(const char *path)
+{
+	char tmp[4096];
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) < (int)sizeof(tmp))
+		run_signals_cleanup(tmp);
+}
+
+/* The outputs checked and locked, the usage read, the engine opened (its threads made), the
+ * tokenizer, sampler and session loaded. A signal meanwhile ends the process (signals.c). */
 static int setup(runner *r, coli_err *e)
 {
 	const run_opts *o = r->o;
 	int n = 0;
+	if (outputs_check(o, e) < 0)
+		return -1;
+	if (o->session && run_lock_take(&r->session_lock, "--session", o->session, e) < 0)
+		return -1;
+	if (o->usage && run_lock_take(&r->usage_lock, "--usage", o->usage, e) < 0)
+		return -1;
 	if (usage_open(r, e) < 0)
 		return -1;
 	coli_engine_opts mo = {.stream = o->stream, .mmap = o->io == STORE_IO_MMAP, .threads = o->threads};
@@ -657,6 +870,8 @@ static int setup(runner *r, coli_err *e)
 		return -1;
 	if (o->trace && run_trace_open(&r->tr, o->trace, &r->m, o, e) < 0)
 		return -1;
+	if (o->trace)
+		trace_cleanup(o->trace);
 	r->m.usage = r->counts;
 	if (store_set_predict(r->m.store, o->prefetch != 0) == 0 && (o->prefetch < 0 || o->prefetch == PREFETCH_AUTO))
 		r->pa_on = 1, prefetch_auto_init(&r->pa); /* set_predict: -1 (nothing to do) in RAM */
@@ -674,6 +889,61 @@ static int setup(runner *r, coli_err *e)
 	return draft_setup(r, e);
 }
 
+/* The end of a run that worked (a signal may have stopped it): the session and the usage
+ * written, the closing figures (none for a chat that ran nothing), skipped chat lines counted. */
+static int finish(runner *r, coli_err *e)
+{
+	const run_opts *o = r->o;
+	int rc = 0;
+	if (o->session)
+		rc = not_written(session_save(&r->s, &r->kv, &r->m, o->session, e), "--session", o->session, e);
+	if (rc == 0 && o->usage) {
+		coli_usage_fold(&r->usage, r->counts, COLI_USAGE_DECAY);
+		rc = not_written(coli_usage_write(o->usage, &r->usage, e), "--usage", o->usage, e);
+	}
+	if (rc == 0 && !r->sig)
+		r->sig = run_signal_take();
+	if (rc == 0 && o->chat && !r->prefilled && !o->json) { /* no figures of nothing */
+		fflush(stdout);
+		if (!r->sig && !o->quiet)
+			fprintf(stderr, "coli-run: no chat turn on stdin: nothing run\n");
+	} else if (rc == 0 && (!o->quiet || o->json)) {
+		rc = report(r, e);
+	}
+	if (rc == 0 && r->bad_lines && !r->sig)
+		rc = coli_errf(e, COLI_EDATA, "stdin: %d of %d chat %s skipped (invalid UTF-8)", r->bad_lines, r->lines,
+			       run_plural(r->lines, "line", "lines"));
+	return rc;
+}
+
+/* The one line a signal ends the run with: where it stopped, and what was kept. */
+static void say_kept(const runner *r)
+{
+	const run_opts *o = r->o;
+	char where[160], kept[1024] = "";
+	size_t at = 0;
+	if (o->chat)
+		snprintf(where, sizeof(where), "%s, after %d chat %s", r->at_prompt ? "at the prompt" : "during an answer",
+			 r->turns, run_plural(r->turns, "turn", "turns"));
+	else if (o->teacher_force)
+		snprintf(where, sizeof(where), "after the prompt's forward pass");
+	else
+		snprintf(where, sizeof(where), "after %d of %d generated %s", r->made, o->n_gen,
+			 run_plural(o->n_gen, "token", "tokens"));
+	if (o->session)
+		at += (size_t)snprintf(kept + at, sizeof(kept) - at, ", session %s saved (%d %s)", o->session, r->s.n_tokens,
+				       run_plural(r->s.n_tokens, "token", "tokens"));
+	const char *files[][2] = {{"usage", o->usage}, {"trace", o->trace}, {"logits", o->dump_logits},
+				  {"routing", o->dump_routing}};
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]) && at < sizeof(kept); i++)
+		if (files[i][1])
+			at += (size_t)snprintf(kept + at, sizeof(kept) - at, ", %s %s written", files[i][0], files[i][1]);
+	fflush(stdout);
+	fprintf(stderr, "coli-run: %s (%s) %s: %s\n", r->sig == SIGINT ? "interrupted" : "terminated",
+		r->sig == SIGINT ? "SIGINT" : r->sig == SIGTERM ? "SIGTERM" : "a signal", where,
+		at ? kept + 2 : "nothing saved (no --session)");
+}
+
 int run_main(const run_opts *o, coli_err *e)
 {
 	if (o->encode || o->decode)
@@ -681,22 +951,17 @@ int run_main(const run_opts *o, coli_err *e)
 	runner r;
 	memset(&r, 0, sizeof(r));
 	r.o = o;
-	int rc = setup(&r, e);
+	r.session_lock.fd = r.usage_lock.fd = -1;
+	int rc = run_signals_install(e) < 0 ? -1 : setup(&r, e);
+	if (rc == 0)
+		run_signals_running(); /* from here a signal stops the run between tokens; it is saved */
 	float *logits = rc == 0 ? coli_malloc((size_t)r.m.cfg->vocab_size * sizeof(float), e) : NULL;
 	if (rc == 0 && !logits)
 		rc = -1;
 	if (rc == 0)
 		rc = o->chat ? chat(&r, logits, e) : turn(&r, o->prompt, r.s.n_tokens == 0, logits, e);
-	if (rc == 0 && o->session)
-		rc = session_save(&r.s, &r.kv, &r.m, o->session, e);
-	if (rc == 0 && o->usage) {
-		coli_usage_fold(&r.usage, r.counts, COLI_USAGE_DECAY);
-		rc = coli_usage_write(o->usage, &r.usage, e);
-	}
-	if (rc == 0 && (!o->quiet || o->json))
-		rc = report(&r, e);
-	if (rc == 0 && r.bad_lines)
-		rc = coli_errf(e, COLI_EDATA, "stdin: %d of %d chat lines skipped (invalid UTF-8)", r.bad_lines, r.lines);
+	if (rc == 0)
+		rc = finish(&r, e);
 	free(logits);
 	free(r.counts), free(r.lists), free(r.list_record), free(r.layer_cache);
 	coli_usage_release(&r.usage);
@@ -711,5 +976,11 @@ int run_main(const run_opts *o, coli_err *e)
 	coli_route_close(r.route);
 	if (o->trace && run_trace_close(&r.tr, rc == 0, e) < 0)
 		rc = -1;
+	run_lock_release(&r.session_lock);
+	run_lock_release(&r.usage_lock);
+	if (rc == 0 && r.sig) {
+		say_kept(&r);
+		rc = 128 + r.sig;
+	}
 	return rc;
 }

@@ -29,6 +29,7 @@ typedef struct run_opts {
 	int threads;
 	int quiet;
 	float temperature;        /* 0: greedy */
+	int greedy;               /* --greedy given (refused with --temp above 0) */
 	int top_k;
 	float top_p;
 	uint64_t seed;
@@ -106,6 +107,47 @@ int session_push(session *s, const int32_t *ids, int n, coli_err *e);
 int session_load(session *s, coli_kv *kv, const coli_engine *m, const char *path, int extra, coli_err *e);
 int session_save(const session *s, const coli_kv *kv, const coli_engine *m, const char *path, coli_err *e);
 
+/* outputs.c: the files a run writes (--session, --usage, --dump-logits, --dump-routing, --trace),
+ * checked before any work and named as the user gave them: a folder or a device given as a file
+ * or two options naming one file (EUSAGE), a folder missing, not a folder or not writable (EIO:
+ * a temporary is created in it and removed). outputs_space: the sizes known before the run
+ * (bytes, 0: unknown), summed per file system, against its free space (EIO). */
+typedef struct run_output {
+	const char *opt, *path;
+} run_output;
+#define RUN_OUTPUTS 5
+
+typedef struct output_sizes {
+	double session, usage, logits, routing;
+} output_sizes;
+
+int outputs_check(const run_opts *o, coli_err *e);
+int outputs_space(const run_opts *o, const output_sizes *z, coli_err *e);
+
+/* The lock of --session FILE or --usage FILE for a run: FILE.lock beside it, created, locked
+ * (fcntl F_SETLK: the kernel releases it when the process ends, however it ends) and holding the
+ * pid; a lock another process holds is refused (EIO) naming its pid. Released by removing the
+ * lock file while still holding it (a run that locked a file removed meanwhile tries again). */
+typedef struct run_lock {
+	int fd;
+	char *path;
+} run_lock;
+
+int run_lock_take(run_lock *l, const char *opt, const char *file, coli_err *e);
+void run_lock_release(run_lock *l); /* accepts a zeroed lock with fd -1, or one never taken */
+
+/* signals.c: SIGINT and SIGTERM (docs/coli-run.md, Signals). Installed at start: while loading,
+ * a signal removes the paths given to run_signals_cleanup (the lock files) and exits 128 + the
+ * signal at once; after run_signals_running it only sets a flag (run_signal_pending) and makes
+ * run_signal_fd readable, for the generation loop (between tokens) and the chat prompt (poll);
+ * run_signal_take returns the signal (0: none) and clears both. */
+int run_signals_install(coli_err *e);
+void run_signals_cleanup(const char *path);
+void run_signals_running(void);
+int run_signal_pending(void);
+int run_signal_take(void);
+int run_signal_fd(void);
+
 /* draft.c: speculative decoding (--draft, --draft-oracle): the drafts (the MTP layer's, or the
  * oracle file's), the verify in one forward of the main model, acceptance (greedy: the longest
  * agreeing prefix; sampling: speculative sampling), the KV caches rolled back, and --draft
@@ -146,7 +188,7 @@ typedef struct drafter {
 /* Sets d up for o (and the engine m, its KV cache of kv->cap tokens holding kv->n). Without MTP
  * layers, --draft K is an error naming the container; auto then stays off. Allocates its
  * buffers here. */
-int draft_open(drafter *d, const run_opts *o, coli_engine *m, const coli_kv *kv, const int32_t *oracle, int n_oracle,
+int draft_open(drafter *d, const run_opts *o, coli_engine *m, coli_kv *kv, const int32_t *oracle, int n_oracle,
 	       coli_err *e);
 void draft_close(drafter *d);
 /* The forward of the prompt or a chat turn: n tokens (the MTP state takes their hidden states). */
@@ -163,7 +205,7 @@ int draft_step(drafter *d, coli_engine *m, coli_kv *kv, sampler *smp, int32_t t,
  * beyond the plain step (d->c_plain, c_step, c_tok). */
 int draft_best_k(const drafter *d, double *acc, double *gain);
 /* After the caller stops early at out[j]: the caches rolled back to hold t and out[0 .. j). */
-void draft_stop(drafter *d, coli_kv *kv, int n);
+int draft_stop(drafter *d, coli_engine *m, coli_kv *kv, int n, coli_err *e);
 
 /* prefetch.c: --prefetch auto (the default when streaming): next-layer prediction on or off as
  * measured decode steps say, not by a rule. A probe alternates the two modes PREFETCH_SLICE
@@ -225,6 +267,8 @@ typedef struct run_report {
 } run_report;
 
 void report_text(const run_report *p);
+/* one or many, as n says: "1 token", "2 tokens". */
+const char *run_plural(long long n, const char *one, const char *many);
 int report_json(const run_report *p, coli_err *e);
 
 /* trace.c: --trace FILE. prepare before the model opens (coli_engine_opts.tracer = &t), open once it

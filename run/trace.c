@@ -22,6 +22,29 @@ void run_trace_prepare(run_trace *rt)
 	coli_tracer_init(&rt->t, emit, rt);
 }
 
+static json_t *int_array(const int *v, int n)
+{
+	json_t *a = json_array();
+	for (int i = 0; i < n; i++)
+		json_array_append_new(a, json_integer(v[i]));
+	return a;
+}
+
+/* The expert cache as coli-profile replays it ("more cache"): the eviction policy, whether LFU
+ * started from a usage file, the pins, the per-layer lists. */
+static void store_meta(json_t *st, const run_opts *o, const coli_engine *m)
+{
+	store_stats ss;
+	json_object_set_new(st, "cache_policy", json_string(o->cache_policy == STORE_CACHE_LFU ? "lfu" : "lru"));
+	json_object_set_new(st, "usage", json_boolean(o->usage != NULL));
+	if (store_get_stats(m->store, &ss) == 0)
+		json_object_set_new(st, "pins_per_layer", json_integer(ss.pins));
+	if (o->n_cache_list)
+		json_object_set_new(st, "cache_slots_list", int_array(o->cache_list, o->n_cache_list));
+	if (o->n_pins_list)
+		json_object_set_new(st, "pins_list", int_array(o->pins_list, o->n_pins_list));
+}
+
 /* The run's command line and settings, for the trace's metadata (formats/trace.md). */
 static char *meta(const run_opts *o, const coli_engine *m)
 {
@@ -36,6 +59,8 @@ static char *meta(const run_opts *o, const coli_engine *m)
 			      coli_kernels_isa(m->kc), "threads", coli_kernels_threads(m->kc));
 	if (j && o->route_from)
 		json_object_set_new(j, "route_from", json_string(o->route_from));
+	if (j)
+		store_meta(json_object_get(j, "store"), o, m);
 	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
 	return s;

@@ -152,7 +152,7 @@ int fwd_layer(coli_engine *m, coli_kv *kv, int l, int n, int32_t *ids, float *wt
 					    : attn_gqa(m, l, kv, w->N, n, w->Y, e);
 	if (rc < 0)
 		return -1;
-	coli_tracer_mark(m->tr, COLI_SPAN_ATTENTION, l);
+	coli_tracer_mark(m->tr, c->is_linear[l] ? COLI_SPAN_LINEAR : COLI_SPAN_ATTENTION, l);
 	for (int64_t i = 0; i < (int64_t)n * d; i++)
 		w->X[i] += w->Y[i];
 	if (n == 1) /* the next layer's experts, predicted: their reads overlap this MLP and its attention */

@@ -36,7 +36,7 @@ static int cache_records(const coli_budget_in *in, const coli_budget *b, int top
  * the most of one layer). */
 static int split_lists(const coli_budget_in *in, int top_k, coli_budget *b, coli_err *e)
 {
-	int pins = 0, slots = 0;
+	int pins = 0, slots = 0, pins_min = 0, slots_min = 0;
 	b->pin_bytes = b->slot_bytes = 0;
 	for (int i = 0; i < in->n_lists; i++) {
 		int c = in->list_cache ? in->list_cache[i] : b->cache;
@@ -48,8 +48,9 @@ static int split_lists(const coli_budget_in *in, int top_k, coli_budget *b, coli
 		if (in->out_pins)
 			in->out_pins[i] = p, in->out_slots[i] = c - p;
 		pins = p > pins ? p : pins, slots = c - p > slots ? c - p : slots;
+		pins_min = i == 0 || p < pins_min ? p : pins_min, slots_min = i == 0 || c - p < slots_min ? c - p : slots_min;
 	}
-	b->pins = pins, b->slots = slots;
+	b->pins = pins, b->slots = slots, b->pins_min = pins_min, b->slots_min = slots_min;
 	return 0;
 }
 
@@ -78,6 +79,7 @@ int coli_budget_split(const coli_budget_in *in, coli_budget *out, coli_err *e)
 	b.cache = cache_records(in, &b, top_k);
 	split_cache(in, b.cache, top_k, &b);
 	b.pin_bytes = in->record * b.pins, b.slot_bytes = in->record * b.slots;
+	b.pins_min = b.pins, b.slots_min = b.slots;
 	if (in->n_lists > 0 && split_lists(in, top_k, &b, e) < 0)
 		return -1;
 	if (in->budget > 0 && b.pin_bytes + b.slot_bytes > b.left)

@@ -47,17 +47,20 @@ static void trace_keep(stream_store *s, int kind, int sub, int copy, const slot 
 
 void stream_trace_flush(stream_store *s)
 {
-	if (!s->trq)
-		return;
-	pthread_mutex_lock(&s->trq_mu);
-	pthread_mutex_lock(&s->mu);
-	uint64_t from = s->trq_tail, to = s->trq_head;
-	pthread_mutex_unlock(&s->mu);
-	for (uint64_t i = from; i < to; i++) /* the producers never overwrite [trq_tail, trq_head) */
-		s->tr->emit(s->tr->ctx, &s->trq[i % s->trq_cap]);
-	pthread_mutex_lock(&s->mu);
-	s->trq_tail = to;
-	pthread_mutex_unlock(&s->mu);
+	if (!s->trq || pthread_mutex_trylock(&s->trq_mu) != 0)
+		return; /* another caller is emitting: it, or a later call, emits these too */
+	for (;;) {
+		pthread_mutex_lock(&s->mu);
+		uint64_t from = s->trq_tail, to = s->trq_head;
+		pthread_mutex_unlock(&s->mu);
+		if (from == to)
+			break;
+		for (uint64_t i = from; i < to; i++) /* producers never overwrite [trq_tail, trq_head) */
+			s->tr->emit(s->tr->ctx, &s->trq[i % s->trq_cap]);
+		pthread_mutex_lock(&s->mu);
+		s->trq_tail = to;
+		pthread_mutex_unlock(&s->mu);
+	}
 	pthread_mutex_unlock(&s->trq_mu);
 }
 
@@ -330,10 +333,12 @@ static int check(stream_store *s, slot *p, coli_err *e)
 		return -1;
 	if (bad && s->rs.n == 1 && p->io_rc < 0)
 		return *e = p->err, -1;
-	if (bad && s->rs.n == 1)
+	if (bad && s->rs.n == 1) {
+		replica_mark_bad(&s->rs, 0, stream_rec(p)); /* counted as a read failure is */
 		return coli_errf(e, COLI_EDATA,
 				 "%s: expert record [layer %d][expert %d] at offset %llu: crc32 0x%08x, expected 0x%08x",
 				 s->rs.r[0].path, lx->layer, x, (unsigned long long)coli_record_offset(lx, x), p->crc, lx->crc[x]);
+	}
 	p->view.gate = coli_mat_of(&lx->part[0], p->buf + lx->part_off[0]);
 	p->view.up = coli_mat_of(&lx->part[1], p->buf + lx->part_off[1]);
 	p->view.down = coli_mat_of(&lx->part[2], p->buf + lx->part_off[2]);
@@ -659,6 +664,8 @@ static int open_layers(stream_store *s, const store_stream_opts *o, int keep, co
 			rc = pin_layer(s, &s->layers[x->layer], o->usage + (size_t)x->layer * (size_t)ne, ne, pins, e);
 		if (rc == 0 && s->layers[x->layer].n_pins > s->st.pins)
 			s->st.pins = s->layers[x->layer].n_pins;
+		if (rc == 0 && (i == 0 || s->layers[x->layer].n_pins < s->st.pins_min))
+			s->st.pins_min = s->layers[x->layer].n_pins;
 	}
 	return rc;
 }

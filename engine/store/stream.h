@@ -90,7 +90,7 @@ typedef struct stream_store {
 	coli_trace_rec *trq;      /* [trq_cap]; NULL: no trace */
 	uint64_t trq_cap, trq_head, trq_tail; /* records made / emitted so far (under mu) */
 	uint64_t trq_lost;        /* made while the ring was full (none, by its size) */
-	pthread_mutex_t trq_mu;   /* one emitter at a time, in ring order */
+	pthread_mutex_t trq_mu;   /* held by the one caller emitting, in ring order */
 	uint64_t chunk;           /* STORE_CHUNK, or the opts' (tests: multi-chunk tiny records) */
 	int top_k;                /* the model's: the most experts a prediction names */
 	stream_layer *layers;     /* [container layer]; x NULL when not MoE */
@@ -144,8 +144,8 @@ void stream_name_error(const stream_store *s, const slot *p, int r, const coli_e
 void stream_trace_issue(const stream_store *s, slot *p, int c);
 void stream_trace_read(stream_store *s, const slot *p, int c, int r, int ok);
 
-/* Emits the trace records kept so far, in the order they were made. Lock not held; never called
- * by an I/O thread. */
+/* Emits the trace records kept so far, in the order they were made, unless another caller is
+ * emitting (it emits them, or a later call does). Lock not held; never called by an I/O thread. */
 void stream_trace_flush(stream_store *s);
 
 /* Formats an event and hands it to s->events (when set). */

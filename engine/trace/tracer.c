@@ -109,16 +109,18 @@ void coli_tracer_wall_begin(coli_tracer *t, int phase, double now)
 	if (!t || !t->emit)
 		return;
 	if (t->wall)
-		coli_tracer_wall_end(t, now);
-	t->phase = phase, t->wall = 1, t->wall_t0 = at_of(t, now);
+		coli_tracer_wall_end(t, now, 0);
+	t->phase = phase, t->wall = 1, t->wall_start = t->wall_t0 = at_of(t, now);
 }
 
-void coli_tracer_wall_end(coli_tracer *t, double now)
+/* The last call written, then the WALL record (its token: the next call's index). */
+void coli_tracer_wall_end(coli_tracer *t, double now, uint64_t tokens)
 {
 	if (!t || !t->emit || !t->wall)
 		return;
 	uint64_t at = at_of(t, now);
 	flush_pending(t, at);
+	coli_tracer_emit(t, COLI_TR_WALL, t->phase, 0, -1, -1, t->wall_start, at, tokens);
 	t->last = at > t->last ? at : t->last;
 	t->wall = 0;
 }

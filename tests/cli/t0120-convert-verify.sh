@@ -307,7 +307,7 @@ test_expect_success 'a folder that is not a container' '
 	mkdir c &&
 	bad_verify "c/manifest.coli: No such file or directory" &&
 	expect_exit 1 coli-convert --verify no-such.coli &&
-	err_has "no-such.coli/manifest.coli"
+	err_has "coli-convert: no-such.coli: no such folder"
 '
 
 test_done

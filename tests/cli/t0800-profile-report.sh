@@ -24,7 +24,7 @@ test_expect_success "--json: the parts sum to the wall of each phase, tokens as 
 	coli-profile report -q --json "$T" -o $SCRATCH/rep --probe "$SCRATCH/probe.json" --plan "$SCRATCH/plan.json" >j &&
 	for ph in prefill decode; do
 		wall=$(coli-json phases.$ph.wall_s <j) &&
-		sum=$(for k in io_wait experts attention router other untraced; do coli-json phases.$ph.parts_s.$k <j; done |
+		sum=$(for k in io_wait experts attention router other between_calls untraced; do coli-json phases.$ph.parts_s.$k <j; done |
 			awk "{ s += \$1 } END { printf \"%.12f\", s }") &&
 		awk "BEGIN { d = $sum - $wall; if (d < 0) d = -d; exit !(d <= 0.01 * $wall && $wall > 0) }" ||
 			{ echo "$ph: parts $sum, wall $wall" >&2; exit 1; }

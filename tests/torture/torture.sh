@@ -2,10 +2,11 @@
 # torture.sh: SIGKILL at random points (make torture; docs/robustness.md). Real processes killed
 # with kill -9 after a random delay calibrated from their uninterrupted duration, then the files
 # they were writing checked:
-#   convert  coli-convert of a coli-synth checkpoint: after each kill the output folder is
-#            unfinished (no manifest.coli: --info says so) or finished (--verify passes, every file
-#            identical to an uninterrupted conversion); each chain of 1-3 kills on one folder is
-#            resumed to a container identical to the uninterrupted one (cmp of every file).
+#   convert  coli-convert of a coli-synth checkpoint, killed with SIGKILL, SIGINT or SIGTERM in
+#            turn: after each the output folder is unfinished (no manifest.coli: --info says so) or
+#            finished (--verify passes, every file identical to an uninterrupted conversion), and
+#            after SIGINT or SIGTERM (exit 130, 143) holds no temporary; each chain of 1-3 kills
+#            on one folder is resumed to a container identical to the uninterrupted one.
 #   usage    coli-run --usage FILE: FILE is afterwards the old table or the new one, byte for byte.
 #   session  coli-run --session FILE: the same for the saved conversation.
 #   mirror, mirror-full  coli-plan mirror stage killed, and on a disk that fills (mirror.sh).
@@ -46,15 +47,15 @@ seconds() {
 	t0=$(date +%s%N) && "$@" >/dev/null 2>&1 && t1=$(date +%s%N) && awk "BEGIN { print ($t1 - $t0) / 1e9 }"
 }
 
-# killed DELAY CMD...: runs CMD in the background, SIGKILLs it after DELAY seconds (unless it
-# ended); prints its exit status (137: killed).
+# killed DELAY CMD...: runs CMD in the background, SIGKILLs it (KILL_SIG: another signal) after
+# DELAY seconds (unless it ended); prints its exit status (137: killed).
 killed() {
 	local d=$1 pid rc=0
 	shift
 	"$@" >/dev/null 2>&1 &
 	pid=$!
 	sleep "$d"
-	kill -9 "$pid" 2>/dev/null
+	kill -"${KILL_SIG:-9}" "$pid" 2>/dev/null
 	wait "$pid" || rc=$?
 	echo "$rc"
 }
@@ -88,7 +89,7 @@ check_folder() {
 }
 
 torture_convert() {
-	local i=0 t chain=0 rc state hook n_unf=0 n_fin=0 n_done=0 resumes=0
+	local i=0 t chain=0 rc state hook sig want n_unf=0 n_fin=0 n_done=0 resumes=0
 	coli-synth $SYNTH --out ck 2>/dev/null || { fail "convert: coli-synth"; return; }
 	coli-convert -q ck ref.coli || { fail "convert: the reference conversion"; return; }
 	t=$(seconds coli-convert -q --force ck t.coli) && rm -rf t.coli
@@ -97,16 +98,19 @@ torture_convert() {
 		i=$((i + 1))
 		hook=$(( (i / 4) % 2 )) # cycles with and without a journal every 4 jobs
 		d=$(delay "$i" 0 "$(awk "BEGIN { print $t * 1.1 }")")
+		sig=$(echo KILL INT TERM | cut -d' ' -f$((i % 3 + 1)))
+		want=$(case $sig in KILL) echo 137 ;; INT) echo 130 ;; TERM) echo 143 ;; esac)
 		if [ $hook = 1 ]; then
-			rc=$(killed "$d" env COLI_TEST_CHECKPOINT_JOBS=4 coli-convert -q ck out.coli)
+			rc=$(KILL_SIG=$sig killed "$d" env COLI_TEST_CHECKPOINT_JOBS=4 coli-convert -q ck out.coli)
 		else
-			rc=$(killed "$d" coli-convert -q ck out.coli)
+			rc=$(KILL_SIG=$sig killed "$d" coli-convert -q ck out.coli)
 		fi
-		[ "$rc" = 137 ] || [ "$rc" = 0 ] || fail "convert: kill $i: exit $rc"
+		[ "$rc" = "$want" ] || [ "$rc" = 0 ] || fail "convert: kill $i (SIG$sig): exit $rc"
+		[ "$sig" = KILL ] || ! ls out.coli 2>/dev/null | grep -q '\.tmp$' || fail "convert: kill $i (SIG$sig): a temporary left"
 		check_folder
 		case $state in unfinished) n_unf=$((n_unf + 1)) ;; finished) n_fin=$((n_fin + 1)) ;; esac
 		[ "$rc" = 0 ] && n_done=$((n_done + 1))
-		say "kill $i after $d s (journal hook $hook): exit $rc, $state"
+		say "kill $i (SIG$sig) after $d s (journal hook $hook): exit $rc, $state"
 		chain=$((chain + 1))
 		if [ "$state" = finished ] || [ $chain -ge $((1 + i % 3)) ]; then
 			if [ "$state" != finished ]; then

@@ -38,7 +38,7 @@ static int spans(coli_trace_writer *w, int token, uint64_t t0, const uint64_t ns
  * one failed read on copy 1. */
 static int write_known(const char *meta, coli_err *e)
 {
-	coli_trace_info in = {{1}, 2, 8, 2, 0, 2, copies, meta};
+	coli_trace_info in = {{1}, 2, 8, 2, 0, 2, copies, meta, 0};
 	coli_trace_writer *w;
 	static const uint64_t pre[COLI_SPAN_N] = {200, 100, 300, 350, 50}, dec[COLI_SPAN_N] = {200, 100, 400, 1200, 50};
 	if (coli_trace_writer_open(&w, path, &in, e) < 0)
@@ -137,13 +137,130 @@ static void test_cache_estimate(void)
 	/* cache_slots 2 of 8 experts: the estimate replays 2 and 3 slots (top_k 2) */
 	int ok = write_known("{\"store\":{\"kind\":\"stream\",\"cache_slots\":2,\"ram_gib\":0}}", &e) == 0 &&
 		 prof_trace_load(&t, path, &e) == 0 && prof_attrib_make(&a, &t, NULL, &e) == 0;
-	T_CHECK("a streamed trace's metadata: the cache estimate is made", ok && a.v.cache_slots == 2 && a.v.more_slots == 3,
-		"%s %d %d", e.msg, a.v.cache_slots, a.v.more_slots);
+	const prof_cache_est *c = &a.v.cache;
+	T_CHECK("a streamed trace's metadata: the cache estimate is made", ok && c->ok && c->cache == 2 && c->more == 3,
+		"%s %d %d %s", e.msg, c->cache, c->more, c->why);
 	if (!ok)
 		return;
-	/* the routing: layer 0 {1,2}, layer 1 {1,5} twice: the second call all hits at 2 slots */
-	T_CHECK("the replayed hit rates: 50% at 2 and 3 slots", near(a.v.base_hit, 0.5) && near(a.v.more_hit, 0.5) &&
-		near(a.v.more_tok_s, a.v.tok_s), "%g %g %g", a.v.base_hit, a.v.more_hit, a.v.more_tok_s);
+	/* the routing: layer 0 {1,2}, layer 1 {1 pinned, 5} twice: the second call all hits */
+	T_CHECK("the replayed hit rates: 5 of 8 decode gets at 2 and 3 slots (a pin kept)", near(c->base_hit, 0.625) &&
+		near(c->more_hit, 0.625) && near(a.v.more_tok_s, a.v.tok_s) && c->pins == 1, "%g %g %g %d", c->base_hit,
+		c->more_hit, a.v.more_tok_s, c->pins);
+	T_CHECK("no policy recorded: LFU, coli-run's default, said", !strcmp(c->policy, "LFU") &&
+		strstr(c->policy_from, "default") && strstr(a.v.text, "LFU per layer") && strstr(a.v.text, "default"),
+		"%s %s: %s", c->policy, c->policy_from, a.v.text);
+	prof_attrib_release(&a);
+	prof_trace_release(&t);
+}
+
+/* A streamed run of one MoE layer (8 experts, top_k 1): a prompt call, then a decode call per
+ * expert of seq, each waiting 100 ns for the disk. */
+static int write_seq(const char *meta, const int *seq, int n, coli_err *e)
+{
+	coli_trace_info in = {{1}, 1, 8, 1, 0, 1, copies, meta, 0};
+	coli_trace_writer *w;
+	if (coli_trace_writer_open(&w, path, &in, e) < 0)
+		return -1;
+	coli_trace_rec r[] = {rec(COLI_TR_SPAN, COLI_SPAN_OTHER, 0, -1, -1, 0, 100, 0),
+			      rec(COLI_TR_TOKEN, COLI_PHASE_PREFILL, 0, -1, -1, 0, 100, 2)};
+	int rc = coli_trace_append_n(w, r, 2, e);
+	for (int c = 1; rc == 0 && c <= n; c++) {
+		uint64_t t0 = 100 * (uint64_t)c;
+		coli_trace_rec x[] = {rec(COLI_TR_SPAN, COLI_SPAN_IO_WAIT, c, 0, -1, t0, t0 + 100, 0),
+				      rec(COLI_TR_EXPERT, COLI_X_MISS, c, 0, seq[c - 1], t0 + 100, t0 + 100, 0),
+				      rec(COLI_TR_TOKEN, COLI_PHASE_DECODE, c, -1, -1, t0, t0 + 100, 1)};
+		rc = coli_trace_append_n(w, x, 3, e);
+	}
+	return rc < 0 ? (coli_trace_writer_abort(w), -1) : coli_trace_writer_close(w, e);
+}
+
+/* The more-cache replay of seq under meta: base and more hit rates, the policy named. */
+static void policy_case(const char *name, const char *meta, const char *policy, double base, double more)
+{
+	static const int seq[] = {1, 1, 1, 2, 3, 2, 3, 1};
+	coli_err e = {0, ""};
+	prof_trace t;
+	prof_attrib a;
+	int ok = write_seq(meta, seq, 8, &e) == 0 && prof_trace_load(&t, path, &e) == 0 &&
+		 prof_attrib_make(&a, &t, NULL, &e) == 0;
+	const prof_cache_est *c = &a.v.cache;
+	T_CHECK(name, ok && c->ok && !strcmp(c->policy, policy) && c->cache == 2 && c->more == 3 &&
+		near(c->base_hit, base) && near(c->more_hit, more) && strstr(a.v.text, policy),
+		"%s: ok %d %s at %d: %g, at %d: %g (%s)", e.msg, ok && c->ok, c->policy, c->cache, c->base_hit, c->more,
+		c->more_hit, c->why);
+	if (ok)
+		prof_attrib_release(&a), prof_trace_release(&t);
+}
+
+/* Defect 14: the replay is of the run's own policy. 1 1 1 2 3 2 3 1 at 2 slots: LRU hits 1 1 2 3
+ * (4 of 8), LFU keeps 1 and thrashes 2 and 3 (hits 1 1 1: 3 of 8); at 3 slots both hit 5. */
+static void test_policy_replay(void)
+{
+	policy_case("replay: the metadata's LFU", "{\"store\":{\"kind\":\"stream\",\"cache_slots\":2,"
+		    "\"cache_policy\":\"lfu\"}}", "LFU", 3.0 / 8, 5.0 / 8);
+	policy_case("replay: the metadata's LRU", "{\"store\":{\"kind\":\"stream\",\"cache_slots\":2,"
+		    "\"cache_policy\":\"lru\"}}", "LRU", 4.0 / 8, 5.0 / 8);
+	policy_case("replay: not recorded, LRU on the command line", "{\"argv\":[\"coli-run\",\"--cache-policy\","
+		    "\"lru\"],\"store\":{\"kind\":\"stream\",\"cache_slots\":2}}", "LRU", 4.0 / 8, 5.0 / 8);
+	policy_case("replay: not recorded at all: LFU (the default)", "{\"store\":{\"kind\":\"stream\","
+		    "\"cache_slots\":2}}", "LFU", 3.0 / 8, 5.0 / 8);
+	coli_err e = {0, ""};
+	prof_trace t;
+	prof_attrib a;
+	static const int seq[] = {1, 2};
+	int ok = write_seq("{\"store\":{\"kind\":\"stream\",\"ram_gib\":0.5}}", seq, 2, &e) == 0 &&
+		 prof_trace_load(&t, path, &e) == 0 && prof_attrib_make(&a, &t, NULL, &e) == 0;
+	T_CHECK("replay: a cache --ram sized (not recorded): no estimate, and the verdict says why", ok && !a.v.cache.ok &&
+		a.v.more_tok_s == 0 && strstr(a.v.text, "No more-cache estimate: --ram sized"), "%s %s", e.msg, a.v.text);
+	if (ok)
+		prof_attrib_release(&a), prof_trace_release(&t);
+}
+
+/* Defect 6: the caller's time between calls (BETWEEN spans) is a part of the wall, and tokens/s
+ * counts it and the tokens the caller counted (the WALL: 3 tokens, as two calls of drafts and a
+ * verify make). Two decode calls of 300 ns, each 100 ns of it between calls. */
+static void test_between(void)
+{
+	coli_err e = {0, ""};
+	coli_trace_info in = {{1}, 1, 8, 1, 0, 1, copies, NULL, 0};
+	coli_trace_writer *w;
+	prof_trace t;
+	prof_attrib a;
+	coli_trace_rec r[] = {
+		rec(COLI_TR_SPAN, COLI_SPAN_OTHER, 0, -1, -1, 0, 100, 0), rec(COLI_TR_TOKEN, COLI_PHASE_PREFILL, 0, -1, -1, 0, 100, 2),
+		rec(COLI_TR_SPAN, COLI_SPAN_BETWEEN, 1, -1, -1, 100, 150, 0), rec(COLI_TR_SPAN, COLI_SPAN_EXPERTS, 1, 0, -1, 150, 350, 0),
+		rec(COLI_TR_SPAN, COLI_SPAN_BETWEEN, 1, -1, -1, 350, 400, 0), rec(COLI_TR_TOKEN, COLI_PHASE_DECODE, 1, -1, -1, 100, 400, 1),
+		rec(COLI_TR_SPAN, COLI_SPAN_EXPERTS, 2, 0, -1, 400, 600, 0), rec(COLI_TR_SPAN, COLI_SPAN_BETWEEN, 2, -1, -1, 600, 700, 0),
+		rec(COLI_TR_TOKEN, COLI_PHASE_DECODE, 2, -1, -1, 400, 700, 1), rec(COLI_TR_WALL, COLI_PHASE_DECODE, 3, -1, -1, 100, 700, 3)};
+	int ok = coli_trace_writer_open(&w, path, &in, &e) == 0 && coli_trace_append_n(w, r, 10, &e) == 0 &&
+		 coli_trace_writer_close(w, &e) == 0 && prof_trace_load(&t, path, &e) == 0 &&
+		 prof_attrib_make(&a, &t, NULL, &e) == 0;
+	T_CHECK("between calls: written (version 2) and attributed", ok && t.version == 2, "%s", e.msg);
+	if (!ok)
+		return;
+	const prof_phase *d = &a.ph[COLI_PHASE_DECODE];
+	T_CHECK("between calls: a part of the decode wall, tokens/s over the whole, the tokens the WALL counted",
+		near(d->wall, 600e-9) && near(d->part[PART_BETWEEN], 200e-9) && near(d->part[PART_EXPERTS], 400e-9) &&
+		d->part[PART_UNTRACED] == 0 && d->calls == 2 && d->positions == 3 && near(a.v.tok_s, 3 / 600e-9) &&
+		a.v.bound == PART_EXPERTS, "wall %g between %g calls %d tokens %g tok/s %g", d->wall, d->part[PART_BETWEEN],
+		d->calls, d->positions, a.v.tok_s);
+	prof_inputs in2 = {.path = path, .trace = t};
+	char *md = prof_report_md(&in2, &a, NULL, "none");
+	T_CHECK("between calls: its row in the table", md && strstr(md, "| between calls | 0.000000 | 0.0% | 0.000000 | 33.3% |") &&
+		!strstr(md, "version 1 trace"), "%s", md);
+	free(md);
+	in2.trace.version = 1;
+	md = prof_report_md(&in2, &a, NULL, "none");
+	T_CHECK("a version 1 trace: the report says its wall lacks the time between calls", md &&
+		strstr(md, "A version 1 trace: the time between forward calls"), "%s", md);
+	free(md);
+	json_t *j = prof_attrib_json(&a, &t);
+	T_CHECK("between calls: JSON parts_s.between_calls, no probe is null", j && near(json_number_value(json_object_get(
+		json_object_get(json_object_get(json_object_get(j, "phases"), "decode"), "parts_s"), "between_calls")), 200e-9) &&
+		json_is_null(json_object_get(json_array_get(json_object_get(j, "disks"), 0), "probe_mb_per_s")), "bad JSON");
+	json_decref(j);
+	T_CHECK("a run with no I/O wait: no disk-2x offer", !strstr(a.v.text, "disk 2x") &&
+		strstr(a.v.text, "No I/O wait"), "%s", a.v.text);
 	prof_attrib_release(&a);
 	prof_trace_release(&t);
 }
@@ -151,7 +268,7 @@ static void test_cache_estimate(void)
 static void test_order(void)
 {
 	coli_err e = {0, ""};
-	coli_trace_info in = {{1}, 2, 8, 2, 0, 1, copies, NULL};
+	coli_trace_info in = {{1}, 2, 8, 2, 0, 1, copies, NULL, 0};
 	coli_trace_writer *w;
 	prof_trace t;
 	coli_trace_rec r[] = {rec(COLI_TR_TOKEN, 1, 0, -1, -1, 0, 10, 1), rec(COLI_TR_SPAN, 0, 2, 0, -1, 10, 20, 0)};
@@ -194,6 +311,8 @@ int main(void)
 	snprintf(path, sizeof(path), "/tmp/coli-test-profile-%d.coli_trace", (int)getpid());
 	test_known();
 	test_cache_estimate();
+	test_policy_replay();
+	test_between();
 	test_order();
 	test_html();
 	unlink(path);

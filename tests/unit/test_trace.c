@@ -1,5 +1,6 @@
 /* test_trace.c: .coli_trace round trips (file, buffer, callback), atomic writing, truncation at
  * every part of the file, and one corrupt input per validation rule, each refused naming the field. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,9 +9,11 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "clock.h"
 #include "le.h"
 #include "t.h"
 #include "trace.h"
+#include "tracer.h"
 
 enum { L = 48, E = 128, NC = 3 };
 
@@ -23,7 +26,7 @@ static const coli_trace_copy copies[NC] = {
 
 static coli_trace_info info_of(const char *meta)
 {
-	coli_trace_info in = {{0}, L, E, 8, 0, NC, copies, meta};
+	coli_trace_info in = {{0}, L, E, 8, 0, NC, copies, meta, 0};
 	for (int i = 0; i < 32; i++)
 		in.identity[i] = (uint8_t)(i * 13 + 5);
 	return in;
@@ -259,7 +262,7 @@ static void writer_refuses(void)
 	x[2].kind = 9;
 	rc = rc == 0 ? coli_trace_append_n(w, x, 3, &e) : 0;
 	T_CHECK("writer: refuses an invalid record, naming its index",
-		rc == -1 && e.code == COLI_EUSAGE && strstr(e.msg, "record 2: kind 9 is not a v1 record kind"), "rc %d: %s",
+		rc == -1 && e.code == COLI_EUSAGE && strstr(e.msg, "record 2: kind 9 is not a v2 record kind"), "rc %d: %s",
 		rc, e.msg);
 	rc = coli_trace_writer_close(w, &e);
 	coli_trace_reader *r = NULL;
@@ -270,6 +273,165 @@ static void writer_refuses(void)
 	uint64_t t = coli_trace_writer_open(&w, path, &in, &e) == 0 ? coli_trace_now(w) : ~0ull;
 	T_CHECK("writer: its clock starts at open", t < 1000000000ull, "now %llu ns", (unsigned long long)t);
 	coli_trace_writer_abort(w);
+}
+
+/* A trace of recs written (version 2), then its header made version 1: read by version 1's rules. */
+static void version1_case(const char *name, const coli_trace_rec *recs, size_t n, const char *want)
+{
+	coli_err e = {0, ""};
+	coli_trace_info in = info_of(NULL);
+	coli_trace_writer *w;
+	coli_trace_reader *r = NULL;
+	coli_trace_rec x[8];
+	size_t len;
+	int rc = coli_trace_writer_open(&w, path, &in, &e);
+	rc = rc == 0 ? coli_trace_append_n(w, recs, n, &e) : -1;
+	rc = rc == 0 ? coli_trace_writer_close(w, &e) : (coli_trace_writer_abort(w), -1);
+	uint8_t *b = slurp(path, &len);
+	int was2 = rc == 0 && le_get32(b + 8) == 2;
+	le_put32(b + 8, 1);
+	le_put32(b + 124, (uint32_t)crc32(0, b, 124));
+	long got = coli_trace_reader_open_mem(&r, b, len, "v1.coli_trace", &e) == 0 ? 0 : -2, k = 0;
+	while (got >= 0 && (k = coli_trace_next_n(r, x, 8, &e)) > 0)
+		got += k;
+	got = k < 0 ? -1 : got;
+	int version = r ? coli_trace_reader_info(r)->version : 0;
+	T_CHECK(name, was2 && (want ? got == -1 && strstr(e.msg, want) != NULL : got == (long)n && version == 1),
+		"written as version 2: %d; got %ld, version %d: %s", was2, got, version, e.msg);
+	coli_trace_reader_close(r);
+	free(b);
+	unlink(path);
+}
+
+/* Version 2 is written; a version 1 file is still read, and a BETWEEN span (version 2) in it is
+ * refused. */
+static void versions(void)
+{
+	const coli_trace_rec v1[2] = {{COLI_TR_SPAN, COLI_SPAN_OTHER, 0, 0, -1, -1, 10, 30, 0},
+				      {COLI_TR_TOKEN, COLI_PHASE_DECODE, 0, 0, -1, -1, 10, 30, 1}};
+	const coli_trace_rec v2[3] = {{COLI_TR_SPAN, COLI_SPAN_OTHER, 0, 0, -1, -1, 10, 20, 0},
+				      {COLI_TR_SPAN, COLI_SPAN_BETWEEN, 0, 0, -1, -1, 20, 30, 0},
+				      {COLI_TR_TOKEN, COLI_PHASE_DECODE, 0, 0, -1, -1, 10, 30, 1}};
+	version1_case("version 1: a file without BETWEEN spans is read, its version said", v1, 2, NULL);
+	version1_case("version 1: a BETWEEN span is refused by version 1's rules", v2, 3,
+		      "v1.coli_trace: record 1: sub (span kind) 5 out of range [0, 4] for version 1");
+	const coli_trace_rec wall[3] = {v1[0], v1[1], {COLI_TR_WALL, COLI_PHASE_DECODE, 0, 1, -1, -1, 5, 30, 1}};
+	version1_case("version 1: a WALL record is refused by version 1's rules", wall, 3,
+		      "v1.coli_trace: record 2: kind 5 is not a v1 record kind");
+}
+
+/* ---- the engine's tracer: the caller's wall ---- */
+
+static coli_trace_rec seen[64];
+static int n_seen;
+
+static void collect(void *ctx, const coli_trace_rec *r)
+{
+	(void)ctx;
+	if (n_seen < 64)
+		seen[n_seen++] = *r;
+}
+
+/* Each TOKEN's spans: contiguous from its t0, summing to its duration; 1 when all are. */
+static int spans_tile(void)
+{
+	uint64_t at = 0, sum = 0;
+	int open = 0;
+	for (int i = 0; i < n_seen; i++) {
+		const coli_trace_rec *r = &seen[i];
+		if (r->kind == COLI_TR_SPAN && ((open && r->t0 != at) || r->layer < -1))
+			return 0;
+		if (r->kind == COLI_TR_SPAN)
+			sum += r->t1 - r->t0, at = r->t1, open = 1;
+		if (r->kind == COLI_TR_TOKEN && (sum != r->t1 - r->t0 || at != r->t1))
+			return 0;
+		if (r->kind == COLI_TR_TOKEN)
+			sum = 0, open = 0;
+	}
+	return 1;
+}
+
+static const coli_trace_rec *token_rec(int k)
+{
+	for (int i = 0; i < n_seen; i++)
+		if (seen[i].kind == COLI_TR_TOKEN && seen[i].token == k)
+			return &seen[i];
+	return NULL;
+}
+
+static int between_spans(int k)
+{
+	int n = 0;
+	for (int i = 0; i < n_seen; i++)
+		n += seen[i].kind == COLI_TR_SPAN && seen[i].sub == COLI_SPAN_BETWEEN && seen[i].token == k &&
+		     seen[i].layer == -1;
+	return n;
+}
+
+/* Until t's clock has moved 1000 ns on: each interval between marks lasts (no timing asserted). */
+static void tick(const coli_tracer *t)
+{
+	uint64_t a = coli_tracer_now(t);
+	while (coli_tracer_now(t) < a + 1000)
+		;
+}
+
+/* Defect 6: a call without a wall is its forward pass (version 1's records); within a wall the
+ * calls tile the caller's interval (the time between them BETWEEN spans), so their durations
+ * sum to the caller's seconds, and a read between calls belongs to the call before. */
+static void tracer_wall(void)
+{
+	coli_tracer t;
+	coli_tracer_init(&t, collect, NULL);
+	n_seen = 0;
+	coli_tracer_wall_begin(NULL, COLI_PHASE_DECODE, coli_now()); /* NULL and an unused tracer: no-ops */
+	coli_tracer spare = {0};
+	coli_tracer_wall_begin(&spare, COLI_PHASE_DECODE, coli_now());
+	coli_tracer_wall_end(&spare, coli_now(), 1);
+	coli_tracer_begin(&t);
+	coli_tracer_mark(&t, COLI_SPAN_OTHER, -1);
+	coli_tracer_end(&t, 3);
+	int before = n_seen;
+	double w0 = coli_now();
+	coli_tracer_wall_begin(&t, COLI_PHASE_DECODE, w0);
+	for (int c = 0; c < 2; c++) {
+		tick(&t);
+		coli_tracer_begin(&t);
+		tick(&t);
+		coli_tracer_mark(&t, COLI_SPAN_ATTENTION, 0);
+		tick(&t);
+		coli_tracer_mark(&t, COLI_SPAN_EXPERTS, 0);
+		coli_tracer_end(&t, 1);
+		uint64_t now = coli_tracer_now(&t);
+		coli_tracer_emit(&t, COLI_TR_READ, COLI_READ_OK, 0, 0, 5, now, now, 4096);
+	}
+	tick(&t);
+	double w1 = coli_now();
+	coli_tracer_wall_end(&t, w1, 2);
+	const coli_trace_rec *k0 = token_rec(0), *k1 = token_rec(1), *k2 = token_rec(2);
+	T_CHECK("tracer: a call without a wall: one TOKEN when it ends, its spans its forward pass, no BETWEEN",
+		before == 2 && k0 && k0->sub == COLI_PHASE_PREFILL && k0->n == 3 && between_spans(0) == 0, "%d records",
+		before);
+	uint64_t want = (uint64_t)(floor(w1 * 1e9 + 0.5) - floor(w0 * 1e9 + 0.5));
+	T_CHECK("tracer: within a wall the calls tile the caller's interval to the nanosecond",
+		k1 && k2 && k1->t1 == k2->t0 && k2->t1 - k1->t0 == want && k1->sub == COLI_PHASE_DECODE &&
+		k2->sub == COLI_PHASE_DECODE, "calls [%llu, %llu] [%llu, %llu], the wall %llu ns",
+		k1 ? (unsigned long long)k1->t0 : 0, k1 ? (unsigned long long)k1->t1 : 0, k2 ? (unsigned long long)k2->t0 : 0,
+		k2 ? (unsigned long long)k2->t1 : 0, (unsigned long long)want);
+	T_CHECK("tracer: the time between calls in BETWEEN spans (layer -1), every call's spans tile it",
+		between_spans(1) == 2 && between_spans(2) == 1 && spans_tile(), "between %d %d, tile %d", between_spans(1),
+		between_spans(2), spans_tile());
+	int read_ok = 0;
+	for (int i = 0; i < n_seen; i++)
+		if (seen[i].kind == COLI_TR_READ)
+			read_ok += seen[i].token == (read_ok ? 2 : 1) && (read_ok || seen + i < k1);
+	T_CHECK("tracer: a read between calls is the earlier call's, written before its TOKEN", read_ok == 2,
+		"%d reads placed right", read_ok);
+	const coli_trace_rec *w = &seen[n_seen - 1];
+	T_CHECK("tracer: the wall's record last: its phase, the caller's interval, the tokens it counted",
+		k1 && k2 && w->kind == COLI_TR_WALL && w->sub == COLI_PHASE_DECODE && w->t0 == k1->t0 && w->t1 == k2->t1 &&
+		w->n == 2 && w->token == 3 && w->layer == -1 && w->expert == -1, "kind %d n %llu token %d", w->kind,
+		(unsigned long long)w->n, w->token);
 }
 
 /* ---- corrupt inputs ---- */
@@ -387,7 +549,8 @@ static void truncations(void)
 static void header_cases(void)
 {
 	header_case("header: bad magic", 1, 1, 'X', 0, "bad magic");
-	header_case("header: a future version", 8, 4, 2, 1, "version 2 unsupported");
+	header_case("header: a future version", 8, 4, 3, 1, "version 3 unsupported (this reader knows 1 to 2)");
+	header_case("header: version 0", 8, 4, 0, 1, "version 0 unsupported");
 	header_case("header: a flipped byte (header_crc32)", 50, 1, 0x7f, 0, "header_crc32");
 	header_case("header: header_size", 12, 4, 256, 1, "header_size 256");
 	header_case("header: flags nonzero", 60, 4, 1, 1, "flags 0x00000001");
@@ -417,10 +580,10 @@ static void header_cases(void)
 
 static void record_cases(void)
 {
-	record_case("record: an unknown kind", 7, 0, 1, 9, 0, "record 7: kind 9 is not a v1 record kind");
+	record_case("record: an unknown kind", 7, 0, 1, 9, 0, "record 7: kind 9 is not a v2 record kind");
 	record_case("record: kind 0", 3, 0, 1, 0, 0, "record 3: kind 0 is not");
 	record_case("record: TOKEN phase out of range", 0, 1, 1, 2, 0, "record 0: sub (phase) 2 out of range");
-	record_case("record: SPAN kind out of range", 1, 1, 1, COLI_SPAN_N, 0, "record 1: sub (span kind) 5");
+	record_case("record: SPAN kind out of range", 1, 1, 1, COLI_SPAN_N, 0, "record 1: sub (span kind) 7 out of range [0, 6] for version 2");
 	record_case("record: READ reserved flag bits", 2, 1, 1, 0x09, 0, "record 2: sub (read flags) 0x09: reserved");
 	record_case("record: EXPERT outcome out of range", 3, 1, 1, COLI_X_N, 0, "record 3: sub (outcome) 6");
 	record_case("record: READ copy beyond n_copies", 6, 2, 2, NC, 0, "record 6: copy 3 out of range [0, 2] for kind READ");
@@ -462,6 +625,8 @@ int main(void)
 	roundtrip();
 	empty_and_abort();
 	writer_refuses();
+	versions();
+	tracer_wall();
 
 	coli_err e = {0, ""};
 	int rc = write_trace("{\"k\":1}", 50, NULL, &e);

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# t0731-plan-choices.sh: two of coli-plan's choices (issue 23): the queue depth (the smallest of
+# at least top_k within 5% of the best measured at such depths, and an explanation that says
+# so, even where a shallower depth measured faster), and the cache of layers alike (routed
+# uniformly without usage: the same cache each, none starved; a uniform layer's top-10% share
+# 0.10).
+. "$(dirname "$0")/lib.sh"
+
+M=$SCRATCH/m.coli
+j() { tr -d "\n" <"$1" | coli-json "$2"; }
+
+# bps A B C D: probe.json's direct_bps at depths 1, 4, 8 and 16 set to A..D GB/s, to stdout.
+bps() {
+	awk -v v="$1 $2 $3 $4" 'BEGIN { split(v, x, " ") }
+		n > 0 { sub(/[0-9.e+-]+/, x[5 - n] * 1e9); n-- }
+		/"direct_bps": \[/ { n = 4 } { print }' "$SCRATCH/probe.json"
+}
+
+test_expect_success "setup: a qwen3_moe model of 4 x 64 experts (top_k 4), its usage, a probe at depths 1, 4, 8, 16" '
+	coli-synth -q --family qwen3_moe --out "$SCRATCH/ck" --layers 4 --experts 64 --top-k 4 --hidden 128 \
+		--expert-ffn 256 --measure 0 &&
+	coli-convert -q "$SCRATCH/ck" "$M" &&
+	coli-run -q -m "$M" --prompt-ids "1 2 3 4 5 6 7 8" -n 48 --ignore-eos --stream --usage "$SCRATCH/u" >/dev/null &&
+	coli-plan probe -q --weights-mib 8 --seconds 0.02 --disk-mib 16 --qd 1,4,8,16 --disk "$SCRATCH" -o "$SCRATCH/probe.json"
+'
+
+test_expect_success "depth 1 fastest: the plan takes 4 (top_k, the best of the depths of at least top_k) and says why" '
+	bps 2.15 1.44 0.91 0.70 >p.json &&
+	coli-plan "$M" --probe p.json --usage "$SCRATCH/u" --ram 0.1 --ctx 512 --explain -o plan.json >out &&
+	test "$(j plan.json knobs.queue-depth)" = 4 &&
+	grep -q "^queue-depth 4: the smallest queue depth of at least top_k (4: a layer.s misses are read together) within 5% of the best O_DIRECT bandwidth measured at such depths, 1.44 GB/s (GB/s at each depth probed on [^:]*: 1: 2.15, 4: 1.44, 8: 0.91, 16: 0.70); fewer reads in flight measured faster here (2.15 GB/s) but would leave a layer.s misses waiting for a thread$" out &&
+	grep -q "^io threads: 4 pread threads per disk" out
+'
+
+test_expect_success "the deepest best: the smallest depth within 5% of it (8 at 1.90 against 2.00 GB/s)" '
+	bps 0.50 1.00 1.90 2.00 >p.json &&
+	coli-plan "$M" --probe p.json --usage "$SCRATCH/u" --ram 0.1 --ctx 512 --explain -o plan.json >out &&
+	test "$(j plan.json knobs.queue-depth)" = 8 && grep -q "^queue-depth 8: .*measured at such depths, 2.00 GB/s (" out &&
+	! grep -q "measured faster here" out
+'
+
+test_expect_success "without usage every layer is alike: the same cache each (one step apart at most), none starved, top-10% share 0.10" '
+	for ram in 0.092 0.095 0.1; do
+		coli-plan "$M" --probe "$SCRATCH/probe.json" --ram $ram --ctx 512 --explain -o plan.json >out &&
+		c=$(j plan.json knobs.cache-slots) &&
+		lo=$(echo "$c" | tr , "\n" | sort -n | head -1) && hi=$(echo "$c" | tr , "\n" | sort -n | tail -1) &&
+		test $((hi - lo)) -le 2 || { echo "--ram $ram: cache-slots $c" >&2; exit 1; }
+		! grep "^warning: layer [0-9]* keeps only" out || exit 1
+		for l in 0 1 2 3; do
+			s=$(j plan.json layers.$l.top10_share) && awk "BEGIN { exit !($s > 0.0999 && $s < 0.1001) }" || exit 1
+		done
+		grep -q "top-10% share 0.10, hit" out || exit 1
+	done
+'
+
+test_expect_success "layers alike at one cache say so; a cache too small for all says every layer" '
+	coli-plan "$M" --probe "$SCRATCH/probe.json" --ram 0.1 --ctx 512 --explain -o plan.json >out &&
+	c=$(j plan.json knobs.cache-slots) &&
+	if echo "$c" | grep -q ,; then grep -q "^cache-slots [0-9]*\.\.[0-9]*: .*; layer [0-9]* keeps" out
+	else grep -q "^cache-slots $c: .*; every layer keeps $c records (layer 0: top-10% share 0.10" out; fi &&
+	coli-plan "$M" --probe "$SCRATCH/probe.json" --ram 0.089 --ctx 512 -o plan.json >out &&
+	c=$(j plan.json knobs.cache-slots) &&
+	if echo "$c" | grep -q ,; then grep -q "^warning: layer [0-9]* keeps only" out
+	else grep -q "^warning: every layer keeps only $c records" out; fi
+'
+
+test_expect_success "with usage the layers differ: the cache still follows each layer's skew" '
+	coli-plan "$M" --probe "$SCRATCH/probe.json" --usage "$SCRATCH/u" --ram 0.1 --ctx 512 -o plan.json >out &&
+	for l in 0 1 2 3; do
+		s=$(j plan.json layers.$l.top10_share) && awk "BEGIN { exit !($s > 0.1 && $s < 1) }" || exit 1
+	done
+'
+
+# The plan's per-layer lists, run by coli-run --plan: its report gives each list's range, not the
+# largest layer's figure as if every layer had it.
+test_expect_success "coli-run --plan with per-layer lists reports the range of pins and of slots per layer" '
+	coli-plan -q "$M" --probe "$SCRATCH/probe.json" --usage "$SCRATCH/u" --ram 0.1 --ctx 512 -o plan.json &&
+	pins=$(j plan.json knobs.pins) && cache=$(j plan.json knobs.cache-slots) &&
+	echo "$pins" | grep -q , && echo "$cache" | grep -q , &&
+	cp "$SCRATCH/u" u0 && coli-run -m "$M" --plan plan.json --prompt-ids "1 2 3" -n 4 --ignore-eos >/dev/null 2>err &&
+	cp u0 "$SCRATCH/u" &&
+	slots=$(paste -d- <(echo "$cache" | tr , "\n") <(echo "$pins" | tr , "\n") | bc | sort -n) &&
+	lo=$(echo "$slots" | head -1) && hi=$(echo "$slots" | tail -1) &&
+	if [ "$lo" = "$hi" ]; then want="$lo/layer"; else want="$lo..$hi/layer"; fi &&
+	grep -q "^coli-run: ram budget 0.10 GiB: .*, slots [0-9.]* ($want)$" err &&
+	plo=$(echo "$pins" | tr , "\n" | sort -n | head -1) && phi=$(echo "$pins" | tr , "\n" | sort -n | tail -1) &&
+	got=$(sed -n "s/^coli-run: stream: pins \([0-9.]*\)\/layer, .*/\1/p" err) &&
+	if [ "$plo" = "$phi" ]; then test "$got" = "$phi"; else
+		a=${got%%..*} && b=${got##*..} && test "$a" -lt "$b" && test "$a" -le "$plo" && test "$b" -le "$phi"; fi
+'
+
+test_done
