@@ -96,7 +96,7 @@ typedef struct draft_fig {
 	double extra_mib;                 /* verify_mib - plain_mib (0 without plain steps) */
 } draft_fig;
 
-static draft_fig draft_figures(const draft_stats *st)
+static draft_fig draft_figures(const coli_spec_stats *st)
 {
 	draft_fig f = {
 		.acceptance = ratio((double)st->accepted, (double)st->drafted),
@@ -110,7 +110,7 @@ static draft_fig draft_figures(const draft_stats *st)
 
 static void text_draft(const run_report *p)
 {
-	const draft_stats *st = &p->draft->st;
+	const coli_spec_stats *st = &p->draft->st;
 	draft_fig f = draft_figures(st);
 	char oracle[160] = "";
 	if (p->draft_oracle)
@@ -205,8 +205,8 @@ static json_t *json_ram(const run_report *p)
 
 static json_t *json_draft(const run_report *p)
 {
-	const drafter *d = p->draft;
-	const draft_stats *st = &d->st;
+	const coli_spec *d = p->draft;
+	const coli_spec_stats *st = &d->st;
 	draft_fig f = draft_figures(st);
 	json_t *o = json_pack("{s:s, s:i, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:s, s:i}", "mode",
 			      d->want == DRAFT_AUTO ? "auto" : d->want > 0 ? "fixed" : "off", "k", d->want > 0 ? d->want : 0,

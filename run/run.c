@@ -47,7 +47,7 @@ typedef struct runner {
 	int resumed;                /* tokens of the resumed session */
 	int warned_positions;       /* the max_position_embeddings warning was given */
 	int lines, bad_lines;       /* --chat: lines read, lines skipped for invalid UTF-8 */
-	drafter dr;                 /* --draft, --draft-oracle */
+	coli_spec dr;                 /* --draft, --draft-oracle */
 	prefetch_auto pa;           /* --prefetch auto, when pa_on */
 	int pa_on;
 	int32_t *oracle;            /* --draft-oracle: the ids read */
@@ -141,7 +141,7 @@ static int feed(runner *r, float *last, coli_err *e)
 		return coli_errf(e, COLI_EUSAGE, "nothing to run: give a prompt (--prompt, --prompt-ids)");
 	double t = coli_now();
 	coli_tracer_wall_begin(&r->tr.t, COLI_PHASE_PREFILL, t); /* the trace's wall is prefill_s */
-	int rc = draft_feed(&r->dr, &r->m, &r->kv, r->s.tokens + r->kv.n, todo, last, e);
+	int rc = coli_spec_feed(&r->dr, &r->m, &r->kv, r->s.tokens + r->kv.n, todo, last, e);
 	double end = coli_now();
 	coli_tracer_wall_end(&r->tr.t, end, (uint64_t)todo);
 	r->prefill_s += end - t;
@@ -217,7 +217,7 @@ static int generate(runner *r, float *logits, coli_err *e)
 			j++;
 		if (stop < 0)
 			rc = -1;
-		if (stop > 0 && j + 1 < nm && draft_stop(&r->dr, &r->m, &r->kv, r->kv.n - (nm - j - 1), e) < 0)
+		if (stop > 0 && j + 1 < nm && coli_spec_stop(&r->dr, &r->m, &r->kv, r->kv.n - (nm - j - 1), e) < 0)
 			rc = -1;
 		if (stop)
 			break;
@@ -225,7 +225,7 @@ static int generate(runner *r, float *logits, coli_err *e)
 			break;
 		int n0 = r->kv.n;
 		double t0 = coli_now();
-		rc = draft_step(&r->dr, &r->m, &r->kv, &r->smp, made[nm - 1], k - 1, r->o->n_gen - k, made, rows, &nm,
+		rc = coli_spec_step(&r->dr, &r->m, &r->kv, &r->smp, made[nm - 1], k - 1, r->o->n_gen - k, made, rows, &nm,
 				logits, e);
 		r->s.pending = 0;
 		r->decoded += r->kv.n - n0;
@@ -828,7 +828,11 @@ static int draft_setup(runner *r, coli_err *e)
 		if (rc < 0)
 			return -1;
 	}
-	return draft_open(&r->dr, o, &r->m, &r->kv, r->oracle, r->n_oracle, e);
+	if (o->draft > 0 && !r->oracle && r->m.cfg->n_mtp_layers < 1)
+		return coli_errf(e, COLI_EUSAGE, "--draft %d: %s has no MTP layers to draft with (num_nextn_predict_layers "
+				 "0, or none stored); give --draft 0 or auto", o->draft, r->m.ct->dir);
+	coli_spec_opts so = {o->draft, r->oracle, r->n_oracle, o->draft_oracle_rate, o->seed};
+	return coli_spec_open(&r->dr, &r->m, &r->kv, &so, e);
 }
 
 /* The trace's temporary goes if a signal ends the loading. */
@@ -967,7 +971,7 @@ int run_main(const run_opts *o, coli_err *e)
 	coli_usage_release(&r.usage);
 	free(r.s.tokens);
 	sampler_release(&r.smp);
-	draft_close(&r.dr);
+	coli_spec_close(&r.dr);
 	free(r.oracle);
 	coli_kv_release(&r.kv);
 	coli_tok_free(r.tok);

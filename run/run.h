@@ -12,6 +12,7 @@
 #include "plan.h"
 #include "policy.h"
 #include "sampler.h"
+#include "speculative.h"
 #include "tokenizer.h"
 #include "trace.h"
 
@@ -72,7 +73,7 @@ typedef struct run_opts {
 	double draft_oracle_rate; /* --draft-oracle-rate R: each oracle draft right with probability R */
 } run_opts;
 
-#define DRAFT_AUTO (-1)
+#define DRAFT_AUTO COLI_SPEC_AUTO
 #define PREFETCH_AUTO 2 /* --prefetch auto */
 
 int run_main(const run_opts *o, coli_err *e);
@@ -148,65 +149,6 @@ int run_signal_pending(void);
 int run_signal_take(void);
 int run_signal_fd(void);
 
-/* draft.c: speculative decoding (--draft, --draft-oracle): the drafts (the MTP layer's, or the
- * oracle file's), the verify in one forward of the main model, acceptance (greedy: the longest
- * agreeing prefix; sampling: speculative sampling), the KV caches rolled back, and --draft
- * auto's decision (docs/coli-run.md). */
-typedef struct draft_stats {
-	int64_t rounds, drafted, accepted; /* verifies, draft tokens verified, of them accepted */
-	int64_t plain, tokens;    /* plain decode steps; tokens the decode steps and verifies made */
-	double draft_s, verify_s, plain_s;
-	uint64_t verify_bytes, plain_bytes; /* expert bytes read (streaming) in verifies, plain steps */
-	int switches;             /* auto: decisions that changed on/off */
-} draft_stats;
-
-typedef struct drafter {
-	int want;                 /* --draft: DRAFT_AUTO, 0 or K */
-	int k;                    /* drafts of the next round (0: a plain step) */
-	int on;                   /* auto's decision (fixed K: 1) */
-	char why[200];            /* the decision and why */
-	int have_mtp;             /* the MTP state is kept (the MTP layer drafts, or auto may use it) */
-	coli_mtp mtp;
-	const int32_t *oracle;    /* --draft-oracle ids, or NULL */
-	int n_oracle;
-	double rate;              /* --draft-oracle-rate */
-	uint64_t rng;             /* the oracle's wrong drafts */
-	int vocab;
-	float *q;                 /* [COLI_DRAFT_MAX][vocab] draft logits, then (sampling) probabilities */
-	float *p;                 /* [COLI_DRAFT_MAX + 1][vocab] verify logits */
-	float *pp, *resid;        /* [vocab] a verify row's probabilities, the residual */
-	int32_t toks[COLI_DRAFT_MAX + 1];
-	/* --draft auto's estimates (decayed): acceptance, costs in seconds */
-	double acc_a, acc_r;      /* drafts accepted, rounds with a rejection */
-	double c_plain, c_step, c_tok; /* a plain step; a draft step; a verify's extra per token */
-	int since;                /* steps since the other mode was last measured */
-	int probe_every;          /* steps between such measurements (growing) */
-	int last_accepted;        /* drafts the last round accepted */
-	draft_stats st;
-} drafter;
-
-/* Sets d up for o (and the engine m, its KV cache of kv->cap tokens holding kv->n). Without MTP
- * layers, --draft K is an error naming the container; auto then stays off. Allocates its
- * buffers here. */
-int draft_open(drafter *d, const run_opts *o, coli_engine *m, coli_kv *kv, const int32_t *oracle, int n_oracle,
-	       coli_err *e);
-void draft_close(drafter *d);
-/* The forward of the prompt or a chat turn: n tokens (the MTP state takes their hidden states). */
-int draft_feed(drafter *d, coli_engine *m, coli_kv *kv, const int32_t *tokens, int n, float *last, coli_err *e);
-/* One step of generation from t, the chosen token (in the session, not yet run), at index g of
- * the generation (the oracle's): a plain decode step or a round of drafts and their verify.
- * Makes 1 .. max tokens into out[] (*n_out), the logits each was chosen from into rows[]; the
- * last made token is the new chosen one. kv->n ends n0 + *n_out (n0: kv->n before). */
-int draft_step(drafter *d, coli_engine *m, coli_kv *kv, sampler *smp, int32_t t, int g, int max, int32_t *out,
-	       const float **rows, int *n_out, float *logits, coli_err *e);
-/* --draft auto's model: the k (1 .. COLI_DRAFT_MAX) of the best expected speedup over plain
- * steps into *gain, with *acc the acceptance estimated from d's decayed counts: a round of k
- * makes 1 + a + .. + a^k tokens and costs a plain step, k draft steps and k verified tokens
- * beyond the plain step (d->c_plain, c_step, c_tok). */
-int draft_best_k(const drafter *d, double *acc, double *gain);
-/* After the caller stops early at out[j]: the caches rolled back to hold t and out[0 .. j). */
-int draft_stop(drafter *d, coli_engine *m, coli_kv *kv, int n, coli_err *e);
-
 /* prefetch.c: --prefetch auto (the default when streaming): next-layer prediction on or off as
  * measured decode steps say, not by a rule. A probe alternates the two modes PREFETCH_SLICE
  * tokens at a time (the run's drift, its cache filling, falls on both alike) until each has run
@@ -261,7 +203,7 @@ typedef struct run_report {
 	const char *route_from;    /* --route-from TRACE, or NULL: said in both forms */
 	const coli_plan *plan;     /* --plan: its predictions beside the measured figures; NULL without */
 	const char *plan_path;
-	const drafter *draft;      /* --draft other than 0, --draft-oracle: its figures; NULL without */
+	const coli_spec *draft;      /* --draft other than 0, --draft-oracle: its figures; NULL without */
 	const char *draft_oracle;  /* --draft-oracle FILE, or NULL: said in both forms */
 	double draft_oracle_rate;
 } run_report;

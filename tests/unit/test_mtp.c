@@ -399,15 +399,15 @@ static void check_rule_model(const char *fam, const char *path)
  * costs half a plain step; on, with more than one draft, when most are and verifies are cheap. */
 static void check_auto(void)
 {
-	drafter d;
+	coli_spec d;
 	double acc, gain;
 	memset(&d, 0, sizeof(d));
 	d.c_plain = 1.0, d.c_step = 0.05, d.c_tok = 0.45, d.acc_a = 0, d.acc_r = 20;
-	int k = draft_best_k(&d, &acc, &gain);
+	int k = coli_spec_best_k(&d, &acc, &gain);
 	T_CHECK("mtp: auto's model: acceptance ~0 and a verified token at half a plain step: off", gain < 1 && acc < 0.05,
 		"k %d, gain %.3f, acceptance %.3f", k, gain, acc);
 	d.c_step = 0.02, d.c_tok = 0.1, d.acc_a = 16, d.acc_r = 4;
-	k = draft_best_k(&d, &acc, &gain);
+	k = coli_spec_best_k(&d, &acc, &gain);
 	double e = 0, pw = 1;
 	for (int i = 0; i <= k; i++, pw *= acc)
 		e += pw;

@@ -1,7 +1,7 @@
-/* draft.c: speculative decoding for coli-run: k drafts from the MTP layer (or an oracle file),
- * their verify in one forward of the main model, acceptance, the caches rolled back, and
- * --draft auto's decision (docs/coli-run.md, "Speculative decoding"). */
-#include "run.h"
+/* spec.c: speculative decoding: k drafts from the MTP layer (or an oracle of known ids), their
+ * verify in one forward of the main model, acceptance, every state rolled back, and auto's
+ * decision (speculative.h; docs/coli-run.md, "Speculative decoding"). */
+#include "speculative.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +9,7 @@
 
 #include "clock.h"
 #include "fileio.h"
+#include "store.h"
 
 #define AUTO_PROBE 32   /* auto: steps in one mode, then one in the other to measure it again */
 #define AUTO_PROBE_MIN 4 /* auto: the first such interval; it doubles at each probe up to AUTO_PROBE */
@@ -17,20 +18,20 @@
 #define AUTO_PLAIN 2    /* auto: plain steps before the first round (their cost) */
 #define AUTO_FIRST 1    /* auto: the k of the first round (a failed one costs the least) */
 
-int draft_open(drafter *d, const run_opts *o, coli_engine *m, coli_kv *kv, const int32_t *oracle, int n_oracle,
-	       coli_err *e)
+int coli_spec_open(coli_spec *d, coli_engine *m, coli_kv *kv, const coli_spec_opts *o, coli_err *e)
 {
 	int V = m->cfg->vocab_size;
+	const int32_t *oracle = o->oracle;
 	memset(d, 0, sizeof(*d));
-	d->want = o->draft, d->vocab = V, d->rate = o->draft_oracle_rate;
-	d->oracle = oracle, d->n_oracle = n_oracle, d->rng = o->seed ^ 0x6f7261636c65ull;
-	snprintf(d->why, sizeof(d->why), "off: --draft 0");
+	d->want = o->want, d->vocab = V, d->rate = o->rate;
+	d->oracle = oracle, d->n_oracle = o->n_oracle, d->rng = o->seed ^ 0x6f7261636c65ull;
+	snprintf(d->why, sizeof(d->why), "off: no drafts");
 	if (d->want == 0)
 		return 0;
 	if (!oracle && m->cfg->n_mtp_layers < 1) {
 		if (d->want > 0)
-			return coli_errf(e, COLI_EUSAGE, "--draft %d: %s has no MTP layers to draft with (num_nextn_predict_layers "
-					 "0, or none stored); give --draft 0 or auto", d->want, m->ct->dir);
+			return coli_errf(e, COLI_EUSAGE, "%d drafts per verify: %s has no MTP layers to draft with "
+					 "(num_nextn_predict_layers 0, or none stored)", d->want, m->ct->dir);
 		snprintf(d->why, sizeof(d->why), "off: auto, and %s has no MTP layers", m->ct->dir);
 		d->want = 0;
 		return 0;
@@ -47,13 +48,13 @@ int draft_open(drafter *d, const run_opts *o, coli_engine *m, coli_kv *kv, const
 	d->on = d->want > 0;
 	d->probe_every = AUTO_PROBE_MIN;
 	if (d->on)
-		snprintf(d->why, sizeof(d->why), "on: --draft %d", d->want);
+		snprintf(d->why, sizeof(d->why), "on: %d drafts per verify", d->want);
 	else
 		snprintf(d->why, sizeof(d->why), "auto: too few steps to decide");
 	return 0;
 }
 
-void draft_close(drafter *d)
+void coli_spec_close(coli_spec *d)
 {
 	if (d->have_mtp)
 		coli_mtp_release(&d->mtp);
@@ -61,12 +62,12 @@ void draft_close(drafter *d)
 	memset(d, 0, sizeof(*d));
 }
 
-static coli_mtp *mtp_of(drafter *d)
+static coli_mtp *mtp_of(coli_spec *d)
 {
 	return d->have_mtp ? &d->mtp : NULL;
 }
 
-int draft_feed(drafter *d, coli_engine *m, coli_kv *kv, const int32_t *tokens, int n, float *last, coli_err *e)
+int coli_spec_feed(coli_spec *d, coli_engine *m, coli_kv *kv, const int32_t *tokens, int n, float *last, coli_err *e)
 {
 	if (coli_forward_mtp(m, kv, mtp_of(d), tokens, n, NULL, last, e) < 0)
 		return -1;
@@ -74,7 +75,7 @@ int draft_feed(drafter *d, coli_engine *m, coli_kv *kv, const int32_t *tokens, i
 }
 
 /* The oracle's generator (splitmix64): a uniform double in [0, 1). */
-static double oracle_uniform(drafter *d)
+static double oracle_uniform(coli_spec *d)
 {
 	uint64_t z = (d->rng += 0x9e3779b97f4a7c15ull);
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -83,7 +84,7 @@ static double oracle_uniform(drafter *d)
 }
 
 /* Draft i of the oracle: its id, or with probability 1 - rate another one. */
-static int32_t oracle_draft(drafter *d, int i)
+static int32_t oracle_draft(coli_spec *d, int i)
 {
 	int32_t right = d->oracle[i];
 	if (d->rate >= 1 || oracle_uniform(d) < d->rate || d->vocab < 2)
@@ -100,7 +101,7 @@ static double expected_tokens(double a, int k)
 	return s;
 }
 
-int draft_best_k(const drafter *d, double *acc, double *gain)
+int coli_spec_best_k(const coli_spec *d, double *acc, double *gain)
 {
 	int best = 1;
 	*acc = (d->acc_a + 1) / (d->acc_a + d->acc_r + 1); /* optimistic until rejections say otherwise */
@@ -118,14 +119,14 @@ int draft_best_k(const drafter *d, double *acc, double *gain)
  * run of right drafts earns longer rounds), each mode measured again after an interval of steps
  * in the other: AUTO_PROBE_MIN, doubling up to AUTO_PROBE (a decision made on few rounds is
  * checked again soon). */
-static int auto_k(drafter *d)
+static int auto_k(coli_spec *d)
 {
 	double acc, gain;
 	if (d->st.plain < AUTO_PLAIN)
 		return 0;
 	if (d->st.rounds == 0)
 		return AUTO_FIRST;
-	int k = draft_best_k(d, &acc, &gain), on = gain > 1.0;
+	int k = coli_spec_best_k(d, &acc, &gain), on = gain > 1.0;
 	k = k > d->last_accepted + 1 ? d->last_accepted + 1 : k;
 	d->st.switches += on != d->on;
 	d->on = on;
@@ -140,9 +141,9 @@ static int auto_k(drafter *d)
 }
 
 /* The drafts of the next step, within what is left to make, the oracle and the KV cache. */
-static int choose_k(drafter *d, int g, int max, const coli_kv *kv)
+static int choose_k(coli_spec *d, int g, int max, const coli_kv *kv)
 {
-	int k = d->want > 0 ? d->want : d->want == DRAFT_AUTO ? auto_k(d) : 0;
+	int k = d->want > 0 ? d->want : d->want == COLI_SPEC_AUTO ? auto_k(d) : 0;
 	if (k > max - 1)
 		k = max - 1;
 	if (d->oracle && k > d->n_oracle - 1 - g)
@@ -164,7 +165,7 @@ static double blend(double old, double x)
 }
 
 /* A plain decode step: t through the model, the next token from its logits. */
-static int plain_step(drafter *d, coli_engine *m, coli_kv *kv, sampler *smp, int32_t t, int32_t *out,
+static int plain_step(coli_spec *d, coli_engine *m, coli_kv *kv, sampler *smp, int32_t t, int32_t *out,
 		      const float **rows, float *logits, coli_err *e)
 {
 	double t0 = coli_now();
@@ -183,7 +184,7 @@ static int plain_step(drafter *d, coli_engine *m, coli_kv *kv, sampler *smp, int
 
 /* k drafts after t into d->toks[1 .. k]: the oracle's, or the MTP layer's (greedy, or drawn
  * from its distribution, kept in d->q for the acceptance rule). */
-static int drafts(drafter *d, coli_engine *m, sampler *smp, int32_t t, int g, int k, coli_err *e)
+static int drafts(coli_spec *d, coli_engine *m, sampler *smp, int32_t t, int g, int k, coli_err *e)
 {
 	int V = d->vocab;
 	d->toks[0] = t;
@@ -208,7 +209,7 @@ static int drafts(drafter *d, coli_engine *m, sampler *smp, int32_t t, int g, in
 
 /* The verified rows: the longest prefix of drafts the main model agrees with (greedy: its own
  * choice; sampling: speculative sampling's rule), then its token after them. Returns the count. */
-static int accept(drafter *d, sampler *smp, int k, int32_t *out, const float **rows)
+static int accept(coli_spec *d, sampler *smp, int k, int32_t *out, const float **rows)
 {
 	int V = d->vocab, a = 0, ok = 1;
 	int32_t x = -1;
@@ -232,7 +233,7 @@ static int accept(drafter *d, sampler *smp, int k, int32_t *out, const float **r
 }
 
 /* One round: k drafts, the verify of t and them in one forward, acceptance, rollback. */
-static int round_k(drafter *d, coli_engine *m, coli_kv *kv, sampler *smp, int32_t t, int g, int k, int32_t *out,
+static int round_k(coli_spec *d, coli_engine *m, coli_kv *kv, sampler *smp, int32_t t, int g, int k, int32_t *out,
 		   const float **rows, int *n_out, coli_err *e)
 {
 	int n0 = kv->n;
@@ -261,7 +262,7 @@ static int round_k(drafter *d, coli_engine *m, coli_kv *kv, sampler *smp, int32_
 	return 0;
 }
 
-int draft_step(drafter *d, coli_engine *m, coli_kv *kv, sampler *smp, int32_t t, int g, int max, int32_t *out,
+int coli_spec_step(coli_spec *d, coli_engine *m, coli_kv *kv, sampler *smp, int32_t t, int g, int max, int32_t *out,
 	       const float **rows, int *n_out, float *logits, coli_err *e)
 {
 	int k = choose_k(d, g, max, kv), rc;
@@ -271,7 +272,7 @@ int draft_step(drafter *d, coli_engine *m, coli_kv *kv, sampler *smp, int32_t t,
 	return rc;
 }
 
-int draft_stop(drafter *d, coli_engine *m, coli_kv *kv, int n, coli_err *e)
+int coli_spec_stop(coli_spec *d, coli_engine *m, coli_kv *kv, int n, coli_err *e)
 {
 	d->st.tokens -= kv->n - n;
 	if (coli_kv_rollback(m, kv, n, e) < 0)
