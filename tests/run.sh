@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# run.sh: runs every unit test binary and CLI test script, prints their PASS/FAIL lines and
-# ends with one line "N passed, N failed". Exit status 1 if anything failed.
+# run.sh: runs every unit test binary and CLI test script, prints their PASS/FAIL/SKIP lines
+# and ends with one line "N passed, N failed, N skipped" (a SKIP: a check this machine cannot
+# run, said with why: a CPU variant it lacks, no FUSE, not root). Exit status 1 if anything failed.
 # Usage: tests/run.sh [WRAPPER]   (WRAPPER, e.g. valgrind, prefixes unit-test binaries)
 set -u
 cd "$(dirname "$0")/.."
@@ -23,5 +24,6 @@ for t in tests/cli/t[0-9]*.sh; do
 done
 passed=$(grep -c '^PASS ' "$log")
 failed=$(grep -c '^FAIL ' "$log")
-echo "$passed passed, $failed failed"
+skipped=$(grep -c '^SKIP ' "$log")
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

@@ -215,7 +215,7 @@ static void run_family(const char *fam, const char *dir)
 		int made = convert(fam, bits[i], path) == 0;
 		for (int v = 0; v < 3; v++) {
 			if (!runs(isas[v])) {
-				printf("PASS forward %s: not run, this CPU lacks it\n", isas[v]);
+				printf("SKIP forward %s: this CPU lacks it\n", isas[v]);
 				continue;
 			}
 			fx f;
