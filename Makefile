@@ -59,13 +59,23 @@ $(B)/%.o: %.c
 # headers of formats/ and engine/).
 $(B)/tests/unit/%.o: CFLAGS += -Irun -Iconvert -Iprofile
 
-$(LIBCOLI): $(LIB_OBJ)
+# Each library is one object whose only global symbols are its public coli_* names: the names
+# its files share among themselves are made local (ld -r, then objcopy), so a user of the library
+# never links against them and no name of theirs collides with one of the user's (Lua's
+# LUAI_FUNC, done at link time). The unit tests, which test internals, link the objects instead.
+# tests/cli/t0020-layout.sh checks it.
+define one_object
 	@mkdir -p $(dir $@)
-	rm -f $@ && $(AR) rcs $@ $^
+	$(LD) -r -o $@.o $^
+	objcopy --wildcard --keep-global-symbol='coli_*' $@.o
+	rm -f $@ && $(AR) rcs $@ $@.o && rm -f $@.o
+endef
+
+$(LIBCOLI): $(LIB_OBJ)
+	$(one_object)
 
 $(LIBENG): $(ENG_OBJ)
-	@mkdir -p $(dir $@)
-	rm -f $@ && $(AR) rcs $@ $^
+	$(one_object)
 
 define tool_rule
 $(call tool_bin,$1): $(patsubst %.c,$(B)/%.o,$(wildcard $(call tool_dir,$1)/*.c)) $(call tool_libs,$1)
@@ -84,7 +94,7 @@ $(BENCH_BIN): $(BD)/coli-%: $(B)/tests/bench/%.o $(LIBENG) $(LIBCOLI)
 	@mkdir -p $(BD)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(BD)/tests/%: $(B)/tests/unit/%.o $(TOOL_LIBS) $(LIBENG) $(LIBCOLI)
+$(BD)/tests/%: $(B)/tests/unit/%.o $(TOOL_LIBS) $(ENG_OBJ) $(LIB_OBJ)
 	@mkdir -p $(BD)/tests
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
@@ -98,7 +108,7 @@ san-unit:
 	@$(if $(findstring sanitize,$(OPT)),:,$(MAKE) --no-print-directory B=$(SAN_B) OPT="$(SAN_OPT)" \
 	  EXTRA_LDFLAGS="-fsanitize=undefined" $(SAN_UNIT))
 
-$(B)/ut/%: $(B)/tests/unit/%.o $(TOOL_LIBS) $(LIBENG) $(LIBCOLI)
+$(B)/ut/%: $(B)/tests/unit/%.o $(TOOL_LIBS) $(ENG_OBJ) $(LIB_OBJ)
 	@mkdir -p $(B)/ut
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 

@@ -45,42 +45,42 @@ void coli_kernels_close(coli_kernels *k); /* stops the workers; accepts NULL */
 const char *coli_kernels_isa(const coli_kernels *k); /* "scalar", "avx2" or "avx512" */
 int coli_kernels_threads(const coli_kernels *k);
 
-/* Sizes the buffers for products over matrices of at most max_cols columns (mat_vec_batch of up
- * to 64 of them, mat_mul of a few tokens), so that none of them allocates. */
+/* Sizes the buffers for products over matrices of at most max_cols columns (coli_mat_vec_batch of up
+ * to 64 of them, coli_mat_mul of a few tokens), so that none of them allocates. */
 int coli_kernels_reserve(coli_kernels *k, int64_t max_cols, coli_err *e);
 /* The bytes coli_kernels_reserve takes at most for max_cols (any variant). */
 uint64_t coli_kernels_reserve_bytes(uint64_t max_cols);
 
 /* 1 when this CPU (and OS) can run the named variant: avx2 needs AVX2+FMA+F16C, avx512 also
  * AVX-512 F/BW/VL. */
-int kernels_available(const char *isa);
+int coli_kernels_available(const char *isa);
 
 /* fn over [0, total) in pieces of grain on the context's threads (the caller included); returns
  * when all are done. A piece's thread: kpool_self() (kernels/pool.h) for its scratch row. */
 void coli_kernels_for(coli_kernels *k, int64_t total, int64_t grain, void (*fn)(void *, int64_t, int64_t), void *arg);
 
 /* y[rows] = W x[cols]. */
-void mat_vec(coli_kernels *kc, const coli_mat *W, const float *x, float *y);
+void coli_mat_vec(coli_kernels *kc, const coli_mat *W, const float *x, float *y);
 
 /* y[j] = W[r0 + j] . x for j < nr: a band of rows (one attention head's slice). */
-void mat_vec_range(coli_kernels *kc, const coli_mat *W, int64_t r0, int64_t nr, const float *x, float *y);
+void coli_mat_vec_range(coli_kernels *kc, const coli_mat *W, int64_t r0, int64_t nr, const float *x, float *y);
 
 /* y[i] = W[i] x[i] for count (<= 64) independent products in one dispatch over the threads:
  * the decode path for many small matrices (a token's experts). -1 if count is out of range or
  * memory is short (nothing computed then). */
-int mat_vec_batch(coli_kernels *kc, const coli_mat *const *W, const float *const *x, float *const *y, int count);
+int coli_mat_vec_batch(coli_kernels *kc, const coli_mat *const *W, const float *const *x, float *const *y, int count);
 
 /* Y[n][rows] = X[n][cols] W^T: n tokens at once (prefill, verify); reads W once. Up to COLI_EXACT_N
- * tokens, each token's row has the bits mat_vec gives for it alone (every variant): a speculative
+ * tokens, each token's row has the bits coli_mat_vec gives for it alone (every variant): a speculative
  * verify of k + 1 tokens computes what k + 1 decode steps would, bit for bit. */
 #define COLI_EXACT_N 8
-void mat_mul(coli_kernels *kc, const coli_mat *W, const float *X, int n, float *Y);
+void coli_mat_mul(coli_kernels *kc, const coli_mat *W, const float *X, int n, float *Y);
 
 /* y[cols] += sum_r a[r] * W[r][:] for r in [r0, r0 + nr): the transposed product, used by MLA's
  * absorbed attention (W_kb^T q, W_vb applied to a latent). */
-void mat_vec_t_acc(coli_kernels *kc, const coli_mat *W, int64_t r0, int64_t nr, const float *a, float *y);
+void coli_mat_vec_t_acc(coli_kernels *kc, const coli_mat *W, int64_t r0, int64_t nr, const float *a, float *y);
 
 /* Row r of W as float32 (embedding lookup). */
-void mat_row(const coli_kernels *kc, const coli_mat *W, int64_t r, float *out);
+void coli_mat_row(const coli_kernels *kc, const coli_mat *W, int64_t r, float *out);
 
 #endif

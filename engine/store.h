@@ -16,7 +16,7 @@ typedef struct coli_expert {
 } coli_expert;
 
 typedef struct coli_store coli_store;
-typedef struct store_stats store_stats;
+typedef struct coli_store_stats coli_store_stats;
 
 /* What stands behind a store. */
 typedef enum coli_store_kind { COLI_STORE_RAM, COLI_STORE_MMAP, COLI_STORE_STREAM } coli_store_kind;
@@ -28,7 +28,7 @@ typedef struct coli_store_ops {
 	/* The expert's matrices, valid until released; NULL with e filled on error. */
 	const coli_expert *(*get)(coli_store *s, int layer, int expert, coli_err *e);
 	/* A get that never waits: the expert when it is resident and read (a use to release),
-	 * else NULL with e->code 0 while its read is pending (store_get then waits for it), or
+	 * else NULL with e->code 0 while its read is pending (coli_store_get then waits for it), or
 	 * NULL with e filled on error. */
 	const coli_expert *(*try_get)(coli_store *s, int layer, int expert, coli_err *e);
 	void (*release)(coli_store *s, int layer, int expert);
@@ -40,8 +40,8 @@ typedef struct coli_store_ops {
 	 * reading them now, behind every request. Same guarantees as request. */
 	void (*prefetch)(coli_store *s, int layer, const int *experts, int n);
 	/* Counters since open into *st; -1 when the store keeps none. */
-	int (*stats)(const coli_store *s, store_stats *st);
-	/* Next-layer prediction (store_predict below): on or off; -1 when the store has none. */
+	int (*stats)(const coli_store *s, coli_store_stats *st);
+	/* Next-layer prediction (coli_store_predict below): on or off; -1 when the store has none. */
 	int (*set_predict)(coli_store *s, int on);
 	int (*predicting)(const coli_store *s);
 	void (*predict)(coli_store *s, int layer, const int *experts, int n);
@@ -53,72 +53,72 @@ struct coli_store {
 	const coli_store_ops *ops;
 };
 
-static inline coli_store_kind store_kind(const coli_store *s) { return s->ops->kind; }
+static inline coli_store_kind coli_store_kind_of(const coli_store *s) { return s->ops->kind; }
 
-static inline const coli_expert *store_get(coli_store *s, int layer, int expert, coli_err *e)
+static inline const coli_expert *coli_store_get(coli_store *s, int layer, int expert, coli_err *e)
 {
 	return s->ops->get(s, layer, expert, e);
 }
 
-static inline const coli_expert *store_try_get(coli_store *s, int layer, int expert, coli_err *e)
+static inline const coli_expert *coli_store_try_get(coli_store *s, int layer, int expert, coli_err *e)
 {
 	return s->ops->try_get(s, layer, expert, e);
 }
 
-static inline void store_release(coli_store *s, int layer, int expert) { s->ops->release(s, layer, expert); }
+static inline void coli_store_release(coli_store *s, int layer, int expert) { s->ops->release(s, layer, expert); }
 
-static inline void store_request(coli_store *s, int layer, const int *experts, int n)
+static inline void coli_store_request(coli_store *s, int layer, const int *experts, int n)
 {
 	if (s->ops->request)
 		s->ops->request(s, layer, experts, n);
 }
 
-static inline void store_prefetch(coli_store *s, int layer, const int *experts, int n)
+static inline void coli_store_prefetch(coli_store *s, int layer, const int *experts, int n)
 {
 	if (s->ops->prefetch)
 		s->ops->prefetch(s, layer, experts, n);
 }
 
-static inline int store_get_stats(const coli_store *s, store_stats *st)
+static inline int coli_store_get_stats(const coli_store *s, coli_store_stats *st)
 {
 	return s && s->ops->stats ? s->ops->stats(s, st) : -1;
 }
 
-static inline int store_set_predict(coli_store *s, int on)
+static inline int coli_store_set_predict(coli_store *s, int on)
 {
 	return s && s->ops->set_predict ? s->ops->set_predict(s, on) : -1;
 }
 
-static inline int store_predicting(const coli_store *s)
+static inline int coli_store_predicting(const coli_store *s)
 {
 	return s && s->ops->predicting ? s->ops->predicting(s) : 0;
 }
 
-static inline void store_predict(coli_store *s, int layer, const int *experts, int n)
+static inline void coli_store_predict(coli_store *s, int layer, const int *experts, int n)
 {
 	if (s->ops->predict)
 		s->ops->predict(s, layer, experts, n);
 }
 
-static inline void store_predict_check(coli_store *s, int layer, const int32_t *chosen, int n)
+static inline void coli_store_predict_check(coli_store *s, int layer, const int32_t *chosen, int n)
 {
 	if (s->ops->predict_check)
 		s->ops->predict_check(s, layer, chosen, n);
 }
 
-static inline void store_close(coli_store *s)
+static inline void coli_store_close(coli_store *s)
 {
 	if (s)
 		s->ops->close(s);
 }
 
 /* Every expert record read into RAM at open, each CRC checked. */
-int store_ram_open(coli_store **out, const coli_container *c, coli_err *e);
+int coli_store_ram_open(coli_store **out, const coli_container *c, coli_err *e);
 
 /* experts.bin mapped read-only and used in place: the kernel's page cache decides what stays
  * in RAM and reads on page faults (what llama.cpp's mmap loading does); no CRC checks, no
  * cache of its own. A baseline for the benchmarks. */
-int store_mmap_open(coli_store **out, const coli_container *c, coli_err *e);
+int coli_store_mmap_open(coli_store **out, const coli_container *c, coli_err *e);
 
 /* The streaming store's read queue depth on each copy of experts.bin, by default: its pread
  * backend's threads per copy, its io_uring backend's depth per copy (one thread). */
@@ -136,7 +136,7 @@ int store_mmap_open(coli_store **out, const coli_container *c, coli_err *e);
 #define STORE_MAX_COPIES 8
 
 /* How routed experts are read: the streaming store's two I/O backends, or an mmap of
- * experts.bin through the page cache (store_mmap_open). */
+ * experts.bin through the page cache (coli_store_mmap_open). */
 enum { STORE_IO_THREADS_POOL, STORE_IO_URING, STORE_IO_MMAP };
 
 /* Something a store did that its user should hear of (the engine never prints): the tool
@@ -205,7 +205,7 @@ typedef struct store_disk {
 } store_disk;
 
 /* Counters of the streaming store since open. */
-struct store_stats {
+struct coli_store_stats {
 	/* gets = hits + misses: each get (and each try_get that returns an expert) counts once, as
 	 * its trace outcome (COLI_X_*) says: a hit when pinned or read and checked for an earlier get,
 	 * else a miss (read, or being read, for it: by the get, a request, a prefetch or a prediction) */
@@ -225,7 +225,7 @@ struct store_stats {
 
 /* *d = a - b, counter by counter (b taken before a, of the same store): what happened between
  * the two snapshots. pins, n_disks and the disks' names are a's. */
-void store_stats_sub(const store_stats *a, const store_stats *b, store_stats *d);
+void coli_store_stats_sub(const coli_store_stats *a, const coli_store_stats *b, coli_store_stats *d);
 
 /* Experts read from experts.bin on demand (O_DIRECT when the filesystem allows), one whole
  * record per miss in chunks of STORE_CHUNK (o->chunk), its CRC checked (unless o->no_crc), kept in
@@ -246,13 +246,13 @@ void store_stats_sub(const store_stats *a, const store_stats *b, store_stats *d)
  * (ties: lower id; count 0 never pinned) are read (CRC checked) into buffers of their own and
  * stay resident until close: a get returns them without touching the slots, a release does
  * nothing, they are never evicted and never counted against cache_slots. */
-int store_stream_open(coli_store **out, const coli_container *c, const store_stream_opts *o, coli_err *e);
+int coli_store_stream_open(coli_store **out, const coli_container *c, const store_stream_opts *o, coli_err *e);
 
 /* Next-layer prediction (decode, streaming store only; off at open): the forward pass runs
- * layer l+1's router on layer l's post-attention state and calls store_predict with the
+ * layer l+1's router on layer l's post-attention state and calls coli_store_predict with the
  * experts it would pick; their reads are queued behind every get and prefetch, into slots a
  * prefetch may take, and a predicted chunk is read only while no get's or prefetch's chunk is.
- * When layer l+1's real routing is known, store_predict_check scores the prediction
+ * When layer l+1's real routing is known, coli_store_predict_check scores the prediction
  * (predicted / predict_hits / predict_wasted_bytes), drops the chunks not yet claimed of
  * predicted reads not chosen (a slot whose claimed chunks are still being read is freed once
  * they land), and lets prefetches evict the ones already read. Only a hint: never changes

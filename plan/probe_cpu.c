@@ -116,10 +116,10 @@ static void token(coli_kernels *k, const experts *X, int first, int n)
 		xs[2 * i] = xs[2 * i + 1] = X->x;
 		ys[2 * i] = X->y + (2 * i) * HIDDEN, ys[2 * i + 1] = X->y + (2 * i + 1) * HIDDEN;
 	}
-	mat_vec_batch(k, W, xs, ys, 2 * n);
+	coli_mat_vec_batch(k, W, xs, ys, 2 * n);
 	for (int i = 0; i < n; i++)
 		W[i] = &X->m[first + i][2], xs[i] = X->h, ys[i] = X->y + i * HIDDEN;
-	mat_vec_batch(k, W, xs, ys, n);
+	coli_mat_vec_batch(k, W, xs, ys, n);
 }
 
 /* Weight bytes per second of decode tokens streaming every expert once per pass, the best pass. */
@@ -143,7 +143,7 @@ static double prefill_rate(coli_kernels *k, const experts *X, float *Xin, float 
 	double bytes = 0, t0 = coli_now(), end = t0 + seconds;
 	for (long i = 0; i < 3 || coli_now() < end; i++) {
 		const coli_mat *W = &X->m[(i / 3) % X->count][i % 3];
-		mat_mul(k, W, Xin, COLI_PROBE_PREFILL_TOKENS, Y);
+		coli_mat_mul(k, W, Xin, COLI_PROBE_PREFILL_TOKENS, Y);
 		bytes += (double)X->expert_bytes / 3 * COLI_PROBE_PREFILL_TOKENS; /* the three blobs are equal */
 	}
 	return bytes / (coli_now() - t0);

@@ -33,7 +33,7 @@ typedef struct stream_fig {
 
 static stream_fig stream_figures(const run_report *p)
 {
-	const store_stats *st = &p->st;
+	const coli_store_stats *st = &p->st;
 	double gets = (double)(st->hits + st->misses), n = p->per_token;
 	stream_fig f = {
 		.hit = 100.0 * ratio((double)st->hits, gets),
@@ -60,7 +60,7 @@ static void text_prefetch_auto(const prefetch_auto *a)
 
 static void text_stream(const run_report *p)
 {
-	const store_stats *st = &p->st;
+	const coli_store_stats *st = &p->st;
 	stream_fig f = stream_figures(p);
 	char pred[96] = "", pins[96] = "", head[48] = "";
 	if (p->prefetch)
@@ -171,7 +171,7 @@ static json_t *json_disks(const run_report *p)
 
 static json_t *json_stream(const run_report *p)
 {
-	const store_stats *st = &p->st;
+	const coli_store_stats *st = &p->st;
 	stream_fig f = stream_figures(p);
 	json_t *o = json_pack("{s:i, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:o}", "pins_per_layer", st->pins, "hits",
 			      (json_int_t)st->hits, "misses", (json_int_t)st->misses, "records_coalesced",
@@ -234,7 +234,7 @@ static json_t *json_report(const run_report *p)
 		p->prefilled, "seconds", p->prefill_s, "tokens_per_s", ratio(p->prefilled, p->prefill_s), "decode", "tokens",
 		p->decoded, "seconds", p->decode_s, "tokens_per_s", tps, "weights_mib_per_token", p->weights_per_token / MIB,
 		"weights_gb_per_s", p->weights_per_token * tps / 1e9, "kernels", "isa", p->isa, "threads", p->threads,
-		"peak_rss_mib", p->peak_rss / MIB, "store", p->store_kind, "ids", ids);
+		"peak_rss_mib", p->peak_rss / MIB, "store", p->coli_store_kind_of, "ids", ids);
 	if (p->streaming)
 		json_object_set_new(o, "stream", json_stream(p));
 	if (p->ram)

@@ -32,7 +32,7 @@ typedef struct runner {
 	int n_eos;
 	double prefill_s, decode_s;
 	int prefilled, decoded;
-	store_stats st0;            /* streaming counters when decoding began */
+	coli_store_stats st0;            /* streaming counters when decoding began */
 	coli_usage usage;           /* --usage: the statistics of earlier runs */
 	double *counts;             /* --usage: this run's routing counts (r->m.usage points here) */
 	coli_budget plan;           /* the expert cache chosen (--ram: the budget's split) */
@@ -205,12 +205,12 @@ static int generate(runner *r, float *logits, coli_err *e)
 	if (r->o->dump_logits && !steps)
 		rc = -1;
 	double t = coli_now();
-	store_get_stats(r->m.store, &r->st0);
+	coli_store_get_stats(r->m.store, &r->st0);
 	r->gen0 = r->s.n_tokens;
 	int dec0 = r->decoded;
 	coli_tracer_wall_begin(&r->tr.t, COLI_PHASE_DECODE, t); /* the trace's wall: decode_s, its tokens */
 	if (rc == 0 && out && r->o->n_gen > 0)
-		made[0] = sampler_pick(&r->smp, logits);
+		made[0] = coli_sampler_pick(&r->smp, logits);
 	while (rc == 0 && out && k < r->o->n_gen) {
 		int j = 0;
 		while (j < nm && (stop = take_token(r, d, made[j], rows[j], steps, out, &k, e)) == 0)
@@ -230,7 +230,7 @@ static int generate(runner *r, float *logits, coli_err *e)
 		r->s.pending = 0;
 		r->decoded += r->kv.n - n0;
 		if (r->pa_on && rc == 0)
-			store_set_predict(r->m.store, prefetch_auto_step(&r->pa, coli_now() - t0, r->kv.n - n0));
+			coli_store_set_predict(r->m.store, prefetch_auto_step(&r->pa, coli_now() - t0, r->kv.n - n0));
 	}
 	for (int i = 0; rc == 0 && out && r->print_ids && i < k; i++)
 		printf("%d%c", out[i], i + 1 < k ? ' ' : '\n');
@@ -510,7 +510,7 @@ static int report(const runner *r, coli_err *e)
 		.prefilled = r->prefilled, .decoded = r->decoded, .prefill_s = r->prefill_s, .decode_s = r->decode_s,
 		.weights_per_token = (double)coli_engine_bytes_per_token(&r->m), .isa = coli_kernels_isa(r->m.kc),
 		.threads = coli_kernels_threads(r->m.kc), .peak_rss = (double)ru.ru_maxrss * 1024,
-		.store_kind = store_kind_name(store_kind(r->m.store)), .per_token = r->decoded ? r->decoded : r->prefilled,
+		.coli_store_kind_of = store_kind_name(coli_store_kind_of(r->m.store)), .per_token = r->decoded ? r->decoded : r->prefilled,
 		.wall = r->decoded ? r->decode_s : r->prefill_s, .prefetch = r->o->prefetch != 0, .pauto = r->pa_on ? &r->pa : NULL,
 		.ram = r->o->ram > 0 ? &r->plan : NULL, .ram_gib = r->o->ram, .trace = r->o->trace,
 		.route_from = r->o->route_from, .plan = r->o->planned, .plan_path = r->o->plan,
@@ -518,10 +518,10 @@ static int report(const runner *r, coli_err *e)
 		.draft = r->o->draft != 0 ? &r->dr : NULL, .draft_oracle = r->o->draft_oracle,
 		.draft_oracle_rate = r->o->draft_oracle_rate,
 	};
-	p.streaming = store_get_stats(r->m.store, &p.all) == 0;
+	p.streaming = coli_store_get_stats(r->m.store, &p.all) == 0;
 	p.st = p.all;
 	if (p.streaming && r->decoded)
-		store_stats_sub(&p.all, &r->st0, &p.st);
+		coli_store_stats_sub(&p.all, &r->st0, &p.st);
 	if (!r->o->json) {
 		report_text(&p);
 		return 0;
@@ -735,7 +735,7 @@ static int isa_refused(const char *isa, coli_err *e)
 	int known = 0;
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		known |= strcmp(isa, names[i]) == 0;
-		if (kernels_available(names[i])) {
+		if (coli_kernels_available(names[i])) {
 			size_t at = strlen(runs);
 			snprintf(runs + at, sizeof(runs) - at, "%s%s", at ? ", " : "", names[i]);
 		}
@@ -752,7 +752,7 @@ static int test_hooks(coli_engine_opts *mo, coli_err *e)
 {
 	const char *isa = getenv("COLI_ISA"), *chunk = getenv("COLI_TEST_CHUNK");
 	mo->isa = isa && *isa ? isa : NULL;
-	if (mo->isa && !kernels_available(isa))
+	if (mo->isa && !coli_kernels_available(isa))
 		return isa_refused(isa, e);
 	mo->so.no_uring = getenv("COLI_TEST_NO_URING") != NULL;
 	if (!chunk)
@@ -797,7 +797,7 @@ static int mask_untokened(runner *r, coli_err *e)
 		return -1;
 	for (int id = 0; id < V; id++)
 		ok[id] = coli_tok_token(r->tok, id) != NULL;
-	if (sampler_mask(&r->smp, ok) < 0)
+	if (coli_sampler_mask(&r->smp, ok) < 0)
 		rc = coli_errf(e, COLI_EDATA, "%s/tokenizer.json: no token below the model's vocab_size %d (or out of memory "
 			       "for the mask)", r->m.ct->dir, V);
 	free(ok);
@@ -877,13 +877,13 @@ static int setup(runner *r, coli_err *e)
 	if (o->trace)
 		trace_cleanup(o->trace);
 	r->m.usage = r->counts;
-	if (store_set_predict(r->m.store, o->prefetch != 0) == 0 && (o->prefetch < 0 || o->prefetch == PREFETCH_AUTO))
+	if (coli_store_set_predict(r->m.store, o->prefetch != 0) == 0 && (o->prefetch < 0 || o->prefetch == PREFETCH_AUTO))
 		r->pa_on = 1, prefetch_auto_init(&r->pa); /* set_predict: -1 (nothing to do) in RAM */
 	if (prompt_tokens(o, r->m.cfg->vocab_size, &n, e) < 0)
 		return -1;
 	if (open_tokenizer(r, e) < 0 || eos_ids(r->m.ct, r->eos, 16, &r->n_eos, e) < 0 || ids_or_text(r, e) < 0)
 		return -1;
-	if (sampler_init(&r->smp, r->m.cfg->vocab_size, o->temperature, o->top_k, o->top_p, o->seed) < 0)
+	if (coli_sampler_init(&r->smp, r->m.cfg->vocab_size, o->temperature, o->top_k, o->top_p, o->seed) < 0)
 		return coli_errf(e, COLI_ENOMEM, "out of memory for the sampler");
 	if (mask_untokened(r, e) < 0)
 		return -1;
@@ -970,7 +970,7 @@ int run_main(const run_opts *o, coli_err *e)
 	free(r.counts), free(r.lists), free(r.list_record), free(r.layer_cache);
 	coli_usage_release(&r.usage);
 	free(r.s.tokens);
-	sampler_release(&r.smp);
+	coli_sampler_release(&r.smp);
 	coli_spec_close(&r.dr);
 	free(r.oracle);
 	coli_kv_release(&r.kv);

@@ -187,10 +187,10 @@ typedef struct run_report {
 	const char *isa;
 	int threads;
 	double peak_rss;           /* bytes */
-	const char *store_kind;    /* "ram", "mmap" or "stream" */
+	const char *coli_store_kind_of;    /* "ram", "mmap" or "stream" */
 	int streaming;             /* st and all below are set */
-	store_stats st;            /* over the decode (over the whole run without one) */
-	store_stats all;           /* over the whole run (failed reads) */
+	coli_store_stats st;            /* over the decode (over the whole run without one) */
+	coli_store_stats all;           /* over the whole run (failed reads) */
 	int per_token;             /* tokens the per-token figures divide by */
 	double wall;               /* seconds the disks' busy fractions are of */
 	int prefetch;              /* next-layer prediction on (or auto): its figures are printed */

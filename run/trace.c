@@ -34,10 +34,10 @@ static json_t *int_array(const int *v, int n)
  * started from a usage file, the pins, the per-layer lists. */
 static void store_meta(json_t *st, const run_opts *o, const coli_engine *m)
 {
-	store_stats ss;
+	coli_store_stats ss;
 	json_object_set_new(st, "cache_policy", json_string(o->cache_policy == STORE_CACHE_LFU ? "lfu" : "lru"));
 	json_object_set_new(st, "usage", json_boolean(o->usage != NULL));
-	if (store_get_stats(m->store, &ss) == 0)
+	if (coli_store_get_stats(m->store, &ss) == 0)
 		json_object_set_new(st, "pins_per_layer", json_integer(ss.pins));
 	if (o->n_cache_list)
 		json_object_set_new(st, "cache_slots_list", int_array(o->cache_list, o->n_cache_list));
@@ -54,7 +54,7 @@ static char *meta(const run_opts *o, const coli_engine *m)
 	json_t *j = json_pack("{s:o, s:s, s:s, s:s, s:{s:s, s:i, s:i, s:b, s:f, s:s, s:i}}", "argv", argv,
 			      "coli_version", COLI_RUN_VERSION, "model", o->model, "family",
 			      coli_family_name(m->cfg->family), "store", "kind",
-			      store_kind(m->store) == COLI_STORE_STREAM ? "stream" : "ram", "cache_slots", o->cache_slots,
+			      coli_store_kind_of(m->store) == COLI_STORE_STREAM ? "stream" : "ram", "cache_slots", o->cache_slots,
 			      "pins", o->pins, "prefetch", o->prefetch != 0, "ram_gib", o->ram, "isa",
 			      coli_kernels_isa(m->kc), "threads", coli_kernels_threads(m->kc));
 	if (j && o->route_from)
@@ -68,10 +68,10 @@ static char *meta(const run_opts *o, const coli_engine *m)
 
 int run_trace_open(run_trace *rt, const char *path, const coli_engine *m, const run_opts *o, coli_err *e)
 {
-	store_stats st;
+	coli_store_stats st;
 	coli_trace_copy copies[STORE_MAX_COPIES] = {{m->ct->dir, "-"}};
 	int n = 1;
-	if (store_get_stats(m->store, &st) == 0)
+	if (coli_store_get_stats(m->store, &st) == 0)
 		for (n = 0; n < st.n_disks; n++) {
 			copies[n].dir = st.disks[n].dir;
 			snprintf(copies[n].dev, sizeof(copies[n].dev), "%s", st.disks[n].dev);

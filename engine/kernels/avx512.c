@@ -16,7 +16,7 @@
 
 #define RB 16        /* rows per block (the next block is prefetched meanwhile) */
 #define XL1 8192     /* floats of x kept in L1: a block has XL1 / T columns */
-#define SMALL_N 16   /* mat_mul up to small_n(enc) <= SMALL_N tokens uses the matvec kernels */
+#define SMALL_N 16   /* coli_mat_mul up to small_n(enc) <= SMALL_N tokens uses the matvec kernels */
 
 #define PF_AHEAD 8192 /* bytes, when rows are read whole: one stream */
 

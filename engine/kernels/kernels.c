@@ -49,7 +49,7 @@ static const kern_ops *variant(const char *isa)
 	return NULL;
 }
 
-int kernels_available(const char *isa)
+int coli_kernels_available(const char *isa)
 {
 	__builtin_cpu_init();
 	if (strcmp(isa, "scalar") == 0)
@@ -70,7 +70,7 @@ static const kern_ops *named(const char *isa, coli_err *e)
 	const kern_ops *k = variant(isa);
 	if (!k)
 		return coli_errf(e, COLI_EUSAGE, "ISA '%s': unknown (expected scalar, avx2 or avx512)", isa), NULL;
-	if (!kernels_available(isa))
+	if (!coli_kernels_available(isa))
 		return coli_errf(e, COLI_EUSAGE, "ISA '%s': this CPU lacks %s", isa,
 				 strcmp(isa, "avx2") == 0 ? "AVX2, FMA or F16C" : "AVX-512"),
 		       NULL;
@@ -79,7 +79,7 @@ static const kern_ops *named(const char *isa, coli_err *e)
 
 static const kern_ops *best(void)
 {
-	return kernels_available("avx512") ? &kern_avx512 : kernels_available("avx2") ? &kern_avx2 : &kern_scalar;
+	return coli_kernels_available("avx512") ? &kern_avx512 : coli_kernels_available("avx2") ? &kern_avx2 : &kern_scalar;
 }
 
 int coli_kernels_open(coli_kernels **out, const char *isa, int threads, coli_err *e)
@@ -139,8 +139,8 @@ static float *prep_buffer(coli_kernels *kc, size_t n)
 	return kc->xbuf;
 }
 
-/* Prepared floats for products over max_cols columns: the 64 matrices of mat_vec_batch, or the
- * small_n tokens (16 in every variant) of one mat_mul. */
+/* Prepared floats for products over max_cols columns: the 64 matrices of coli_mat_vec_batch, or the
+ * small_n tokens (16 in every variant) of one coli_mat_mul. */
 #define RESERVE_ROWS 64
 
 uint64_t coli_kernels_reserve_bytes(uint64_t max_cols)
@@ -208,7 +208,7 @@ static void vec_t_piece(void *arg, int64_t b, int64_t e)
 	j->k->vec_t(j->W, j->r0, j->nr, j->a, j->y, b, e < j->W->cols ? e : j->W->cols);
 }
 
-void mat_vec_range(coli_kernels *kc, const coli_mat *W, int64_t r0, int64_t nr, const float *x, float *y)
+void coli_mat_vec_range(coli_kernels *kc, const coli_mat *W, int64_t r0, int64_t nr, const float *x, float *y)
 {
 	job j = {.k = kc->ops, .W = W, .x = x, .y = y, .r0 = r0};
 	int64_t grain;
@@ -242,7 +242,7 @@ static void batch_piece(void *arg, int64_t b, int64_t e)
 	}
 }
 
-int mat_vec_batch(coli_kernels *kc, const coli_mat *const *W, const float *const *x, float *const *y, int count)
+int coli_mat_vec_batch(coli_kernels *kc, const coli_mat *const *W, const float *const *x, float *const *y, int count)
 {
 	const kern_ops *k = kc->ops;
 	int64_t first[65], per[64], total = 0, work = 0, floats = 0, grain;
@@ -270,12 +270,12 @@ int mat_vec_batch(coli_kernels *kc, const coli_mat *const *W, const float *const
 	return 0;
 }
 
-void mat_vec(coli_kernels *kc, const coli_mat *W, const float *x, float *y)
+void coli_mat_vec(coli_kernels *kc, const coli_mat *W, const float *x, float *y)
 {
-	mat_vec_range(kc, W, 0, W->rows, x, y);
+	coli_mat_vec_range(kc, W, 0, W->rows, x, y);
 }
 
-void mat_mul(coli_kernels *kc, const coli_mat *W, const float *X, int n, float *Y)
+void coli_mat_mul(coli_kernels *kc, const coli_mat *W, const float *X, int n, float *Y)
 {
 	job j = {.k = kc->ops, .W = W, .x = X, .y = Y, .n = n};
 	int64_t grain;
@@ -287,7 +287,7 @@ void mat_mul(coli_kernels *kc, const coli_mat *W, const float *X, int n, float *
 	kpool_for(kc->pool, t, W->rows, grain, mul_piece, &j);
 }
 
-void mat_vec_t_acc(coli_kernels *kc, const coli_mat *W, int64_t r0, int64_t nr, const float *a, float *y)
+void coli_mat_vec_t_acc(coli_kernels *kc, const coli_mat *W, int64_t r0, int64_t nr, const float *a, float *y)
 {
 	job j = {.k = kc->ops, .W = W, .a = a, .y = y, .r0 = r0, .nr = nr};
 	int64_t grain;
@@ -298,7 +298,7 @@ void mat_vec_t_acc(coli_kernels *kc, const coli_mat *W, int64_t r0, int64_t nr, 
 	kpool_for(kc->pool, t, W->cols, grain, vec_t_piece, &j);
 }
 
-void mat_row(const coli_kernels *kc, const coli_mat *W, int64_t r, float *out)
+void coli_mat_row(const coli_kernels *kc, const coli_mat *W, int64_t r, float *out)
 {
 	kc->ops->row(W, r, out);
 }

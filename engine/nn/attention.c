@@ -172,10 +172,10 @@ static void gqa_project(const coli_engine *m, const layer_w *L, coli_kv *kv, int
 	const coli_mat *W[3] = {&L->q, &L->k, &L->v};
 	const float *xs[3] = {X, X, X};
 	float *ys[3] = {QP, K, V};
-	if (n != 1 || mat_vec_batch(m->kc, W, xs, ys, 3) < 0) { /* decode: the three in one dispatch */
-		mat_mul(m->kc, &L->q, X, n, QP);
-		mat_mul(m->kc, &L->k, X, n, K);
-		mat_mul(m->kc, &L->v, X, n, V);
+	if (n != 1 || coli_mat_vec_batch(m->kc, W, xs, ys, 3) < 0) { /* decode: the three in one dispatch */
+		coli_mat_mul(m->kc, &L->q, X, n, QP);
+		coli_mat_mul(m->kc, &L->k, X, n, K);
+		coli_mat_mul(m->kc, &L->v, X, n, V);
 	}
 	if (c->attn_gate)
 		split_gate(c, QP, n, Q, m->ws->AG);
@@ -261,7 +261,7 @@ int attn_gqa(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, fl
 		coli_kernels_for(m->kc, items, items / (4 * coli_kernels_threads(m->kc)) + 1, fn, &j);
 	for (int64_t i = 0; c->attn_gate && i < (int64_t)n * c->n_heads * c->head_dim; i++)
 		A[i] *= 1.0f / (1.0f + expf(-m->ws->AG[i])); /* the output gate: sigmoid */
-	mat_mul(m->kc, &L->o, A, n, out);
+	coli_mat_mul(m->kc, &L->o, A, n, out);
 	add_bias(out, L->o_bias, n, c->hidden_size);
 	return 0;
 }
@@ -272,15 +272,15 @@ static void mla_project(const coli_engine *m, const layer_w *L, coli_kv *kv, int
 	const coli_model *c = m->cfg;
 	int ql = c->q_lora_rank, lat = c->kv_lora_rank, rd = c->qk_rope_head_dim;
 	if (ql > 0) {
-		mat_mul(m->kc, &L->q_a, X, n, w->QA);
+		coli_mat_mul(m->kc, &L->q_a, X, n, w->QA);
 		add_bias(w->QA, L->q_a_bias, n, ql);
 		for (int i = 0; i < n; i++)
 			rmsnorm(w->QA + (int64_t)i * ql, w->QA + (int64_t)i * ql, L->q_a_norm, ql, 1e-6f);
-		mat_mul(m->kc, &L->q_b, w->QA, n, w->Q);
+		coli_mat_mul(m->kc, &L->q_b, w->QA, n, w->Q);
 	} else {
-		mat_mul(m->kc, &L->q_b, X, n, w->Q);
+		coli_mat_mul(m->kc, &L->q_b, X, n, w->Q);
 	}
-	mat_mul(m->kc, &L->kv_a, X, n, w->CKV);
+	coli_mat_mul(m->kc, &L->kv_a, X, n, w->CKV);
 	add_bias(w->CKV, L->kv_a_bias, n, lat + rd);
 	for (int i = 0; i < n; i++) {
 		const float *ckv = w->CKV + (int64_t)i * (lat + rd);
@@ -327,7 +327,7 @@ static void mla_token(const coli_engine *m, const layer_w *L, const coli_kv *kv,
 	for (int h = 0; h < H; h++) {
 		float *qc = w->qc + (int64_t)h * qs;
 		memset(qc, 0, (size_t)lw * sizeof(float));
-		mat_vec_t_acc(m->kc, &L->kv_b, (int64_t)h * (nope + vd), nope, Q + (int64_t)h * qk, qc); /* W_kb_h^T q_nope */
+		coli_mat_vec_t_acc(m->kc, &L->kv_b, (int64_t)h * (nope + vd), nope, Q + (int64_t)h * qk, qc); /* W_kb_h^T q_nope */
 		memcpy(qc + lw, Q + (int64_t)h * qk + nope, (size_t)rd * sizeof(float));
 	}
 	mla_job j = {m, kv, lat, rk, n};
@@ -337,7 +337,7 @@ static void mla_token(const coli_engine *m, const layer_w *L, const coli_kv *kv,
 	else
 		coli_kernels_for(m->kc, H, (H + coli_kernels_threads(m->kc) - 1) / coli_kernels_threads(m->kc), mla_heads, &j);
 	for (int h = 0; h < H; h++) /* v = W_vb_h ctx_h */
-		mat_vec_range(m->kc, &L->kv_b, (int64_t)h * (nope + vd) + nope, vd, w->ctx + (int64_t)h * lw,
+		coli_mat_vec_range(m->kc, &L->kv_b, (int64_t)h * (nope + vd) + nope, vd, w->ctx + (int64_t)h * lw,
 			      out + (int64_t)h * vd);
 }
 
@@ -378,7 +378,7 @@ int attn_mla(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, fl
 		rope_apply(m->rope, w->Q + (int64_t)i * c->n_heads * qk + c->qk_nope_head_dim, c->n_heads, qk, kv->n + i);
 		mla_token(m, L, kv, w->Q + (int64_t)i * c->n_heads * qk, lat, rk, rows, w->A + (int64_t)i * c->n_heads * vd);
 	}
-	mat_mul(m->kc, &L->o, w->A, n, out);
+	coli_mat_mul(m->kc, &L->o, w->A, n, out);
 	add_bias(out, L->o_bias, n, c->hidden_size);
 	return 0;
 }

@@ -97,7 +97,7 @@ static void index_keys(const coli_engine *m, const layer_w *L, coli_kv *kv, int 
 {
 	int hd = m->cfg->index_head_dim;
 	float *K = kv->ix[l] + (int64_t)kv->n * hd; /* [n][hd] */
-	mat_mul(m->kc, &L->idx_wk, X, n, K);
+	coli_mat_mul(m->kc, &L->idx_wk, X, n, K);
 	for (int i = 0; i < n; i++) {
 		layernorm(K + (int64_t)i * hd, L->idx_k_norm, L->idx_k_bias, hd, 1e-6f);
 		rope_apply(m->rope, K + (int64_t)i * hd, 1, 0, kv->n + i);
@@ -117,8 +117,8 @@ void dsa_index(const coli_engine *m, const layer_w *L, coli_kv *kv, int l, const
 		scan |= (w->nsel[i] = kv->n + i + 1 <= K || m->dsa_dense ? -1 : 0) == 0;
 	if (!scan)
 		return;
-	mat_mul(m->kc, &L->idx_wq_b, QA, n, w->IQ);
-	mat_mul(m->kc, &L->idx_weights, X, n, w->IW);
+	coli_mat_mul(m->kc, &L->idx_wq_b, QA, n, w->IQ);
+	coli_mat_mul(m->kc, &L->idx_weights, X, n, w->IW);
 	for (int i = 0; i < n; i++) {
 		if (w->nsel[i] < 0)
 			continue;

@@ -21,12 +21,12 @@
 static int open_store(coli_engine *m, const coli_engine_opts *o, coli_err *e)
 {
 	if (o && o->mmap)
-		return store_mmap_open(&m->store, m->ct, e);
+		return coli_store_mmap_open(&m->store, m->ct, e);
 	if (!o || !o->stream)
-		return store_ram_open(&m->store, m->ct, e);
+		return coli_store_ram_open(&m->store, m->ct, e);
 	store_stream_opts so = o->so;
 	so.tracer = o->tracer;
-	return store_stream_open(&m->store, m->ct, &so, e);
+	return coli_store_stream_open(&m->store, m->ct, &so, e);
 }
 
 /* A replayed routing must have the model's experts per layer and top_k, and a layer for each
@@ -80,7 +80,7 @@ int coli_engine_open(coli_engine *m, const char *path, const coli_engine_opts *o
 
 void coli_engine_close(coli_engine *m)
 {
-	store_close(m->store);
+	coli_store_close(m->store);
 	ws_close(m->ws);
 	if (m->w)
 		weights_release(m->w);
@@ -176,9 +176,9 @@ static void head(const coli_engine *m, int n, float *logits, float *last)
 	for (int i = 0; i < n; i++)
 		rmsnorm(w->N + (int64_t)i * d, w->X + (int64_t)i * d, m->w->final_norm, d, (float)m->cfg->rms_norm_eps);
 	if (logits)
-		mat_mul(m->kc, &m->w->lm_head, w->N, n, logits);
+		coli_mat_mul(m->kc, &m->w->lm_head, w->N, n, logits);
 	if (last)
-		mat_vec(m->kc, &m->w->lm_head, w->N + (int64_t)(n - 1) * d, last);
+		coli_mat_vec(m->kc, &m->w->lm_head, w->N + (int64_t)(n - 1) * d, last);
 }
 
 /* One batch of n <= max_batch tokens, the routing log's rows from row `at` of its n_all. */
@@ -189,7 +189,7 @@ static int batch(coli_engine *m, coli_kv *kv, const int32_t *tokens, int n, floa
 	int d = c->hidden_size, k = c->top_k, moe = 0, rc = 0;
 	coli_tracer_begin(m->tr);
 	for (int i = 0; i < n; i++)
-		mat_row(m->kc, &m->w->embed, tokens[i], m->ws->X + (int64_t)i * d);
+		coli_mat_row(m->kc, &m->w->embed, tokens[i], m->ws->X + (int64_t)i * d);
 	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, -1);
 	for (int l = 0; rc == 0 && l < c->n_layers; l++) {
 		int64_t row = ((int64_t)moe * n_all + at) * k;

@@ -598,10 +598,10 @@ int attn_gdn(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, fl
 	int Hv = c->lin_v_heads, vd = Hv * c->lin_v_dim;
 	int64_t C = 2 * c->lin_k_heads * c->lin_k_dim + vd;
 	(void)e;
-	mat_mul(m->kc, &L->lin_qkv, X, n, w->LR);
-	mat_mul(m->kc, &L->lin_z, X, n, w->LZ);
-	mat_mul(m->kc, &L->lin_b, X, n, w->LB);
-	mat_mul(m->kc, &L->lin_a, X, n, w->LA);
+	coli_mat_mul(m->kc, &L->lin_qkv, X, n, w->LR);
+	coli_mat_mul(m->kc, &L->lin_z, X, n, w->LZ);
+	coli_mat_mul(m->kc, &L->lin_b, X, n, w->LB);
+	coli_mat_mul(m->kc, &L->lin_a, X, n, w->LA);
 	conv((const float *)(const void *)L->lin_conv.codes, kv->conv[l], w->LR, n, (int)C, c->lin_conv, w->LY);
 	for (int i = 0; i < n; i++) {
 		norm_qk(c, w->LY + i * C);
@@ -611,7 +611,7 @@ int attn_gdn(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, fl
 	coli_gdn_rule(m->kc, c, kv->rec[l], w->LY, w->LA, w->LB, n, n > COLI_EXACT_N ? w->LC : NULL, w->LO);
 	for (int i = 0; i < n; i++)
 		gated_norm(c, L->lin_norm, w->LO + (int64_t)i * vd, w->LZ + (int64_t)i * vd);
-	mat_mul(m->kc, &L->lin_out, w->LO, n, out);
+	coli_mat_mul(m->kc, &L->lin_out, w->LO, n, out);
 	return 0;
 }
 

@@ -101,18 +101,18 @@ static void swiglu_mlp(coli_kernels *kc, const coli_mat *gate, const coli_mat *u
 	const coli_mat *W[2] = {gate, up};
 	const float *xs[2] = {X, X};
 	float *ys[2] = {H, U};
-	if (m != 1 || mat_vec_batch(kc, W, xs, ys, 2) < 0) {
-		mat_mul(kc, gate, X, m, H);
-		mat_mul(kc, up, X, m, U);
+	if (m != 1 || coli_mat_vec_batch(kc, W, xs, ys, 2) < 0) {
+		coli_mat_mul(kc, gate, X, m, H);
+		coli_mat_mul(kc, up, X, m, U);
 	}
 	swiglu(H, U, m * ffn);
-	mat_mul(kc, down, H, m, out);
+	coli_mat_mul(kc, down, H, m, out);
 }
 
 /* Traced: a RAM or mmap store's expert is a pin (the streaming store traces its own). */
 static void ram_outcome(const coli_engine *m, int l, int x)
 {
-	if (!m->tr || store_kind(m->store) == COLI_STORE_STREAM)
+	if (!m->tr || coli_store_kind_of(m->store) == COLI_STORE_STREAM)
 		return;
 	uint64_t t = coli_tracer_now(m->tr);
 	coli_tracer_emit(m->tr, COLI_TR_EXPERT, COLI_X_PIN, 0, l, x, t, t, 0);
@@ -121,12 +121,12 @@ static void ram_outcome(const coli_engine *m, int l, int x)
 /* A get that may wait for its read: the wait is the trace's I/O wait. */
 static const coli_expert *traced_get(const coli_engine *m, int l, int x, coli_err *e)
 {
-	if (!m->tr || store_kind(m->store) != COLI_STORE_STREAM) {
+	if (!m->tr || coli_store_kind_of(m->store) != COLI_STORE_STREAM) {
 		ram_outcome(m, l, x);
-		return store_get(m->store, l, x, e);
+		return coli_store_get(m->store, l, x, e);
 	}
 	coli_tracer_mark(m->tr, COLI_SPAN_EXPERTS, l);
-	const coli_expert *ex = store_get(m->store, l, x, e);
+	const coli_expert *ex = coli_store_get(m->store, l, x, e);
 	coli_tracer_mark(m->tr, COLI_SPAN_IO_WAIT, l);
 	return ex;
 }
@@ -149,17 +149,17 @@ static int run_expert(const coli_engine *m, int l, int x, const float *X, int n,
 	if (!ex)
 		return -1;
 	swiglu_mlp(m->kc, &ex->gate, &ex->up, &ex->down, w->G, cnt, w->H, w->U, w->D);
-	store_release(m->store, l, x);
+	coli_store_release(m->store, l, x);
 	for (int r = 0; r < cnt; r++)
 		axpy(out + (int64_t)w->rows_of[r] * d, w->wt[r], w->D + (int64_t)r * d, d);
 	return 0;
 }
 
-/* count independent products, in dispatches of at most 64 (what mat_vec_batch takes). */
+/* count independent products, in dispatches of at most 64 (what coli_mat_vec_batch takes). */
 static int products(coli_kernels *kc, const coli_mat **W, const float **xs, float **ys, int count)
 {
 	for (int at = 0; at < count; at += 64)
-		if (mat_vec_batch(kc, W + at, xs + at, ys + at, count - at < 64 ? count - at : 64) < 0)
+		if (coli_mat_vec_batch(kc, W + at, xs + at, ys + at, count - at < 64 ? count - at : 64) < 0)
 			return -1;
 	return 0;
 }
@@ -205,12 +205,12 @@ static int experts_one_token(const coli_engine *m, int l, const float *x, fwd_ws
 		}
 	for (int j = 0; j < k; j++)
 		want[j] = w->ids[order[j]];
-	store_request(m->store, l, want, k); /* the k reads overlap */
+	coli_store_request(m->store, l, want, k); /* the k reads overlap */
 	while (rc == 0 && left > 0) {
 		int *js = w->js, n = 0;
 		for (int j = 0; rc == 0 && j < k; j++) {
 			coli_err te = {0, ""};
-			if (!ex[j] && (ex[j] = store_try_get(m->store, l, want[j], &te))) {
+			if (!ex[j] && (ex[j] = coli_store_try_get(m->store, l, want[j], &te))) {
 				js[n++] = j;
 				ram_outcome(m, l, want[j]);
 			} else if (te.code) {
@@ -233,7 +233,7 @@ static int experts_one_token(const coli_engine *m, int l, const float *x, fwd_ws
 		axpy(out, w->W[order[j]], w->D + (int64_t)j * d, d);
 	for (int j = 0; j < k; j++)
 		if (ex[j])
-			store_release(m->store, l, want[j]);
+			coli_store_release(m->store, l, want[j]);
 	return rc;
 }
 
@@ -259,8 +259,8 @@ static int experts_batch(const coli_engine *m, int l, const float *X, int n, fwd
 	int nu = batch_union(m->cfg, n, w), k = m->cfg->top_k, rc = 0;
 	for (int u = 0; rc == 0 && u < nu; u++) {
 		int ahead = nu - u - 1 < k - 1 ? nu - u - 1 : k - 1;
-		store_request(m->store, l, w->uni + u, 1);
-		store_prefetch(m->store, l, w->uni + u + 1, ahead);
+		coli_store_request(m->store, l, w->uni + u, 1);
+		coli_store_prefetch(m->store, l, w->uni + u + 1, ahead);
 		rc = run_expert(m, l, w->uni[u], X, n, w, out, e);
 	}
 	return rc;
@@ -293,7 +293,7 @@ static void route_batch(const coli_engine *m, int l, int pos, const float *X, in
 	const coli_model *c = m->cfg;
 	const layer_w *L = &m->w->layers[l];
 	int E = c->n_experts, k = c->top_k;
-	mat_mul(m->kc, &L->router, X, n, w->R);
+	coli_mat_mul(m->kc, &L->router, X, n, w->R);
 	for (int i = 0; i < n; i++)
 		route(c, L->corr_bias, w->R + (int64_t)i * E, w->ids + i * k, w->W + i * k, w->scratch, w->gsel);
 	route_replayed(m, l, pos, n, w);
@@ -301,7 +301,7 @@ static void route_batch(const coli_engine *m, int l, int pos, const float *X, in
 		if (w->ids[i] >= 0 && w->ids[i] < E)
 			m->usage[(int64_t)l * E + w->ids[i]] += 1.0;
 	if (n == 1)
-		store_predict_check(m->store, l, w->ids, k);
+		coli_store_predict_check(m->store, l, w->ids, k);
 }
 
 static int moe_block(const coli_engine *m, int l, int pos, const float *X, int n, float *out, int32_t *ids, float *wts,
@@ -335,17 +335,17 @@ static int moe_block(const coli_engine *m, int l, int pos, const float *X, int n
 void moe_predict(const coli_engine *m, int l, const float *x)
 {
 	const coli_model *c = m->cfg;
-	if (l < 0 || l >= c->n_layers || !c->is_moe[l] || !store_predicting(m->store))
+	if (l < 0 || l >= c->n_layers || !c->is_moe[l] || !coli_store_predicting(m->store))
 		return;
 	const layer_w *L = &m->w->layers[l];
 	fwd_ws *w = m->ws;
 	int E = c->n_experts, k = c->top_k, d = c->hidden_size;
 	rmsnorm(w->pN, x, L->mlp_norm, d, (float)c->rms_norm_eps);
-	mat_vec(m->kc, &L->router, w->pN, w->scratch);
+	coli_mat_vec(m->kc, &L->router, w->pN, w->scratch);
 	route(c, L->corr_bias, w->scratch, w->pid, w->pw, w->scratch + E, w->gsel);
 	for (int j = 0; j < k; j++)
 		w->pint[j] = w->pid[j];
-	store_predict(m->store, l, w->pint, k);
+	coli_store_predict(m->store, l, w->pint, k);
 	coli_tracer_mark(m->tr, COLI_SPAN_ROUTER, l - 1);
 }
 

@@ -21,7 +21,7 @@ int mlp_block(const coli_engine *m, int l, int pos, const float *X, int n, float
 
 /* Decode: predicts the experts MoE layer l will choose from x, the residual before its MLP is
  * added (layer l-1's post-attention state), by layer l's own norm, router and route(), and
- * hands them to store_predict (reads queued behind every demanded one). Does nothing unless the
+ * hands them to coli_store_predict (reads queued behind every demanded one). Does nothing unless the
  * store predicts; never changes what is computed. */
 void moe_predict(const coli_engine *m, int l, const float *x);
 

@@ -55,7 +55,7 @@ static void shared_head(coli_engine *m, coli_mtp *s, const layer_w *L, int n, fl
 	const float *norm = L->head_norm ? L->head_norm : m->w->final_norm;
 	rmsnorm(s->h, m->ws->X + (int64_t)(n - 1) * d, norm, d, (float)m->cfg->rms_norm_eps);
 	if (logits)
-		mat_vec(m->kc, L->head.rows ? &L->head : &m->w->lm_head, s->h, logits);
+		coli_mat_vec(m->kc, L->head.rows ? &L->head : &m->w->lm_head, s->h, logits);
 }
 
 /* The MTP layer over n rows at positions s->kv.n ..: row i from the hidden state hid[i] and
@@ -73,11 +73,11 @@ static int run_rows(coli_engine *m, coli_mtp *s, const float *hid, const int32_t
 	coli_tracer_begin(m->tr);
 	for (int i = 0; i < n; i++) {
 		float *x = s->in + (int64_t)i * 2 * d; /* [2 x hidden]: enorm(embed(t)), hnorm(h) */
-		mat_row(m->kc, L->embed.rows ? &L->embed : &m->w->embed, tok[i], x);
+		coli_mat_row(m->kc, L->embed.rows ? &L->embed : &m->w->embed, tok[i], x);
 		rmsnorm(x, x, L->enorm, d, eps);
 		rmsnorm(x + d, hid + (int64_t)i * d, L->hnorm, d, eps);
 	}
-	mat_mul(m->kc, &L->eh_proj, s->in, n, m->ws->X); /* the layer's input, [n][hidden] */
+	coli_mat_mul(m->kc, &L->eh_proj, s->in, n, m->ws->X); /* the layer's input, [n][hidden] */
 	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, s->layer);
 	int rc = fwd_layer(m, &s->kv, s->layer, n, NULL, NULL, e);
 	if (rc == 0) {

@@ -6,14 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-int sampler_init(sampler *s, int vocab, float temperature, int top_k, float top_p, uint64_t seed)
+int coli_sampler_init(sampler *s, int vocab, float temperature, int top_k, float top_p, uint64_t seed)
 {
 	*s = (sampler){temperature, top_k, top_p, seed, vocab, malloc((size_t)vocab * sizeof(float)),
 		       malloc((size_t)vocab * sizeof(int)), NULL, vocab};
 	return s->probs && s->order ? 0 : -1;
 }
 
-int sampler_mask(sampler *s, const uint8_t *ok)
+int coli_sampler_mask(sampler *s, const uint8_t *ok)
 {
 	int n = 0;
 	for (int i = 0; i < s->vocab; i++)
@@ -30,7 +30,7 @@ int sampler_mask(sampler *s, const uint8_t *ok)
 	return 0;
 }
 
-void sampler_release(sampler *s)
+void coli_sampler_release(sampler *s)
 {
 	free(s->probs);
 	free(s->order);
@@ -108,7 +108,7 @@ static int nucleus(sampler *s, const float *logits)
 	return keep;
 }
 
-int sampler_pick(sampler *s, const float *logits)
+int coli_sampler_pick(sampler *s, const float *logits)
 {
 	if (s->temperature <= 0)
 		return argmax(s, logits);
@@ -123,7 +123,7 @@ int sampler_pick(sampler *s, const float *logits)
 	return s->order[keep - 1];
 }
 
-void sampler_probs(sampler *s, const float *logits, float *p)
+void coli_sampler_probs(sampler *s, const float *logits, float *p)
 {
 	memset(p, 0, (size_t)s->vocab * sizeof(float));
 	if (s->temperature <= 0) {
@@ -138,7 +138,7 @@ void sampler_probs(sampler *s, const float *logits, float *p)
 		p[s->order[i]] = (float)(s->probs[s->order[i]] / total);
 }
 
-int sampler_draw(sampler *s, const float *w)
+int coli_sampler_draw(sampler *s, const float *w)
 {
 	double total = 0, acc = 0;
 	int last = -1;
@@ -157,7 +157,7 @@ int sampler_draw(sampler *s, const float *w)
 	return last;
 }
 
-int sampler_verify(sampler *s, const float *p, const float *q, int d, float *resid, int *accepted)
+int coli_sampler_verify(sampler *s, const float *p, const float *q, int d, float *resid, int *accepted)
 {
 	double u = uniform(s);
 	*accepted = q[d] > 0 && u * q[d] < p[d]; /* u < min(1, p/q) */
@@ -165,6 +165,6 @@ int sampler_verify(sampler *s, const float *p, const float *q, int d, float *res
 		return d;
 	for (int i = 0; i < s->vocab; i++)
 		resid[i] = p[i] > q[i] ? p[i] - q[i] : 0.0f;
-	int t = sampler_draw(s, resid);
-	return t >= 0 ? t : sampler_draw(s, p); /* p <= q everywhere: only when p == q (never rejected) */
+	int t = coli_sampler_draw(s, resid);
+	return t >= 0 ? t : coli_sampler_draw(s, p); /* p <= q everywhere: only when p == q (never rejected) */
 }

@@ -155,8 +155,8 @@ static int choose_k(coli_spec *d, int g, int max, const coli_kv *kv)
 
 static uint64_t bytes_read(const coli_engine *m)
 {
-	store_stats st;
-	return store_get_stats(m->store, &st) == 0 ? st.bytes_read : 0;
+	coli_store_stats st;
+	return coli_store_get_stats(m->store, &st) == 0 ? st.bytes_read : 0;
 }
 
 static double blend(double old, double x)
@@ -172,7 +172,7 @@ static int plain_step(coli_spec *d, coli_engine *m, coli_kv *kv, sampler *smp, i
 	uint64_t b0 = bytes_read(m);
 	if (coli_forward_mtp(m, kv, mtp_of(d), &t, 1, NULL, logits, e) < 0)
 		return -1;
-	out[0] = sampler_pick(smp, logits);
+	out[0] = coli_sampler_pick(smp, logits);
 	rows[0] = logits;
 	double dt = coli_now() - t0;
 	if (d->st.plain++ > 0) /* the first pays the warm-up */
@@ -197,12 +197,12 @@ static int drafts(coli_spec *d, coli_engine *m, sampler *smp, int32_t t, int g, 
 		if (coli_mtp_step(m, &d->mtp, d->toks[s], q, e) < 0)
 			return -1;
 		if (smp->temperature <= 0) {
-			d->toks[s + 1] = sampler_pick(smp, q);
+			d->toks[s + 1] = coli_sampler_pick(smp, q);
 			continue;
 		}
-		sampler_probs(smp, q, d->pp);
+		coli_sampler_probs(smp, q, d->pp);
 		memcpy(q, d->pp, (size_t)V * sizeof(float));
-		d->toks[s + 1] = sampler_draw(smp, q);
+		d->toks[s + 1] = coli_sampler_draw(smp, q);
 	}
 	return 0;
 }
@@ -216,17 +216,17 @@ static int accept(coli_spec *d, sampler *smp, int k, int32_t *out, const float *
 	for (; a < k && ok; a++) {
 		const float *row = d->p + (int64_t)a * V;
 		if (smp->temperature <= 0) {
-			x = sampler_pick(smp, row);
+			x = coli_sampler_pick(smp, row);
 			ok = x == d->toks[a + 1];
 		} else {
-			sampler_probs(smp, row, d->pp);
-			x = sampler_verify(smp, d->pp, d->q + (int64_t)a * V, d->toks[a + 1], d->resid, &ok);
+			coli_sampler_probs(smp, row, d->pp);
+			x = coli_sampler_verify(smp, d->pp, d->q + (int64_t)a * V, d->toks[a + 1], d->resid, &ok);
 		}
 		out[a] = x, rows[a] = row;
 	}
 	if (ok) { /* every draft accepted: the token after the last */
 		rows[k] = d->p + (int64_t)k * V;
-		out[k] = sampler_pick(smp, rows[k]);
+		out[k] = coli_sampler_pick(smp, rows[k]);
 		return k + 1;
 	}
 	return a;

@@ -128,12 +128,12 @@ static int open_store(coli_store **out, const coli_container *c, int mapped, col
 	return 0;
 }
 
-int store_ram_open(coli_store **out, const coli_container *c, coli_err *e)
+int coli_store_ram_open(coli_store **out, const coli_container *c, coli_err *e)
 {
 	return open_store(out, c, 0, e);
 }
 
-int store_mmap_open(coli_store **out, const coli_container *c, coli_err *e)
+int coli_store_mmap_open(coli_store **out, const coli_container *c, coli_err *e)
 {
 	return open_store(out, c, 1, e);
 }

@@ -1,7 +1,7 @@
 /* store/stats.c: the difference of two statistics snapshots of one store. */
 #include "store.h"
 
-void store_stats_sub(const store_stats *a, const store_stats *b, store_stats *d)
+void coli_store_stats_sub(const coli_store_stats *a, const coli_store_stats *b, coli_store_stats *d)
 {
 	*d = *a;
 	d->hits -= b->hits, d->misses -= b->misses, d->pin_hits -= b->pin_hits;

@@ -670,7 +670,7 @@ static int open_layers(stream_store *s, const store_stream_opts *o, int keep, co
 	return rc;
 }
 
-int store_stream_open(coli_store **out, const coli_container *c, const store_stream_opts *o, coli_err *e)
+int coli_store_stream_open(coli_store **out, const coli_container *c, const store_stream_opts *o, coli_err *e)
 {
 	int top_k = c->model.top_k > 0 ? c->model.top_k : 1, n = o ? o->cache_slots : 0;
 	if (n < 0)
@@ -781,7 +781,7 @@ static void stream_predict_check(coli_store *base, int layer, const int32_t *cho
 	unlock_emit(s);
 }
 
-static int stream_stats(const coli_store *s, store_stats *st)
+static int stream_stats(const coli_store *s, coli_store_stats *st)
 {
 	stream_store *ss = (stream_store *)s;
 	pthread_mutex_lock(&ss->mu);

@@ -96,7 +96,7 @@ typedef struct stream_store {
 	stream_layer *layers;     /* [container layer]; x NULL when not MoE */
 	int n_layers;
 	uint64_t tick;
-	store_stats st;
+	coli_store_stats st;
 	pthread_mutex_t mu;       /* guards everything below, every slot's state, the replicas */
 	pthread_cond_t queued, done;
 	slot *qhead, *qtail;      /* records with chunks not yet claimed by a reader */

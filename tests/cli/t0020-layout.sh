@@ -45,4 +45,13 @@ test_expect_success 'the libraries never print, never read the environment, neve
 	! grep -v "^[^:]*:[0-9]*:[[:space:]]*\\(/\\*\\| \\*\\)" hits
 '
 
+test_expect_success 'the libraries export only coli_ names (internal ones are local: make localises them)' '
+	for a in "$TOP"/build/libcoli.a "$TOP"/build/libcoli-engine.a; do
+		test -f "$a" || exit 1
+		nm -g --defined-only "$a" | awk "NF == 3 { print \$3 }" >"syms.$(basename "$a")" &&
+		test -s "syms.$(basename "$a")" &&
+		! grep -v "^coli_" "syms.$(basename "$a")" || { echo "$a exports the names above" >&2; exit 1; }
+	done
+'
+
 test_done

@@ -163,7 +163,7 @@ static void check(const char *fam, const char *path, int stream)
 	long nd = -1;
 	int rd = -1;
 	if (rc == 0) {
-		store_set_predict(m.store, 1);
+		coli_store_set_predict(m.store, 1);
 		rc = decode_allocs(&m, &n, &e);
 		rd = m.cfg->n_mtp_layers > 0 ? draft_allocs(&m, &nd, &e) : 1;
 		coli_engine_close(&m);

@@ -4,11 +4,11 @@
  * Tolerance: for each output y[r] = sum_c W'[r][c] x[c],
  *   |y - ref| <= 1e-5 * sum_c |W'[r][c]| |x[c]|          (ref summed in double)
  * and for the transposed product the same with a[r] in place of x and |y0| added to the bound.
- * mat_row must equal the dequantized row bit for bit. One variant gives the same bits with 1
+ * coli_mat_row must equal the dequantized row bit for bit. One variant gives the same bits with 1
  * and 2 threads. Variants the CPU lacks print "SKIP <name>" instead of PASS.
  *
  * COLI_KERNEL_BENCH=1 also measures (not a test): q4 matvec GB/s of weight bytes and q4
- * mat_mul GFLOP/s (64 tokens, and 29: about a 512-token prefill's batch per expert) per variant
+ * coli_mat_mul GFLOP/s (64 tokens, and 29: about a 512-token prefill's batch per expert) per variant
  * and thread count, as a markdown table on stdout.
  */
 #include <math.h>
@@ -223,14 +223,14 @@ static void check_vec(const char *isa, const tmat *t, const float *x)
 	char name[160];
 	float *y = calloc((size_t)t->m.rows, sizeof(float));
 	int64_t worst = 0;
-	mat_vec(K, &t->m, x, y);
+	coli_mat_vec(K, &t->m, x, y);
 	double e = vec_err(t, x, y, 1, &worst);
-	snprintf(name, sizeof(name), "%s %s mat_vec", isa, t->name);
+	snprintf(name, sizeof(name), "%s %s coli_mat_vec", isa, t->name);
 	T_CHECK(name, e <= 1, "row %lld: error %.3g x tolerance", (long long)worst, e);
 	free(y);
 }
 
-/* mat_vec_range over rows [r0, r0 + nr): y[j] against row r0 + j's reference. */
+/* coli_mat_vec_range over rows [r0, r0 + nr): y[j] against row r0 + j's reference. */
 static void check_range(const char *isa, const tmat *t, const float *x, int64_t r0, int64_t nr)
 {
 	char name[160];
@@ -239,9 +239,9 @@ static void check_range(const char *isa, const tmat *t, const float *x, int64_t 
 	tmat band = *t;
 	band.m.rows = nr;
 	band.w = t->w + r0 * t->m.cols;
-	mat_vec_range(K, &t->m, r0, nr, x, y);
+	coli_mat_vec_range(K, &t->m, r0, nr, x, y);
 	double e = vec_err(&band, x, y, 1, &worst);
-	snprintf(name, sizeof(name), "%s %s mat_vec_range rows %lld+%lld", isa, t->name, (long long)r0,
+	snprintf(name, sizeof(name), "%s %s coli_mat_vec_range rows %lld+%lld", isa, t->name, (long long)r0,
 		 (long long)nr);
 	T_CHECK(name, e <= 1, "row %lld: error %.3g x tolerance", (long long)(r0 + worst), e);
 	free(y);
@@ -255,7 +255,7 @@ static void check_mul(const char *isa, const tmat *t, const float *X, int n)
 	double e = 0;
 	int64_t worst = 0;
 	int wt = 0;
-	mat_mul(K, &t->m, X, n, Y);
+	coli_mat_mul(K, &t->m, X, n, Y);
 	for (int k = 0; k < n; k++) {
 		int64_t w;
 		double ek = vec_err(t, X + k * t->m.cols, Y + k * t->m.rows, 1, &w);
@@ -265,7 +265,7 @@ static void check_mul(const char *isa, const tmat *t, const float *X, int n)
 			wt = k;
 		}
 	}
-	snprintf(name, sizeof(name), "%s %s mat_mul n=%d", isa, t->name, n);
+	snprintf(name, sizeof(name), "%s %s coli_mat_mul n=%d", isa, t->name, n);
 	T_CHECK(name, e <= 1, "token %d row %lld: error %.3g x tolerance", wt, (long long)worst, e);
 	free(Y);
 }
@@ -278,7 +278,7 @@ static void check_vec_t(const char *isa, const tmat *t, int64_t r0, int64_t nr)
 	float *a = rand_vec(nr), *y0 = rand_vec(cols), *y = malloc((size_t)cols * sizeof(float));
 	double e = 0;
 	memcpy(y, y0, (size_t)cols * sizeof(float));
-	mat_vec_t_acc(K, &t->m, r0, nr, a, y);
+	coli_mat_vec_t_acc(K, &t->m, r0, nr, a, y);
 	for (int64_t c = 0; c < cols; c++) {
 		double ref = y0[c], bound = fabs(y0[c]);
 		for (int64_t r = 0; r < nr; r++) {
@@ -291,7 +291,7 @@ static void check_vec_t(const char *isa, const tmat *t, int64_t r0, int64_t nr)
 			worst = c;
 		}
 	}
-	snprintf(name, sizeof(name), "%s %s mat_vec_t_acc rows %lld+%lld", isa, t->name, (long long)r0,
+	snprintf(name, sizeof(name), "%s %s coli_mat_vec_t_acc rows %lld+%lld", isa, t->name, (long long)r0,
 		 (long long)nr);
 	T_CHECK(name, e <= 1, "column %lld: error %.3g x tolerance", (long long)worst, e);
 	free(a);
@@ -305,7 +305,7 @@ static void check_row(const char *isa, const tmat *t)
 	float *out = malloc((size_t)t->m.cols * sizeof(float));
 	int64_t bad_r = -1, bad_c = -1;
 	for (int64_t r = 0; r < t->m.rows && bad_r < 0; r++) {
-		mat_row(K, &t->m, r, out);
+		coli_mat_row(K, &t->m, r, out);
 		for (int64_t c = 0; c < t->m.cols; c++)
 			if (!same_bits(out[c], t->w[r * t->m.cols + c])) {
 				bad_r = r;
@@ -313,7 +313,7 @@ static void check_row(const char *isa, const tmat *t)
 				break;
 			}
 	}
-	snprintf(name, sizeof(name), "%s %s mat_row", isa, t->name);
+	snprintf(name, sizeof(name), "%s %s coli_mat_row", isa, t->name);
 	T_CHECK(name, bad_r < 0, "row %lld column %lld: %.9g, expected %.9g", (long long)bad_r,
 		(long long)bad_c, bad_r < 0 ? 0.0 : (double)out[bad_c],
 		bad_r < 0 ? 0.0 : (double)t->w[bad_r * t->m.cols + bad_c]);
@@ -330,10 +330,10 @@ static void check_threads(const char *isa, const tmat *t, const float *X)
 	for (int k = 0; k < 2; k++) {
 		out[k] = calloc(ny, sizeof(float));
 		use(K_isa, k + 1, NULL);
-		mat_vec(K, &t->m, X, out[k]);
-		mat_mul(K, &t->m, X, (int)n, out[k] + rows);
-		mat_mul(K, &t->m, X, 3, out[k] + rows + n * rows);
-		mat_vec_t_acc(K, &t->m, 1, rows - 1, X, out[k] + rows + (n + 3) * rows);
+		coli_mat_vec(K, &t->m, X, out[k]);
+		coli_mat_mul(K, &t->m, X, (int)n, out[k] + rows);
+		coli_mat_mul(K, &t->m, X, 3, out[k] + rows + n * rows);
+		coli_mat_vec_t_acc(K, &t->m, 1, rows - 1, X, out[k] + rows + (n + 3) * rows);
 	}
 	size_t i = 0;
 	while (i < ny && same_bits(out[0][i], out[1][i]))
@@ -345,7 +345,7 @@ static void check_threads(const char *isa, const tmat *t, const float *X)
 	free(out[1]);
 }
 
-/* mat_mul of n <= COLI_EXACT_N tokens: each token's row has mat_vec's bits (kernels.h: what a
+/* coli_mat_mul of n <= COLI_EXACT_N tokens: each token's row has coli_mat_vec's bits (kernels.h: what a
  * speculative verify relies on to compute what decode steps would). */
 static void check_exact(const char *isa, const tmat *t, const float *X)
 {
@@ -353,14 +353,14 @@ static void check_exact(const char *isa, const tmat *t, const float *X)
 	int64_t rows = t->m.rows, cols = t->m.cols, bad = -1;
 	float *Y = calloc((size_t)(COLI_EXACT_N * rows), sizeof(float)), *y = calloc((size_t)rows, sizeof(float));
 	for (int n = 1; n <= COLI_EXACT_N && bad < 0; n++) {
-		mat_mul(K, &t->m, X, n, Y);
+		coli_mat_mul(K, &t->m, X, n, Y);
 		for (int i = 0; i < n && bad < 0; i++) {
-			mat_vec(K, &t->m, X + i * cols, y);
+			coli_mat_vec(K, &t->m, X + i * cols, y);
 			for (int64_t r = 0; r < rows && bad < 0; r++)
 				bad = same_bits(y[r], Y[i * rows + r]) ? -1 : n * 1000000 + i * 10000 + r;
 		}
 	}
-	snprintf(name, sizeof(name), "%s %s mat_mul of 1..%d tokens has mat_vec's bits", isa, t->name, COLI_EXACT_N);
+	snprintf(name, sizeof(name), "%s %s coli_mat_mul of 1..%d tokens has coli_mat_vec's bits", isa, t->name, COLI_EXACT_N);
 	T_CHECK(name, bad < 0, "n %lld, token %lld, row %lld differ", (long long)(bad / 1000000),
 		(long long)(bad / 10000 % 100), (long long)(bad % 10000));
 	free(Y);
@@ -412,7 +412,7 @@ static void check_q4_unprepared(const char *isa, const kern_ops *k)
 		double en = vec_err(&t, X + n * 1000, Y + n * 37, 1, &worst);
 		e = en > e ? en : e;
 	}
-	snprintf(name, sizeof(name), "%s q4 mat_mul n=3 without prepared x", isa);
+	snprintf(name, sizeof(name), "%s q4 coli_mat_mul n=3 without prepared x", isa);
 	T_CHECK(name, e <= 1, "error %.3g x tolerance", e);
 	free(X);
 	free(Y);
@@ -429,21 +429,21 @@ static void check_fp8_nan(const char *isa)
 	t.buf[5 * t.blob.row_bytes + 150] = 0x7F;
 	t.buf[9 * t.blob.row_bytes + 3] = 0xFF;
 	float *x = rand_vec(200 * 5), y[40 * 5], out[200];
-	mat_vec(K, &t.m, x, y);
+	coli_mat_vec(K, &t.m, x, y);
 	int ok = 1;
 	for (int r = 0; r < 40; r++)
 		ok &= (r == 5 || r == 9) == (isnan(y[r]) != 0);
-	snprintf(name, sizeof(name), "%s fp8 NaN code gives a NaN row in mat_vec", isa);
+	snprintf(name, sizeof(name), "%s fp8 NaN code gives a NaN row in coli_mat_vec", isa);
 	T_CHECK(name, ok, "y[5] %g y[9] %g y[0] %g", (double)y[5], (double)y[9], (double)y[0]);
-	mat_mul(K, &t.m, x, 5, y);
+	coli_mat_mul(K, &t.m, x, 5, y);
 	ok = 1;
 	for (int k = 0; k < 5; k++)
 		for (int r = 0; r < 40; r++)
 			ok &= (r == 5 || r == 9) == (isnan(y[k * 40 + r]) != 0);
-	snprintf(name, sizeof(name), "%s fp8 NaN code gives a NaN row in mat_mul", isa);
+	snprintf(name, sizeof(name), "%s fp8 NaN code gives a NaN row in coli_mat_mul", isa);
 	T_CHECK(name, ok, "a NaN row is finite or a finite row is NaN");
-	mat_row(K, &t.m, 5, out);
-	snprintf(name, sizeof(name), "%s fp8 NaN code decodes to NaN in mat_row", isa);
+	coli_mat_row(K, &t.m, 5, out);
+	snprintf(name, sizeof(name), "%s fp8 NaN code decodes to NaN in coli_mat_row", isa);
 	T_CHECK(name, isnan(out[150]) && !isnan(out[149]), "out[150] %g", (double)out[150]);
 	free(x);
 	tmat_free(&t);
@@ -507,10 +507,10 @@ static void check_choice(void)
 		T_CHECK("ISA avx512 without AVX-512 is an error",
 			rc < 0 && strstr(e.msg, "'avx512': this CPU lacks AVX-512"), "rc %d: %s", rc, rc < 0 ? e.msg : "");
 	got = open_isa("avx2", &rc, &e);
-	if (kernels_available("avx2"))
+	if (coli_kernels_available("avx2"))
 		T_CHECK("ISA avx2 is used", got && strcmp(got, "avx2") == 0, "rc %d", rc);
 	got = open_isa(NULL, &rc, &e);
-	const char *best = kernels_available("avx512") ? "avx512" : kernels_available("avx2") ? "avx2" : "scalar";
+	const char *best = coli_kernels_available("avx512") ? "avx512" : coli_kernels_available("avx2") ? "avx2" : "scalar";
 	T_CHECK("no ISA named picks the best variant, at least one thread", got && strcmp(got, best) == 0,
 		"isa %s, expected %s", got ? got : "-", best);
 }
@@ -529,9 +529,9 @@ static double time_median(tmat *m, int ncopies, const float *X, float *Y, int n,
 		tmat *w = &m[i % ncopies];
 		double t0 = coli_now();
 		if (n == 0)
-			mat_vec(K, &w->m, X, Y);
+			coli_mat_vec(K, &w->m, X, Y);
 		else
-			mat_mul(K, &w->m, X, n, Y);
+			coli_mat_mul(K, &w->m, X, n, Y);
 		if (i >= 2)
 			t[i - 2] = coli_now() - t0;
 	}
@@ -582,7 +582,7 @@ static void bench(void)
 {
 	static const int64_t shapes[][2] = {{4096, 4096}, {7168, 2048}};
 	printf("\n| variant | threads | q4 matrix | matvec GB/s (in cache) | matvec GB/s (from RAM) | "
-	       "mat_mul n=64 GFLOP/s | mat_mul n=29 GFLOP/s |\n|---|---|---|---|---|---|---|\n");
+	       "coli_mat_mul n=64 GFLOP/s | coli_mat_mul n=29 GFLOP/s |\n|---|---|---|---|---|---|---|\n");
 	for (size_t s = 0; s < 2; s++) {
 		int64_t rows = shapes[s][1], cols = shapes[s][0];
 		enum { COPIES = 24 }; /* 24 x 8.5 MB: well past the last-level cache */
@@ -612,7 +612,7 @@ static void bench(void)
 		free(Y);
 	}
 	double m1 = mem_bandwidth(1), m2 = mem_bandwidth(2);
-	printf("\nweight bytes = codes + scales; median of 41 calls (mat_mul: 9, scalar 3); 'from RAM' "
+	printf("\nweight bytes = codes + scales; median of 41 calls (coli_mat_mul: 9, scalar 3); 'from RAM' "
 	       "cycles through %d copies.\nmemory read (memchr, best of 5 x 512 MiB): %.1f GB/s with 1 "
 	       "thread, %.1f GB/s with 2\n", 24, m1, m2);
 }

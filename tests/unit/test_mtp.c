@@ -54,7 +54,7 @@ static void check_verify_bits(const char *fam, const char *path, int bits)
 		coli_engine m;
 		coli_err e = {0, ""};
 		coli_engine_opts o = {.isa = isas[i]};
-		if (!kernels_available(isas[i]) || coli_engine_open(&m, path, &o, &e) < 0)
+		if (!coli_kernels_available(isas[i]) || coli_engine_open(&m, path, &o, &e) < 0)
 			continue;
 		size_t n = (size_t)5 * m.cfg->vocab_size;
 		float *a = calloc(n, sizeof(float)), *b = calloc(n, sizeof(float));
@@ -74,7 +74,7 @@ static double *deq(const coli_engine *m, const coli_mat *W)
 	double *out = malloc((size_t)(W->rows * W->cols) * sizeof(double));
 	float *row = malloc((size_t)W->cols * sizeof(float));
 	for (int64_t r = 0; r < W->rows; r++) {
-		mat_row(m->kc, W, r, row);
+		coli_mat_row(m->kc, W, r, row);
 		for (int64_t c = 0; c < W->cols; c++)
 			out[r * W->cols + c] = row[c];
 	}
@@ -162,13 +162,13 @@ static int moe_ref(coli_engine *m, int l, const layer_w *L, const double *x, dou
 	int rc = 0;
 	for (int j = 0; rc == 0 && j < k; j++) {
 		coli_err e = {0, ""};
-		const coli_expert *ex = store_get(m->store, l, ids[j], &e);
+		const coli_expert *ex = coli_store_get(m->store, l, ids[j], &e);
 		if (!ex) {
 			rc = -1;
 			break;
 		}
 		swiglu_ref(m, &ex->gate, &ex->up, &ex->down, x, w[j], y);
-		store_release(m->store, l, ids[j]);
+		coli_store_release(m->store, l, ids[j]);
 	}
 	if (L->sh_gate.rows)
 		swiglu_ref(m, &L->sh_gate, &L->sh_up, &L->sh_down, x, 1.0, y);
@@ -188,7 +188,7 @@ static int mtp_reference(coli_engine *m, const float *h0, int32_t t1, double *ou
 	double *att = calloc((size_t)(c->n_heads * (c->v_head_dim > c->head_dim ? c->v_head_dim : c->head_dim)), sizeof(double));
 	double *o = calloc((size_t)d, sizeof(double));
 	float *row = calloc((size_t)d, sizeof(float));
-	mat_row(m->kc, &m->w->embed, t1, row);
+	coli_mat_row(m->kc, &m->w->embed, t1, row);
 	for (int i = 0; i < d; i++)
 		t[i] = row[i], x[i] = h0[i];
 	norm(t, L->enorm, d, eps, in);        /* [enorm(embed(t_1)); hnorm(h_0)] */
@@ -245,7 +245,7 @@ static void check_reference(const char *fam, const char *path)
 		rc = coli_forward_mtp(&m, &kv, &s, prompt, 1, NULL, main_lg, &e);
 	if (rc == 0) {
 		memcpy(h0, s.hid, (size_t)d * sizeof(float));
-		mat_vec(m.kc, &m.w->lm_head, h0, head);
+		coli_mat_vec(m.kc, &m.w->lm_head, h0, head);
 	}
 	snprintf(name, sizeof(name), "mtp: %s: the queued hidden state is the lm_head's input", fam);
 	T_CHECK(name, rc == 0 && memcmp(head, main_lg, (size_t)V * sizeof(float)) == 0, "rc %d %s", rc, e.msg);
@@ -331,9 +331,9 @@ static void rule_rounds(const char *what, const float *p, const float *q, int V,
 	float *resid = calloc((size_t)V, sizeof(float));
 	long *hist = calloc((size_t)V, sizeof(long)), acc = 0, never = 0;
 	sampler s;
-	sampler_init(&s, V, 1.0f, 0, 1.0f, 42);
+	coli_sampler_init(&s, V, 1.0f, 0, 1.0f, 42);
 	for (int i = 0; i < n; i++) {
-		int ok, d = sampler_draw(&s, q), x = sampler_verify(&s, p, q, d, resid, &ok);
+		int ok, d = coli_sampler_draw(&s, q), x = coli_sampler_verify(&s, p, q, d, resid, &ok);
 		hist[x]++, acc += ok;
 	}
 	double worst = 0, want_acc = 0;
@@ -348,7 +348,7 @@ static void rule_rounds(const char *what, const float *p, const float *q, int V,
 	double a = (double)acc / n;
 	snprintf(name, sizeof(name), "mtp: %s: speculative sampling accepts with probability sum min(p, q)", what);
 	T_CHECK(name, fabs(a - want_acc) < 0.005, "accepted %.4f, expected %.4f", a, want_acc);
-	sampler_release(&s);
+	coli_sampler_release(&s);
 	free(resid), free(hist);
 }
 
@@ -374,21 +374,21 @@ static void check_rule_model(const char *fam, const char *path)
 	int32_t toks[2] = {next5[0], 0};
 	float *lg = calloc((size_t)2 * V, sizeof(float)), *p = calloc((size_t)V, sizeof(float));
 	float *q = calloc((size_t)V, sizeof(float));
-	sampler_init(&smp, V, 1.0f, 8, 1.0f, 1);
+	coli_sampler_init(&smp, V, 1.0f, 8, 1.0f, 1);
 	int rc = coli_kv_init(&kv, &m, 32, &e) == 0 && coli_mtp_init(&s, &m, 32, 0, &e) == 0 ? 0 : -1;
 	if (rc == 0)
 		rc = coli_forward_mtp(&m, &kv, &s, prompt, 6, NULL, lg, &e);
 	if (rc == 0 && (rc = coli_mtp_step(&m, &s, toks[0], lg, &e)) == 0) {
-		sampler_probs(&smp, lg, q);
-		toks[1] = sampler_draw(&smp, q);
+		coli_sampler_probs(&smp, lg, q);
+		toks[1] = coli_sampler_draw(&smp, q);
 		rc = coli_forward_mtp(&m, &kv, &s, toks, 2, lg, NULL, &e);
 	}
 	T_CHECK("mtp: a draft and its verify at temperature 1, top-k 8", rc == 0, "%s: %s", fam, e.msg);
 	if (rc == 0) {
-		sampler_probs(&smp, lg, p);
+		coli_sampler_probs(&smp, lg, p);
 		rule_rounds(fam, p, q, V, 200000);
 	}
-	sampler_release(&smp);
+	coli_sampler_release(&smp);
 	coli_mtp_release(&s);
 	coli_kv_release(&kv);
 	coli_engine_close(&m);

@@ -372,14 +372,14 @@ static int store_step(coli_store *st, const coli_sim_batch *b, coli_err *e)
 	for (int j = 0; j < b->n; j++) {
 		coli_err te = {0, ""};
 		ids[j] = b->experts[j];
-		got[j] = store_try_get(st, b->layer, ids[j], &te);
+		got[j] = coli_store_try_get(st, b->layer, ids[j], &te);
 	}
-	store_prefetch(st, b->layer, ids, b->n);
+	coli_store_prefetch(st, b->layer, ids, b->n);
 	for (int j = 0; j < b->n; j++)
-		if (!got[j] && !(got[j] = store_get(st, b->layer, ids[j], e)))
+		if (!got[j] && !(got[j] = coli_store_get(st, b->layer, ids[j], e)))
 			return -1;
 	for (int j = 0; j < b->n; j++)
-		store_release(st, b->layer, ids[j]);
+		coli_store_release(st, b->layer, ids[j]);
 	return 0;
 }
 
@@ -414,12 +414,12 @@ static void compare_store(const coli_container *c, const coli_sim_batch *seq, in
 	coli_sim *s = NULL;
 	store_stream_opts so = {.cache_slots = slots, .pins = pins, .usage = usage,
 				.cache_policy = lfu ? STORE_CACHE_LFU : STORE_CACHE_LRU};
-	int L = c->model.n_layers + c->model.n_mtp_layers, k = c->model.top_k, rc = store_stream_open(&st, c, &so, &e);
+	int L = c->model.n_layers + c->model.n_mtp_layers, k = c->model.top_k, rc = coli_store_stream_open(&st, c, &so, &e);
 	for (int i = 0; rc == 0 && i < n; i++)
 		rc = store_step(st, &seq[i], &e);
-	store_stats got = {0};
+	coli_store_stats got = {0};
 	if (rc == 0)
-		store_get_stats(st, &got);
+		coli_store_get_stats(st, &got);
 	coli_sim_opts o = {.policy = lfu ? COLI_SIM_LFU : COLI_SIM_LRU, .n_layers = L, .n_experts = c->model.n_experts, .capacity = slots,
 			   .max_batch = k};
 	if (rc == 0 && (rc = coli_sim_open(&s, &o, &e)) == 0) {
@@ -435,7 +435,7 @@ static void compare_store(const coli_container *c, const coli_sim_batch *seq, in
 		e.msg, (unsigned long long)got.hits, (unsigned long long)got.misses, (unsigned long long)got.pin_hits,
 		SHOW(want));
 	coli_sim_close(s);
-	store_close(st);
+	coli_store_close(st);
 }
 
 static void test_store(void)

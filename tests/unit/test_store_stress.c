@@ -137,7 +137,7 @@ static int make_world(world *w, coli_err *e)
 		 "cp -r ref.coli a.coli && cp -r ref.coli b.coli && mkdir src && cp -r ref.coli src/c.coli",
 		 t_fixtures(), scratch, scratch);
 	snprintf(dir, sizeof(dir), "%s/ref.coli", scratch);
-	if (run_cmd(cmd) != 0 || coli_container_open(&w->c, dir, e) < 0 || store_ram_open(&w->ram, w->c, e) < 0)
+	if (run_cmd(cmd) != 0 || coli_container_open(&w->c, dir, e) < 0 || coli_store_ram_open(&w->ram, w->c, e) < 0)
 		return -1;
 	const coli_model *m = &w->c->model;
 	w->E = m->n_experts, w->k = m->top_k;
@@ -201,7 +201,7 @@ static int make_world(world *w, coli_err *e)
 
 static void free_world(world *w)
 {
-	store_close(w->ram);
+	coli_store_close(w->ram);
 	coli_container_close(w->c);
 	free(w->crc_a), free(w->crc_b), free(w->eio_c), free(w->none), free(w->pinned), free(w->usage);
 }
@@ -309,7 +309,7 @@ static void check_get(const world *w, const cfg *g, tally *t, int layer, int x, 
 		return;
 	}
 	coli_err re = {0, ""};
-	const coli_expert *ref = store_get(w->ram, layer, x, &re);
+	const coli_expert *ref = coli_store_get(w->ram, layer, x, &re);
 	if (!readable(w, g, r))
 		t->unexpected++, note(t, "[layer %d][expert %d]: get succeeded though no copy is good%s", layer, x, "");
 	else if (!ref || memcmp(v->gate.codes - lx->part_off[0], ref->gate.codes - lx->part_off[0], lx->record_size))
@@ -319,7 +319,7 @@ static void check_get(const world *w, const cfg *g, tally *t, int layer, int x, 
 static const coli_expert *do_get(const world *w, const cfg *g, tally *t, coli_store *st, int layer, int x, int try)
 {
 	coli_err e = {0, ""};
-	const coli_expert *v = try ? store_try_get(st, layer, x, &e) : store_get(st, layer, x, &e);
+	const coli_expert *v = try ? coli_store_try_get(st, layer, x, &e) : coli_store_get(st, layer, x, &e);
 	if (try && !v && e.code == 0)
 		return NULL; /* pending: a get follows */
 	check_get(w, g, t, layer, x, v, &e);
@@ -345,7 +345,7 @@ typedef struct held {
 static void release_all(coli_store *st, held *h)
 {
 	for (int j = 0; j < h->n; j++)
-		store_release(st, h->layer, h->x[j]);
+		coli_store_release(st, h->layer, h->x[j]);
 	h->n = 0;
 }
 
@@ -365,11 +365,11 @@ static void batch(const world *w, const cfg *g, tally *t, coli_store *st, int li
 				want[n++] = d[j];
 		}
 	}
-	store_request(st, layer, want, 1);
-	store_prefetch(st, layer, want + 1, n - 1);
+	coli_store_request(st, layer, want, 1);
+	coli_store_prefetch(st, layer, want + 1, n - 1);
 	for (int i = 0; i < n; i++)
 		if (do_get(w, g, t, st, layer, want[i], 0))
-			store_release(st, layer, want[i]);
+			coli_store_release(st, layer, want[i]);
 }
 
 /* One decoding token over every MoE layer, in random variations of what the MoE block does. */
@@ -386,15 +386,15 @@ static void token(const world *w, const cfg *g, tally *t, coli_store *st, int *p
 			int32_t c32[16];
 			for (int j = 0; j < w->k; j++)
 				c32[j] = ch[j];
-			store_predict_check(st, layer, c32, w->k);
+			coli_store_predict_check(st, layer, c32, w->k);
 			predicted[li] = 0;
 		}
 		if (rnd_n(10) < 7)
-			store_request(st, layer, ch, w->k);
+			coli_store_request(st, layer, ch, w->k);
 		if (rnd_n(4) == 0) {
 			int other[16];
 			draw(w, li, other, w->k);
-			store_prefetch(st, layer, other, 1 + rnd_n(w->k));
+			coli_store_prefetch(st, layer, other, 1 + rnd_n(w->k));
 		}
 		for (int j = 0; j < w->k; j++)
 			if (rnd_n(2) && do_get(w, g, t, st, layer, ch[j], 1))
@@ -402,7 +402,7 @@ static void token(const world *w, const cfg *g, tally *t, coli_store *st, int *p
 		for (int j = 0; j < w->k; j++)
 			if (!got[j] && do_get(w, g, t, st, layer, ch[j], 0))
 				now.x[now.n++] = ch[j];
-		if (store_predicting(st) && li + 1 < w->n_el) { /* next layer: part right, part wrong */
+		if (coli_store_predicting(st) && li + 1 < w->n_el) { /* next layer: part right, part wrong */
 			int guess[16], wrong[16];
 			draw(w, li + 1, wrong, w->k);
 			for (int j = 0; j < w->k; j++)
@@ -411,7 +411,7 @@ static void token(const world *w, const cfg *g, tally *t, coli_store *st, int *p
 				for (int i = 0; i < j; i++)
 					if (guess[i] == guess[j])
 						guess[j] = chosen[li + 1][j];
-			store_predict(st, w->el[li + 1], guess, w->k);
+			coli_store_predict(st, w->el[li + 1], guess, w->k);
 			predicted[li + 1] = 1;
 		}
 		release_all(st, &keep); /* held across a layer */
@@ -436,7 +436,7 @@ static void quiesce(stream_store *s)
 }
 
 /* The statistics against the gets made and the trace written. */
-static void check_counts(const world *w, const cfg *g, const tally *t, const store_stats *st, const collect *col,
+static void check_counts(const world *w, const cfg *g, const tally *t, const coli_store_stats *st, const collect *col,
 			 uint64_t lost)
 {
 	char name[256];
@@ -515,8 +515,8 @@ static void *poll_stats(void *arg)
 		pthread_mutex_unlock(&p->mu);
 		if (stop)
 			return NULL;
-		store_stats s;
-		store_get_stats(p->st, &s);
+		coli_store_stats s;
+		coli_store_get_stats(p->st, &s);
 		sched_yield();
 	}
 }
@@ -539,7 +539,7 @@ static void run_cfg(const world *w, const cfg *g, int steps)
 	store_stream_opts o = {.cache_slots = g->slots, .pins = g->pins, .usage = g->pins ? w->usage : NULL, .io = g->io,
 			       .cache_policy = g->lfu ? STORE_CACHE_LFU : STORE_CACHE_LRU, .mirrors = mp,
 			       .n_mirrors = g->n_copies - 1, .tracer = &tr, .chunk = g->chunk};
-	int rc = coli_container_open(&c, dir, &e) == 0 ? store_stream_open(&st, c, &o, &e) : -1;
+	int rc = coli_container_open(&c, dir, &e) == 0 ? coli_store_stream_open(&st, c, &o, &e) : -1;
 	snprintf(name, sizeof(name), "%s: opens", g->name);
 	T_CHECK(name, rc == 0, "%s", e.msg);
 	if (rc == 0) {
@@ -555,7 +555,7 @@ static void run_cfg(const world *w, const cfg *g, int steps)
 		int polling = pthread_create(&th, NULL, poll_stats, &p) == 0;
 		for (int i = 0; i < steps; i++) {
 			if (g->predict && rnd_n(40) == 0) {
-				store_set_predict(st, !store_predicting(st));
+				coli_store_set_predict(st, !coli_store_predicting(st));
 				memset(predicted, 0, sizeof(predicted));
 			}
 			if (rnd_n(25) == 0)
@@ -577,14 +577,14 @@ static void run_cfg(const world *w, const cfg *g, int steps)
 			(unsigned long long)t.wrong_error, (unsigned long long)t.unexpected, t.first);
 		quiesce(ss);
 		stream_trace_flush(ss);
-		store_stats s;
-		store_get_stats(st, &s);
+		coli_store_stats s;
+		coli_store_get_stats(st, &s);
 		pthread_mutex_lock(&ss->mu);
 		uint64_t lost = ss->trq_lost;
 		pthread_mutex_unlock(&ss->mu);
 		check_counts(w, g, &t, &s, &col, lost);
 	}
-	store_close(st);
+	coli_store_close(st);
 	coli_container_close(c);
 	free(col.r);
 	pthread_mutex_destroy(&col.mu);
@@ -603,9 +603,9 @@ typedef struct getter {
 static void *get_thread(void *arg)
 {
 	getter *g = arg;
-	g->v = store_get(g->st, g->layer, g->x, &g->e);
+	g->v = coli_store_get(g->st, g->layer, g->x, &g->e);
 	if (g->v)
-		store_release(g->st, g->layer, g->x);
+		coli_store_release(g->st, g->layer, g->x);
 	return NULL;
 }
 
@@ -625,7 +625,7 @@ static void stalled_writer(const world *w, int io)
 	coli_tracer_init(&tr, emit, &col);
 	snprintf(dir, sizeof(dir), "%s/ref.coli", scratch);
 	store_stream_opts o = {.io = io, .tracer = &tr};
-	int rc = coli_container_open(&c, dir, &e) == 0 ? store_stream_open(&st, c, &o, &e) : -1;
+	int rc = coli_container_open(&c, dir, &e) == 0 ? coli_store_stream_open(&st, c, &o, &e) : -1;
 	const coli_expert *v = NULL;
 	getter g = {st, w->el[0], 1, NULL, {0, ""}};
 	pthread_t th;
@@ -639,13 +639,13 @@ static void stalled_writer(const world *w, int io)
 		while (!col.stalled)
 			pthread_cond_wait(&col.cv, &col.mu);
 		pthread_mutex_unlock(&col.mu);
-		v = store_get(st, w->el[1], 2, &e); /* the writer is stalled */
+		v = coli_store_get(st, w->el[1], 2, &e); /* the writer is stalled */
 		tally t = {0};
 		cfg ref = {.copy = {"ref.coli"}, .n_copies = 1};
 		check_get(w, &ref, &t, w->el[1], 2, v, &e);
 		rc = v && t.wrong_bytes == 0 ? 0 : -1;
 		if (v)
-			store_release(st, w->el[1], 2);
+			coli_store_release(st, w->el[1], 2);
 		pthread_mutex_lock(&col.mu);
 		col.released = 1;
 		pthread_cond_broadcast(&col.cv);
@@ -656,7 +656,7 @@ static void stalled_writer(const world *w, int io)
 	snprintf(name, sizeof(name), "%s: a get is read and returned while another thread's trace write stalls",
 		 io == STORE_IO_URING ? "io_uring" : "pread threads");
 	T_CHECK(name, rc == 0 && g.v, "%s %s", e.msg, g.e.msg);
-	store_close(st);
+	coli_store_close(st);
 	coli_container_close(c);
 	free(col.r);
 	pthread_mutex_destroy(&col.mu);
