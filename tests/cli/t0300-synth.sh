@@ -362,4 +362,9 @@ test_expect_success '--preset qwen3.6 writes Qwen3.6-35B-A3B'"'"'s config' '
 	grep -q "^36.57 GB in 9 shards, 63884 tensors" out
 '
 
+test_expect_success '-q: nothing on stdout (no progress line, no routing table)' '
+	coli-synth -q --family qwen3_moe --out ckq $SMALL >out 2>err &&
+	test ! -s out && test -f ckq/config.json
+'
+
 test_done

@@ -707,12 +707,14 @@ static void print_mean(const fwd *f)
 
 static void print_table(const fwd *f, const synth_measure_opts *o)
 {
+	if (o->quiet) /* -q: nothing on stdout (the table is what --measure-only is for) */
+		return;
 	printf("routing of %d random tokens, each run as a one-token sequence "
 	       "(attention = o_proj(v_proj(x)); tokens do not mix)\n\n", f->T);
 	printf("| layer | experts used | zipf fit | top-10%% share | prev-token overlap | "
 	       "recall from MoE input | recall from layer output |\n");
 	printf("|---:|---:|---:|---:|---:|---:|---:|\n");
-	for (int l = 0; !o->quiet && l < f->m->n_layers; l++) {
+	for (int l = 0; l < f->m->n_layers; l++) {
 		char label[16];
 		snprintf(label, sizeof(label), "%d", l);
 		if (f->st[l].moe)

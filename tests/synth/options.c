@@ -145,7 +145,7 @@ static const coli_option options[] = {
 	COLI_OPT_GROUP("other:"),
 	COLI_OPT_U64(0, "seed", &parsed.seed, "N", "seed of every weight (default 0)"),
 	COLI_OPT_INT(0, "threads", &parsed.threads, "N", 1, 256, "generator threads (default: all cores)"),
-	COLI_OPT_FLAG('q', "quiet", &parsed.quiet, "no progress line, no per-layer table"),
+	COLI_OPT_FLAG('q', "quiet", &parsed.quiet, "no progress line and no routing table"),
 	COLI_OPT_HELP(&parsed.help),
 	COLI_OPT_END(),
 };
