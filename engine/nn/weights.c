@@ -1,5 +1,5 @@
-/* weights.c: loads dense.bin and mtp.bin into RAM, checks each tensor's CRC, and resolves the
- * HF tensor names of each family into layer roles. */
+/* weights.c: loads dense.bin and mtp.bin into RAM, checks each tensor's CRC, and places each
+ * tensor at the slot of its role in the model's tensor table (formats/model_tensors.c). */
 #include "crc32.h"
 #include "nn/weights.h"
 
