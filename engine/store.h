@@ -25,6 +25,9 @@ typedef enum coli_store_kind { COLI_STORE_RAM, COLI_STORE_MMAP, COLI_STORE_STREA
  * entries may be NULL (the store_* wrappers below then do nothing or report "none"). */
 typedef struct coli_store_ops {
 	coli_store_kind kind;
+	/* 1: a get may wait for a read, and the store traces its own expert outcomes (hits, misses,
+	 * reads); 0: every expert is resident, a get never waits (the caller traces it as a pin). */
+	int streams;
 	/* The expert's matrices, valid until released; NULL with e filled on error. */
 	const coli_expert *(*get)(coli_store *s, int layer, int expert, coli_err *e);
 	/* A get that never waits: the expert when it is resident and read (a use to release),
@@ -54,6 +57,7 @@ struct coli_store {
 };
 
 static inline coli_store_kind coli_store_kind_of(const coli_store *s) { return s->ops->kind; }
+static inline int coli_store_streams(const coli_store *s) { return s->ops->streams; }
 
 static inline const coli_expert *coli_store_get(coli_store *s, int layer, int expert, coli_err *e)
 {

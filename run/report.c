@@ -234,7 +234,7 @@ static json_t *json_report(const run_report *p)
 		p->prefilled, "seconds", p->prefill_s, "tokens_per_s", ratio(p->prefilled, p->prefill_s), "decode", "tokens",
 		p->decoded, "seconds", p->decode_s, "tokens_per_s", tps, "weights_mib_per_token", p->weights_per_token / MIB,
 		"weights_gb_per_s", p->weights_per_token * tps / 1e9, "kernels", "isa", p->isa, "threads", p->threads,
-		"peak_rss_mib", p->peak_rss / MIB, "store", p->coli_store_kind_of, "ids", ids);
+		"peak_rss_mib", p->peak_rss / MIB, "store", p->store_kind, "ids", ids);
 	if (p->streaming)
 		json_object_set_new(o, "stream", json_stream(p));
 	if (p->ram)

@@ -510,7 +510,7 @@ static int report(const runner *r, coli_err *e)
 		.prefilled = r->prefilled, .decoded = r->decoded, .prefill_s = r->prefill_s, .decode_s = r->decode_s,
 		.weights_per_token = (double)coli_engine_bytes_per_token(&r->m), .isa = coli_kernels_isa(r->m.kc),
 		.threads = coli_kernels_threads(r->m.kc), .peak_rss = (double)ru.ru_maxrss * 1024,
-		.coli_store_kind_of = store_kind_name(coli_store_kind_of(r->m.store)), .per_token = r->decoded ? r->decoded : r->prefilled,
+		.store_kind = store_kind_name(coli_store_kind_of(r->m.store)), .per_token = r->decoded ? r->decoded : r->prefilled,
 		.wall = r->decoded ? r->decode_s : r->prefill_s, .prefetch = r->o->prefetch != 0, .pauto = r->pa_on ? &r->pa : NULL,
 		.ram = r->o->ram > 0 ? &r->plan : NULL, .ram_gib = r->o->ram, .trace = r->o->trace,
 		.route_from = r->o->route_from, .plan = r->o->planned, .plan_path = r->o->plan,

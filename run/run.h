@@ -187,7 +187,7 @@ typedef struct run_report {
 	const char *isa;
 	int threads;
 	double peak_rss;           /* bytes */
-	const char *coli_store_kind_of;    /* "ram", "mmap" or "stream" */
+	const char *store_kind;    /* "ram", "mmap" or "stream" */
 	int streaming;             /* st and all below are set */
 	coli_store_stats st;            /* over the decode (over the whole run without one) */
 	coli_store_stats all;           /* over the whole run (failed reads) */

@@ -109,10 +109,10 @@ static void swiglu_mlp(coli_kernels *kc, const coli_mat *gate, const coli_mat *u
 	coli_mat_mul(kc, down, H, m, out);
 }
 
-/* Traced: a RAM or mmap store's expert is a pin (the streaming store traces its own). */
+/* Traced: a resident store's expert is a pin (a streaming store traces its own). */
 static void ram_outcome(const coli_engine *m, int l, int x)
 {
-	if (!m->tr || coli_store_kind_of(m->store) == COLI_STORE_STREAM)
+	if (!m->tr || coli_store_streams(m->store))
 		return;
 	uint64_t t = coli_tracer_now(m->tr);
 	coli_tracer_emit(m->tr, COLI_TR_EXPERT, COLI_X_PIN, 0, l, x, t, t, 0);
@@ -121,7 +121,7 @@ static void ram_outcome(const coli_engine *m, int l, int x)
 /* A get that may wait for its read: the wait is the trace's I/O wait. */
 static const coli_expert *traced_get(const coli_engine *m, int l, int x, coli_err *e)
 {
-	if (!m->tr || coli_store_kind_of(m->store) != COLI_STORE_STREAM) {
+	if (!m->tr || !coli_store_streams(m->store)) {
 		ram_outcome(m, l, x);
 		return coli_store_get(m->store, l, x, e);
 	}

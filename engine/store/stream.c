@@ -799,7 +799,7 @@ static int stream_stats(const coli_store *s, coli_store_stats *st)
 }
 
 static const coli_store_ops stream_ops = {
-	.kind = COLI_STORE_STREAM, .get = stream_get, .try_get = stream_try_get, .release = stream_release,
+	.kind = COLI_STORE_STREAM, .streams = 1, .get = stream_get, .try_get = stream_try_get, .release = stream_release,
 	.request = stream_request, .prefetch = stream_prefetch, .stats = stream_stats, .set_predict = stream_set_predict,
 	.predicting = stream_predicting, .predict = stream_predict, .predict_check = stream_predict_check,
 	.close = stream_close};
