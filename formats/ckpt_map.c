@@ -52,7 +52,7 @@ static int push_rows(mapper *p, const coli_st_tensor *t, const char *name, int64
  * experts.E.{gate,up,down}_proj.weight; a shape that does not fit is left for the check to name. */
 static int split_experts(mapper *p, const coli_st_tensor *t, const char *prefix, int down)
 {
-	char name[256];
+	char name[512]; /* prefix (< 256) + "experts.E.down_proj.weight" */
 	int64_t E = t->shape[0], rows = t->shape[1];
 	if (t->ndim != 3 || t->nelem == 0 || (!down && rows % 2))
 		return push(p, t, t->name);
