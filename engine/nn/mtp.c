@@ -9,6 +9,7 @@
 #include "nn/attention.h"
 #include "nn/blocks.h"
 #include "nn/kv.h"
+#include "nn/layer.h"
 #include "nn/mtp.h"
 #include "nn/weights.h"
 #include "nn/ws.h"

@@ -1,12 +1,9 @@
-/* mtp.h: what the decoder stack (forward.c) and the MTP head (mtp.c) share (internal). */
+/* mtp.h: what the decoder stack (forward.c) hands the MTP head (mtp.c) (internal); the layer
+ * both run is layer.h's, so mtp.c never calls back into forward.c. */
 #ifndef COLI_MTP_H
 #define COLI_MTP_H
 
 #include "engine.h"
-
-/* forward.c: decoder layer l over the n rows of the working memory's residual X, at positions
- * kv->n .. kv->n + n - 1 (kv->n is the caller's to advance). */
-int fwd_layer(coli_engine *m, coli_kv *kv, int l, int n, int32_t *ids, float *wts, coli_err *e);
 
 /* mtp.c: before a forward batch of n tokens whose first is next: the last queued row's token
  * set to next, and the queue taken in by the MTP layer when n more rows would not fit. */
