@@ -87,7 +87,7 @@ int run_plan_apply(run_opts *o, const run_opts *defaults, const coli_option *opt
 /* tokmode.c: --tokenizer FILE --encode (stdin text -> ids) / --decode "ids" (-> text). */
 int run_tokenizer_mode(const run_opts *o, coli_err *e);
 
-/* "63 236 218" -> ids, each below vocab; *ids malloc'd. what names the option in errors. */
+/* ids.c: "63 236 218" -> ids, each below vocab; *ids malloc'd. what names the option in errors. */
 int parse_ids(const char *s, int vocab, const char *what, int32_t **ids, int *n, coli_err *e);
 
 /* gencfg.c: the EOS ids of the container's generation_config.json (or config.json). */
