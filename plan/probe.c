@@ -63,33 +63,6 @@ static const coli_option options[] = {
 	COLI_OPT_END(),
 };
 
-/* ---- the progress line ---- */
-
-static int progress_on;
-
-/* A new phase shows at once; updates of one phase (the same fmt) at most 4 times a second. */
-void probe_progress(const char *fmt, ...)
-{
-	static double last;
-	static const char *last_fmt;
-	double t = coli_now();
-	if (!progress_on || (fmt == last_fmt && t - last < 0.25))
-		return;
-	last = t, last_fmt = fmt;
-	va_list ap;
-	va_start(ap, fmt);
-	fputs("\r\033[Kcoli-plan probe: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fflush(stderr);
-}
-
-static void progress_done(void)
-{
-	if (progress_on)
-		fputs("\r\033[K", stderr);
-}
-
 static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void note(const char *fmt, ...)
 {
@@ -97,7 +70,7 @@ static void note(const char *fmt, ...)
 		return;
 	va_list ap;
 	va_start(ap, fmt);
-	progress_done();
+	probe_progress_done();
 	fputs("coli-plan probe: ", stderr);
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
@@ -126,7 +99,7 @@ static void on_signal(int sig)
 {
 	int removed = probe_disk_cleanup();
 	const char *m = sig_msg[sig == SIGTERM][out_written ? 2 : removed];
-	ssize_t w = progress_on ? write(2, "\r\033[K", 4) : 0;
+	ssize_t w = probe_progress_showing() ? write(2, "\r\033[K", 4) : 0;
 	w = write(2, m, strlen(m));
 	(void)w;
 	_exit(128 + sig);
@@ -414,7 +387,7 @@ static int run(const probe_disk_opts *d, const probe_cpu_opts *c, coli_err *e)
 		rc = probe_cpu_measure(p, c, e);
 	if (rc == 0)
 		rc = measure_disks(p, d, todo, e);
-	progress_done();
+	probe_progress_done();
 	if (p)
 		p->taken = (double)time(NULL);
 	if (rc == 0)
@@ -436,7 +409,7 @@ int plan_probe_main(int argc, char **argv)
 		return usage(e.msg);
 	if (n > 0)
 		return usage("coli-plan probe takes no operands (folders come with --disk)");
-	progress_on = !o.quiet && isatty(2);
+	probe_progress_show(!o.quiet && isatty(2));
 	catch_signals(o.out ? o.out : "probe.json");
 	if (run(&d, &c, &e) < 0) {
 		fflush(stdout);

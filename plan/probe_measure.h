@@ -8,9 +8,13 @@
 
 #include "probe.h"
 
-/* The progress line on stderr (probe.c): shown only on a terminal and without -q; what is
- * one short phrase ("disk /x: O_DIRECT reads at queue depth 8"). */
+/* The progress line on stderr (progress.c): shown only when probe.c turned it on (a terminal,
+ * no -q); what is one short phrase ("disk /x: O_DIRECT reads at queue depth 8"). _done clears
+ * it before another line is printed. */
 void probe_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void probe_progress_show(int on);
+int probe_progress_showing(void);
+void probe_progress_done(void);
 
 typedef struct probe_cpu_opts {
 	uint64_t weights_bytes;  /* the expert matrices streamed through the kernels */
