@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "engine.h"
 #include "fileio.h"
+#include "hot.h"
 #include "kernels.h"
 #include "layout.h"
 #include "machine.h"
@@ -34,7 +35,7 @@ typedef struct stream {
 
 /* Sums lines [b, e) in four independent accumulators: several loads in flight, vector width
  * as the CPU allows. */
-__attribute__((target_clones("avx512f", "avx2", "default"))) static void sum_lines(void *arg, int64_t b, int64_t e)
+COLI_HOT static void sum_lines(void *arg, int64_t b, int64_t e)
 {
 	stream *s = arg;
 	line64 a[4] = {{0}, {0}, {0}, {0}};

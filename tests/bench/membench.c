@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "hot.h"
 
 typedef struct part {
 	const uint64_t *p;
@@ -16,7 +17,7 @@ typedef struct part {
 } part;
 
 /* Eight independent sums: the loop vectorises and keeps several loads in flight. */
-__attribute__((target_clones("avx512f", "avx2", "default"))) static void *reader(void *arg)
+COLI_HOT static void *reader(void *arg)
 {
 	part *p = arg;
 	uint64_t s[8] = {0};
