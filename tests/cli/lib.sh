@@ -66,11 +66,14 @@ no_manifest() {
 # ids_of FILE: the int32 little-endian ids in FILE (a fixture's prompt_ids.i32.bin), space-separated.
 ids_of() { od -An -t d4 -v "$1" | tr -s ' \n' ' ' | sed 's/^ //; s/ $//'; }
 
+# asan_build: the binaries are built with AddressSanitizer (make asan).
+asan_build() { ldd "$BIN/coli-run" 2>/dev/null | grep -q libasan; }
+
 # limit_vm KIB: caps the address space (ulimit -v) for a test of memory exhaustion; under
 # AddressSanitizer, whose shadow needs terabytes of address space, one allocation above KIB
 # returns NULL instead (max_allocation_size_mb, allocator_may_return_null). Use it in a subshell.
 limit_vm() {
-	if ldd "$BIN/coli-run" 2>/dev/null | grep -q libasan; then
+	if asan_build; then
 		export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1:max_allocation_size_mb=$(($1 / 1024))
 	else
 		ulimit -v "$1"

@@ -71,8 +71,9 @@ test_expect_success '1: a write error (a read-only file system), out of memory (
 	mkdir ro &&
 	if [ "$(id -u)" = 0 ]; then mount -t tmpfs -o ro,size=64k tmpfs ro && fault_note mount "$PWD/ro"; else chmod 555 ro; fi &&
 	status 1 coli-convert "$FIX/$Q/checkpoint" ro/out.coli && err_has "ro/out.coli: Read-only file system" &&
-	( limit_vm 200000 && status 1 coli-convert --threads 64 "$FIX/$Q/checkpoint" out.coli ) &&
-	err_has "cannot start worker thread"
+	{ asan_build || { # under ASan the cap limits allocations, not thread stacks: threads still start
+		( limit_vm 200000 && status 1 coli-convert --threads 64 "$FIX/$Q/checkpoint" out.coli ) &&
+		err_has "cannot start worker thread"; }; }
 '
 # disk full: tests/cli/t0660-convert-disk-full.sh and t0145-convert-carried-space.sh (loop devices)
 
