@@ -35,16 +35,28 @@ int coli_model_state(const coli_model *m, coli_state_part *out)
 	return coli_model_state_range(m, 0, m->n_layers, out);
 }
 
-/* Sums the main layers' widths (fixed 0) or fixed sizes (fixed 1), in bytes. */
-static uint64_t state_bytes(const coli_model *m, int fixed)
+/* Layer l's widths (fixed 0) or fixed sizes (fixed 1), in bytes. */
+static uint64_t layer_bytes(const coli_model *m, int l, int fixed)
 {
 	coli_state_part p[COLI_STATE_LAYER_MAX];
 	uint64_t b = 0;
-	for (int l = 0; l < m->n_layers; l++) {
-		int n = coli_model_state_range(m, l, l + 1, p);
-		for (int i = 0; i < n; i++)
-			b += (uint64_t)(fixed ? p[i].fixed : p[i].width) * sizeof(float);
-	}
+	int n = coli_model_state_range(m, l, l + 1, p);
+	for (int i = 0; i < n; i++)
+		b += (uint64_t)(fixed ? p[i].fixed : p[i].width) * sizeof(float);
+	return b;
+}
+
+uint64_t coli_model_layer_token_bytes(const coli_model *m, int l)
+{
+	return layer_bytes(m, l, 0);
+}
+
+/* The main layers' layer_bytes. */
+static uint64_t state_bytes(const coli_model *m, int fixed)
+{
+	uint64_t b = 0;
+	for (int l = 0; l < m->n_layers; l++)
+		b += layer_bytes(m, l, fixed);
 	return b;
 }
 

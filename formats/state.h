@@ -40,6 +40,9 @@ int coli_model_state_range(const coli_model *m, int first, int last, coli_state_
 /* The main layers' parts (what a session saves): coli_model_state_range(m, 0, n_layers, out). */
 int coli_model_state(const coli_model *m, coli_state_part *out);
 
+/* Bytes layer l's growing parts take per token (an MTP layer's included). */
+uint64_t coli_model_layer_token_bytes(const coli_model *m, int l);
+
 /* Bytes the main layers' growing parts take per token, and their fixed parts per sequence. */
 uint64_t coli_model_state_token_bytes(const coli_model *m);
 uint64_t coli_model_state_fixed_bytes(const coli_model *m);

@@ -562,13 +562,9 @@ static double draft_bytes(const run_opts *o, const coli_model *c, int batch, int
 {
 	if (o->draft == 0 || (c->n_mtp_layers < 1 && !o->draft_oracle))
 		return 0;
-	coli_state_part p[COLI_STATE_LAYER_MAX]; /* the MTP layer's own state (an indexer's keys included) */
-	double layer_kv = 0;
-	int n = c->n_mtp_layers > 0 ? coli_model_state_range(c, c->n_layers, c->n_layers + 1, p) : 0;
-	for (int i = 0; i < n; i++)
-		layer_kv += 4.0 * p[i].width;
-	if (n == 0) /* an oracle without an MTP layer: as an average layer */
-		layer_kv = (double)coli_kv_token_bytes(c) / (c->n_layers > 0 ? c->n_layers : 1);
+	/* the MTP layer's own state (an indexer's keys included); an oracle without one: an average layer */
+	double layer_kv = c->n_mtp_layers > 0 ? (double)coli_model_layer_token_bytes(c, c->n_layers)
+						: (double)coli_kv_token_bytes(c) / (c->n_layers > 0 ? c->n_layers : 1);
 	return layer_kv * (ctx + 2 + COLI_DRAFT_MAX) + 4.0 * (3.0 * batch * c->hidden_size) +
 	       4.0 * (2 * COLI_DRAFT_MAX + 3) * c->vocab_size;
 }

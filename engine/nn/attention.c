@@ -260,7 +260,7 @@ int attn_gqa(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, fl
 	else
 		coli_kernels_for(m->kc, items, items / (4 * coli_kernels_threads(m->kc)) + 1, fn, &j);
 	for (int64_t i = 0; c->attn_gate && i < (int64_t)n * c->n_heads * c->head_dim; i++)
-		A[i] *= 1.0f / (1.0f + expf(-m->ws->AG[i])); /* the output gate: sigmoid */
+		A[i] *= sigmoid(m->ws->AG[i]); /* the output gate */
 	coli_mat_mul(m->kc, &L->o, A, n, out);
 	add_bias(out, L->o_bias, n, c->hidden_size);
 	return 0;

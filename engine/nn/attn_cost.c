@@ -56,13 +56,11 @@ double coli_attn_index_fmas(const coli_model *c, int pos)
 double coli_attn_decode_bytes(const coli_model *c, int pos)
 {
 	coli_state_part p[COLI_STATE_LAYER_MAX];
-	double b = 0;
+	double b = 0, scanned = coli_attn_index_fmas(c, pos) > 0 ? pos + 1.0 : 0, rows = attended(c, pos);
 	for (int l = 0; l < c->n_layers; l++) {
 		int n = coli_model_state_range(c, l, l + 1, p);
 		for (int i = 0; i < n; i++) /* the index keys are all scanned, the rest only where attended */
-			b += (double)p[i].width * sizeof(float) *
-				     (p[i].kind == COLI_STATE_INDEX_KEY ? (coli_attn_index_fmas(c, pos) > 0 ? pos + 1.0 : 0)
-									 : attended(c, pos)) +
+			b += (double)p[i].width * sizeof(float) * (p[i].kind == COLI_STATE_INDEX_KEY ? scanned : rows) +
 			     2.0 * sizeof(float) * p[i].fixed; /* a fixed part is read and written once a token */
 	}
 	return b;

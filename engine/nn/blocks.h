@@ -2,12 +2,24 @@
 #ifndef COLI_BLOCKS_H
 #define COLI_BLOCKS_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "kernels.h"
 
 /* y = w * (x / sqrt(mean(x^2) + eps)) over n values (HF RMSNorm, float32); y may be x. */
 void rmsnorm(float *y, const float *x, const float *w, int n, float eps);
+
+/* The logistic function and x * sigmoid(x), in float32 as torch computes them. */
+static inline float sigmoid(float x)
+{
+	return 1.0f / (1.0f + expf(-x));
+}
+
+static inline float silu(float x)
+{
+	return x / (1.0f + expf(-x));
+}
 
 /* x[i] = silu(gate[i]) * up[i] (SwiGLU's activation), in place in gate. */
 void swiglu(float *gate, const float *up, int n);

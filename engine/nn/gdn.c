@@ -13,16 +13,6 @@
 #include "nn/weights.h"
 #include "nn/ws.h"
 
-static float sigmoidf(float x)
-{
-	return 1.0f / (1.0f + expf(-x));
-}
-
-static float siluf(float x)
-{
-	return x / (1.0f + expf(-x));
-}
-
 /* torch.nn.functional.softplus (beta 1, threshold 20). */
 static float softplusf(float x)
 {
@@ -63,7 +53,7 @@ static void conv(const float *taps, float *state, const float *R, int n, int C, 
 				float x = t >= 0 ? R[(int64_t)t * C + c] : state[(int64_t)(t + K - 1) * C + c];
 				acc += taps[(int64_t)c * K + j] * x;
 			}
-			Y[(int64_t)i * C + c] = siluf(acc);
+			Y[(int64_t)i * C + c] = silu(acc);
 		}
 	conv_slide(state, R, n, C, K);
 }
@@ -559,7 +549,7 @@ static void gates(const coli_model *c, const layer_w *L, float *A, float *B, int
 	for (int64_t i = 0; i < (int64_t)n * Hv; i++) {
 		int h = (int)(i % Hv);
 		A[i] = -expf(L->lin_a_log[h]) * softplusf(A[i] + L->lin_dt_bias[h]);
-		B[i] = sigmoidf(B[i]);
+		B[i] = sigmoid(B[i]);
 	}
 }
 
@@ -586,7 +576,7 @@ static void gated_norm(const coli_model *c, const float *w, float *O, const floa
 		const float *z = Z + (int64_t)h * dv;
 		rmsnorm(o, o, w, dv, (float)c->rms_norm_eps);
 		for (int i = 0; i < dv; i++)
-			o[i] *= siluf(z[i]);
+			o[i] *= silu(z[i]);
 	}
 }
 

@@ -46,7 +46,7 @@ static void route_sigmoid(const coli_model *c, const float *bias, const float *l
 	int E = c->n_experts, G = c->n_group, per = E / G;
 	int32_t two[2];
 	for (int i = 0; i < E; i++) {
-		s[i] = 1.0f / (1.0f + expf(-logits[i]));
+		s[i] = sigmoid(logits[i]);
 		choice[i] = s[i] + (bias ? bias[i] : 0.0f);
 	}
 	for (int g = 0; g < G; g++) {
@@ -319,7 +319,7 @@ static int moe_block(const coli_engine *m, int l, int pos, const float *X, int n
 		swiglu_mlp(m->kc, &L->sh_gate, &L->sh_up, &L->sh_down, X, n, w->H, w->U, w->D);
 		for (int i = 0; i < n; i++) { /* qwen3_5_moe: x sigmoid(shared_expert_gate . x) */
 			const float *g = (const float *)(const void *)L->sh_expert_gate.codes;
-			float s = g ? 1.0f / (1.0f + expf(-dot(g, X + (int64_t)i * d, d))) : 1.0f;
+			float s = g ? sigmoid(dot(g, X + (int64_t)i * d, d)) : 1.0f;
 			for (int j = 0; j < d; j++)
 				out[(int64_t)i * d + j] += s * w->D[(int64_t)i * d + j];
 		}

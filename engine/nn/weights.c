@@ -87,8 +87,9 @@ static void place(weights *w, const coli_model *m, const coli_tensor_spec *s, co
 	uint8_t *base = sl->global ? (uint8_t *)w : (uint8_t *)&w->layers[s->layer];
 	uint8_t *data = w->data[t->section] + t->offset;
 	float *f = (float *)(void *)data;
-	for (int64_t i = 0; m->norm_offset && offset_norm(s->role) && i < t->blob.cols * t->blob.rows; i++)
-		f[i] = 1.0f + f[i];
+	if (m->norm_offset && offset_norm(s->role))
+		for (int64_t i = 0; i < t->blob.cols * t->blob.rows; i++)
+			f[i] = 1.0f + f[i];
 	if (sl->is_mat)
 		*(coli_mat *)(void *)(base + sl->off) = coli_mat_of(&t->blob, data);
 	else
