@@ -113,10 +113,13 @@ void dsa_index(const coli_engine *m, const layer_w *L, coli_kv *kv, int l, const
 		return; /* a shared layer: the previous full layer's selection stands */
 	index_keys(m, L, kv, l, X, n);
 	int scan = 0;
-	for (int i = 0; i < n; i++)
-		scan |= (w->nsel[i] = kv->n + i + 1 <= K || m->dsa_dense ? -1 : 0) == 0;
+	for (int i = 0; i < n; i++) { /* -1: every earlier position is attended, no scan */
+		w->nsel[i] = kv->n + i + 1 <= K || m->dsa_dense ? -1 : 0;
+		scan |= w->nsel[i] == 0;
+	}
 	if (!scan)
 		return;
+	float head_scale = 1.0f / sqrtf((float)H), key_scale = 1.0f / sqrtf((float)hd);
 	coli_mat_mul(m->kc, &L->idx_wq_b, QA, n, w->IQ);
 	coli_mat_mul(m->kc, &L->idx_weights, X, n, w->IW);
 	for (int i = 0; i < n; i++) {
@@ -126,8 +129,8 @@ void dsa_index(const coli_engine *m, const layer_w *L, coli_kv *kv, int l, const
 		float *q = w->IQ + (int64_t)i * H * hd, *wt = w->IW + (int64_t)i * H;
 		rope_apply(m->rope, q, H, hd, pos);
 		for (int h = 0; h < H; h++)
-			wt[h] *= 1.0f / sqrtf((float)H);
-		score_job j = {q, wt, kv->ix[l], H, hd, 1.0f / sqrtf((float)hd), kv->iscore};
+			wt[h] *= head_scale;
+		score_job j = {q, wt, kv->ix[l], H, hd, key_scale, kv->iscore};
 		int64_t work = (int64_t)(pos + 1) * H * hd;
 		if (work < (1 << 20))
 			score_range(&j, 0, pos + 1);
