@@ -51,7 +51,7 @@ typedef struct coli_engine {
 	coli_tracer *tr;           /* NULL, or where spans, reads and outcomes go (the opts') */
 	double attn_scale;         /* softmax scale */
 	double *usage;             /* NULL, or routing counts [n_layers + n_mtp_layers][n_experts]
-				    * the MoE blocks add 1 to for each expert each token chooses */
+				    * the MoE blocks add 1 to for each expert each token chooses (the opts') */
 	const coli_route *route;   /* NULL, or the routing replayed in place of the routers' (opts') */
 	int dsa_dense;             /* DSA: attention over every position (the opts') */
 } coli_engine;
@@ -88,6 +88,9 @@ typedef struct coli_engine_opts {
 	int dsa_dense;            /* DSA models: the indexer's keys kept, but attention looks at every
 				   * earlier position (what index_topk >= the context would do; for
 				   * measuring what the sparse selection saves) */
+	double *usage;            /* NULL, or this run's routing counts [n_layers + n_mtp_layers]
+				   * [n_experts], the caller's, which the MoE blocks add 1 to for each
+				   * expert each token chooses (coli-run folds them into .coli_usage) */
 } coli_engine_opts;
 
 #define COLI_MAX_BATCH 512
@@ -95,6 +98,9 @@ typedef struct coli_engine_opts {
 /* o may be NULL (all in RAM, the best kernels, default threads). An unknown or unavailable
  * o->isa is an error (EUSAGE) naming it. */
 int coli_engine_open(coli_engine *m, const char *path, const coli_engine_opts *o, coli_err *e);
+/* The same on a container the caller opened (to size the run first: policy.h's coli_run_sizing):
+ * the engine takes ct over, closing it with the engine, or at once when opening fails. */
+int coli_engine_open_container(coli_engine *m, coli_container *ct, const coli_engine_opts *o, coli_err *e);
 void coli_engine_close(coli_engine *m);
 
 int coli_kv_init(coli_kv *kv, const coli_engine *m, int cap, coli_err *e);

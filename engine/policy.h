@@ -54,6 +54,7 @@ typedef struct coli_budget_in {
 	double kv;             /* the KV cache */
 	int vocab;             /* vocabulary entries */
 	double work;           /* the engine's working memory (coli_engine_work_bytes) */
+	double draft;          /* speculative decoding's state (coli_spec_bytes) */
 	double record;         /* one expert record of every MoE layer (MTP included), summed */
 	int max_experts;       /* the most routed experts of one MoE layer */
 	int top_k;             /* experts per token (< 1 counts as 1) */
@@ -72,6 +73,7 @@ typedef struct coli_budget_in {
 /* The split; byte figures as the --ram report prints them. */
 typedef struct coli_budget {
 	double dense, kv, buffers; /* the fixed part: dense + kv + buffers */
+	double work, draft;    /* of buffers: the engine's working memory, speculative decoding's state */
 	double fixed;
 	double min_cache;      /* top_k slots per MoE layer */
 	double left;           /* budget - fixed (meaningless without a budget) */
@@ -99,6 +101,36 @@ void coli_budget_container(const coli_container *ct, coli_budget_in *in);
  * uniform figures where a list is NULL), every layer must keep top_k LRU slots beside its pins,
  * and the sum over layers of record x records must fit. */
 int coli_budget_split(const coli_budget_in *in, coli_budget *out, coli_err *e);
+
+/* ---- a run's size ---------------------------------------------------------------------------- */
+
+/* What a run asks for beside the container: coli-run's options and what its prompt and session
+ * need; coli-plan's for the run it plans. */
+typedef struct coli_run_ask {
+	int ctx;               /* positions the sequence's state holds (coli_kv_init's cap) */
+	double resumed;        /* bytes beyond: a resumed session's state (at most its file's size) */
+	int batch;             /* tokens per forward call (coli_engine_opts.max_batch; 0: COLI_MAX_BATCH) */
+	int threads;           /* compute threads (coli_engine_opts.threads; 0: the physical cores) */
+	int draft;             /* 1: speculative decoding asked (--draft K or auto: coli_spec_open) */
+	int oracle;            /* with draft: the drafts are given ids (no MTP state) */
+	double budget;         /* --ram in bytes; 0: no budget */
+	int cache_slots;       /* --cache-slots per MoE layer, pins included; 0: not given */
+	int pins;              /* --pins per MoE layer; -1: not given */
+	const double *usage;   /* NULL: no --usage (no pins); else its counts [n_layers + n_mtp_layers]
+				* [n_experts] */
+	int n_lists;           /* 0, or the container's MoE layers (MTP included): the lists below */
+	const int *list_cache; /* NULL, or [n_lists] --cache-slots per layer (each at most its experts) */
+	const int *list_pins;  /* NULL, or [n_lists] --pins per layer */
+	int *out_pins, *out_slots; /* with lists: [n_lists] where each layer's pins and slots go */
+} coli_run_ask;
+
+/* Everything a run of ct allocates for a, and how a's budget splits: into *out the dense part
+ * (read whole), the state (coli_kv_init of a->ctx tokens, and a->resumed), the buffers (the
+ * engine's working memory for a->batch tokens, coli_spec_open's state, the logits rows, the
+ * headroom) and the expert cache's pins and slots (coli_budget_split). Each figure is what the
+ * engine's call allocates (the test: tests/unit/test_sizing.c). -1 with e as coli_budget_split's,
+ * or COLI_EUSAGE for lists of another length, COLI_ENOMEM. */
+int coli_run_sizing(const coli_container *ct, const coli_run_ask *a, coli_budget *out, coli_err *e);
 
 /* ---- the cache simulator ---------------------------------------------------------------------- */
 

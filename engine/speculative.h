@@ -61,6 +61,11 @@ typedef struct coli_spec_opts {
  * off. Allocates its buffers here. */
 int coli_spec_open(coli_spec *d, coli_engine *m, coli_kv *kv, const coli_spec_opts *o, coli_err *e);
 void coli_spec_close(coli_spec *d);
+/* Bytes coli_spec_open allocates for drafting (want != 0) on a model of config c with a KV cache
+ * of cap tokens, batches of batch tokens and threads compute threads: the MTP state (none with
+ * an oracle), coli_kv_keep's, the draft and verify logits; 0 where it would stay off (no MTP
+ * layers, no oracle). */
+uint64_t coli_spec_bytes(const coli_model *c, int cap, int batch, int threads, int oracle);
 /* The forward of the prompt or a chat turn: n tokens (the MTP state takes their hidden states). */
 int coli_spec_feed(coli_spec *d, coli_engine *m, coli_kv *kv, const int32_t *tokens, int n, float *last, coli_err *e);
 /* One step of generation from t, the chosen token (in the session, not yet run), at index g of

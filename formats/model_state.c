@@ -51,6 +51,11 @@ uint64_t coli_model_layer_token_bytes(const coli_model *m, int l)
 	return layer_bytes(m, l, 0);
 }
 
+uint64_t coli_model_layer_fixed_bytes(const coli_model *m, int l)
+{
+	return layer_bytes(m, l, 1);
+}
+
 /* The main layers' layer_bytes. */
 static uint64_t state_bytes(const coli_model *m, int fixed)
 {

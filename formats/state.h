@@ -42,6 +42,8 @@ int coli_model_state(const coli_model *m, coli_state_part *out);
 
 /* Bytes layer l's growing parts take per token (an MTP layer's included). */
 uint64_t coli_model_layer_token_bytes(const coli_model *m, int l);
+/* Bytes of layer l's fixed-size parts (a Gated DeltaNet's conv and recurrent state; 0 elsewhere). */
+uint64_t coli_model_layer_fixed_bytes(const coli_model *m, int l);
 
 /* Bytes the main layers' growing parts take per token, and their fixed parts per sequence. */
 uint64_t coli_model_state_token_bytes(const coli_model *m);

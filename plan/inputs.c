@@ -46,27 +46,6 @@ static int read_map(const plan *p, plan_copy *c, coli_err *e)
 	return rc;
 }
 
-/* A mirror must hold this container, as coli-run checks it: manifest.coli byte for byte (the
- * identity, the layout, the CRCs) and experts.bin as long. */
-static int same_container(const plan *p, const plan_copy *c, coli_err *e)
-{
-	char *ours = coli_path_join(p->ct->dir, COLI_MANIFEST_FILE), *theirs = coli_path_join(c->dir, COLI_MANIFEST_FILE);
-	char *x = NULL, *y = NULL;
-	size_t nx = 0, ny = 0, i = 0;
-	int rc = ours && theirs ? 0 : coli_errf(e, COLI_ENOMEM, "out of memory");
-	if (rc == 0)
-		rc = coli_read_file(ours, &x, &nx, e);
-	if (rc == 0 && coli_read_file(theirs, &y, &ny, e) < 0)
-		rc = -1, coli_err_prefix(e, "--mirror");
-	while (rc == 0 && i < nx && i < ny && x[i] == y[i])
-		i++;
-	if (rc == 0 && (i < nx || i < ny))
-		rc = coli_errf(e, COLI_EDATA, "--mirror %s: manifest.coli differs from %s at byte %zu: not the same container",
-			       theirs, ours, i);
-	free(ours), free(theirs), free(x), free(y);
-	return rc;
-}
-
 /* Copy i's experts.bin: as long as the model's, and another file than every copy before it (a
  * mirror naming the model's folder, through a link say, or twice the same one, would only split
  * one disk's reads). */
@@ -100,7 +79,8 @@ static int open_copies(plan *p, coli_err *e)
 	for (int i = 0; i < p->n_copies; i++) {
 		plan_copy *c = &p->copies[i];
 		c->dir = i ? a->mirrors[i - 1] : a->model, c->held = 1;
-		if (i && (same_container(p, c, e) < 0 || read_map(p, c, e) < 0 || distinct(p, i, e) < 0))
+		if (i && (coli_container_same(c->dir, p->ct->dir, "--mirror", e) < 0 || read_map(p, c, e) < 0 ||
+			  distinct(p, i, e) < 0))
 			return -1;
 		if (!(c->disk = probed_disk(p, c->dir, e)))
 			return -1;
@@ -164,20 +144,16 @@ static void choose_budget(plan *p)
 		      p->budget / GIB, avail / GIB, p->probe.cgroup_limit > 0 ? " (the memory cgroup's limit)" : "");
 }
 
-/* The fixed part (dense, KV for --ctx, buffers) as coli-run splits it, for batches of
- * COLI_MAX_BATCH tokens (a chat's: the most a run sizes for). */
+/* The fixed part (dense, KV for --ctx, buffers) as coli-run sizes it (coli_run_sizing), for
+ * batches of COLI_MAX_BATCH tokens (a chat's: the most a run sizes for), the probe's cores and
+ * --draft auto where the container has MTP layers (the plan's knob). */
 static int fixed_part(plan *p, coli_err *e)
 {
 	const coli_container *ct = p->ct;
 	const coli_model *m = &ct->model;
-	coli_budget_in *in = &p->bin;
-	*in = (coli_budget_in){.budget = p->budget, .vocab = m->vocab_size, .top_k = m->top_k, .pins = -1,
-			       .has_usage = p->usage.counts != NULL};
-	in->work = (double)coli_engine_work_bytes(m, COLI_MAX_BATCH);
-	in->kv = (double)coli_kv_token_bytes(m) * ((double)p->a->ctx + 1) + (double)coli_model_state_fixed_bytes(m);
-	coli_budget_container(ct, in);
-	in->usage_known = coli_usage_known(p->usage.counts, p->usage.n_layers, p->usage.n_experts);
-	if (coli_budget_split(in, &p->fixed, e) < 0)
+	coli_run_ask a = {.ctx = p->a->ctx + 1, .batch = COLI_MAX_BATCH, .threads = p->probe.physical_cores,
+			  .draft = m->n_mtp_layers > 0, .budget = p->budget, .pins = -1, .usage = p->usage.counts};
+	if (coli_run_sizing(ct, &a, &p->fixed, e) < 0)
 		return -1;
 	p->top_k = m->top_k > 0 ? m->top_k : 1, p->n_moe = ct->layout.n_elayers;
 	return 0;

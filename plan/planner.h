@@ -75,7 +75,6 @@ typedef struct plan {
 	coli_route *routing;      /* --routing, or NULL */
 	char usage_abs[4096];     /* its path made absolute */
 	int top_k, n_moe;         /* the model's top_k, MoE layers (MTP included) */
-	coli_budget_in bin;       /* the fixed part, as coli-run computes it */
 	coli_budget fixed;
 	double budget;            /* bytes */
 	int stream;               /* 0: every expert fits in RAM */

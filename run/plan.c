@@ -58,15 +58,11 @@ static void copy_fields(const knob_fields *k, run_opts *to, const run_opts *from
 }
 
 /* The plan is this container's (identity) and this machine's (CPU, cores, each folder's device). */
-static int check_plan(const coli_plan *p, const char *path, const char *model, coli_err *e)
+static int check_plan(const coli_plan *p, const char *path, const coli_container *ct, const char *model, coli_err *e)
 {
-	coli_container *ct = NULL;
-	if (coli_container_open(&ct, model, e) < 0)
-		return -1;
 	int rc = strcmp(ct->identity_hex, p->identity) == 0 ? 0 :
 		coli_errf(e, COLI_EDATA, "%s: container.identity: the plan is for container %.16s..., %s is %.16s...: "
 			  "make a plan for it (coli-plan %s)", path, p->identity, model, ct->identity_hex, model);
-	coli_container_close(ct);
 	coli_probe m;
 	memset(&m, 0, sizeof(m));
 	snprintf(m.cpu_model, sizeof(m.cpu_model), "%s", p->cpu_model);
@@ -105,30 +101,27 @@ static int has_knob(const coli_plan *p, const char *name)
 /* What the plan's knobs need beyond their ranges: per-layer lists as long as the container's
  * MoE layers, and the usage file its pins were chosen from (a missing one would pin nothing and
  * start a new table: not the plan's run). */
-static int check_knobs(const run_opts *o, const coli_plan *p, coli_err *e)
+static int check_knobs(const run_opts *o, const coli_plan *p, const coli_container *ct, coli_err *e)
 {
-	coli_container *ct = NULL;
 	int lists[2] = {has_knob(p, "cache-slots") && o->cache_list, has_knob(p, "pins") && o->pins_list}, rc = 0;
-	if ((lists[0] || lists[1]) && coli_container_open(&ct, o->model, e) < 0)
-		return -1;
 	for (int k = 0; k < 2 && rc == 0; k++) {
 		int len = k ? o->n_pins_list : o->n_cache_list;
 		if (lists[k] && len != ct->layout.n_elayers)
 			rc = coli_errf(e, COLI_EDATA, "%s: knobs.%s: %d counts, %s has %d MoE layers (MTP included)", o->plan,
 				       k ? "pins" : "cache-slots", len, o->model, ct->layout.n_elayers);
 	}
-	coli_container_close(ct);
 	if (rc == 0 && has_knob(p, "usage") && o->usage && access(o->usage, F_OK) < 0)
 		rc = coli_errf(e, COLI_EDATA, "%s: knobs.usage: %s: %s: the plan's pins and predictions come from it (give "
 			       "the plan's usage file back, or plan again)", o->plan, o->usage, strerror(errno));
 	return rc;
 }
 
-int run_plan_apply(run_opts *o, const run_opts *defaults, const coli_option *options, coli_plan *p, coli_err *e)
+/* The plan's knobs over the defaults, then the command line's options it does not set (one it
+ * sets is refused). */
+static int apply_knobs(run_opts *o, const run_opts *defaults, const coli_option *options, const coli_plan *p,
+		       coli_err *e)
 {
 	run_opts cmd = *o;
-	if (coli_plan_read(o->plan, p, e) < 0 || check_plan(p, o->plan, o->model, e) < 0)
-		return -1;
 	*o = *defaults;
 	for (int i = 0; i < p->n_knobs; i++)
 		if (apply_knob(options, cmd.plan, &p->knobs[i], e) < 0)
@@ -149,5 +142,19 @@ int run_plan_apply(run_opts *o, const run_opts *defaults, const coli_option *opt
 		free(planned.cache_list);
 	if (planned.pins_list != o->pins_list)
 		free(planned.pins_list);
-	return rc < 0 ? -1 : check_knobs(o, p, e);
+	return rc;
+}
+
+int run_plan_apply(run_opts *o, const run_opts *defaults, const coli_option *options, coli_plan *p, coli_err *e)
+{
+	coli_container *ct = NULL;
+	if (coli_plan_read(o->plan, p, e) < 0 || coli_container_open(&ct, o->model, e) < 0)
+		return -1;
+	int rc = check_plan(p, o->plan, ct, o->model, e);
+	if (rc == 0)
+		rc = apply_knobs(o, defaults, options, p, e);
+	if (rc == 0)
+		rc = check_knobs(o, p, ct, e);
+	coli_container_close(ct);
+	return rc;
 }

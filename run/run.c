@@ -34,11 +34,10 @@ typedef struct runner {
 	int prefilled, decoded;
 	coli_store_stats st0;            /* streaming counters when decoding began */
 	coli_usage usage;           /* --usage: the statistics of earlier runs */
-	double *counts;             /* --usage: this run's routing counts (r->m.usage points here) */
+	double *counts;             /* --usage: this run's routing counts (the engine's opts.usage) */
 	coli_budget plan;           /* the expert cache chosen (--ram: the budget's split) */
-	int *lists;                 /* --cache-slots / --pins LIST: [3][MoE layers] caches given,
-				     * pins and LRU slots split */
-	double *list_record;        /* [MoE layers] record bytes */
+	int *lists;                 /* --cache-slots / --pins LIST: [2][MoE layers] the pins and LRU
+				     * slots of the split */
 	int *layer_cache;           /* [2][container layers] LRU slots, pins: the store's lists */
 	run_trace tr;               /* --trace */
 	coli_route *route;          /* --route-from */
@@ -499,15 +498,12 @@ static int report(const runner *r, coli_err *e)
 
 /* --usage: the earlier statistics read (a foreign or corrupt file refused before any work)
  * and this run's counters set up for the MoE blocks. Runs before the model opens (the store
- * pins by the counts read), on the container opened for that alone. */
-static int usage_open(runner *r, coli_err *e)
+ * pins by the counts read). */
+static int usage_open(runner *r, const coli_container *ct, coli_err *e)
 {
 	const char *path = r->o->usage;
-	coli_container *ct = NULL;
 	if (!path)
 		return 0;
-	if (coli_container_open(&ct, r->o->model, e) < 0)
-		return -1;
 	const coli_model *c = &ct->model;
 	int L = c->n_layers + c->n_mtp_layers, E = c->n_experts, rc = 0;
 	if (E <= 0)
@@ -522,7 +518,6 @@ static int usage_open(runner *r, coli_err *e)
 	}
 	if (rc == 0 && !(r->counts = coli_calloc((size_t)L * (size_t)E, sizeof(double), e)))
 		rc = -1;
-	coli_container_close(ct);
 	return rc;
 }
 
@@ -556,23 +551,9 @@ static int batch_tokens(const run_opts *o, int n)
 	return o->chat || n + 1 > COLI_MAX_BATCH ? COLI_MAX_BATCH : n + 1;
 }
 
-/* What --draft's MTP state takes (coli_mtp_init): the MTP layer's KV cache of ctx tokens and
- * more, its queue of batch hidden states and their eh_proj inputs, the draft and verify logits. */
-static double draft_bytes(const run_opts *o, const coli_model *c, int batch, int ctx)
-{
-	if (o->draft == 0 || (c->n_mtp_layers < 1 && !o->draft_oracle))
-		return 0;
-	/* the MTP layer's own state (an indexer's keys included); an oracle without one: an average layer */
-	double layer_kv = c->n_mtp_layers > 0 ? (double)coli_model_layer_token_bytes(c, c->n_layers)
-						: (double)coli_kv_token_bytes(c) / (c->n_layers > 0 ? c->n_layers : 1);
-	return layer_kv * (ctx + 2 + COLI_DRAFT_MAX) + 4.0 * (3.0 * batch * c->hidden_size) +
-	       4.0 * (2 * COLI_DRAFT_MAX + 3) * c->vocab_size;
-}
-
-/* --cache-slots LIST / --pins LIST: one count per MoE layer of the container (each cache at most
- * the layer's experts), into the split's lists; r->lists holds them and the per-layer figures the
- * split returns. */
-static int cache_lists(runner *r, const coli_container *ct, coli_budget_in *in, coli_err *e)
+/* --cache-slots LIST / --pins LIST: one count per MoE layer of the container, into the sizing's
+ * lists; r->lists holds the per-layer pins and slots the split returns. */
+static int cache_lists(runner *r, const coli_container *ct, coli_run_ask *a, coli_err *e)
 {
 	const run_opts *o = r->o;
 	int n = ct->layout.n_elayers;
@@ -582,18 +563,10 @@ static int cache_lists(runner *r, const coli_container *ct, coli_budget_in *in, 
 		return coli_errf(e, COLI_EUSAGE, "%s: %d counts, the container has %d MoE layers (MTP included)",
 				 o->cache_list && o->n_cache_list != n ? "--cache-slots" : "--pins",
 				 o->cache_list && o->n_cache_list != n ? o->n_cache_list : o->n_pins_list, n);
-	int *v = coli_calloc((size_t)n * 3, sizeof(*v), e);
-	double *rec = coli_calloc((size_t)n, sizeof(*rec), e);
-	if (!v || !rec)
-		return free(v), free(rec), -1;
-	for (int i = 0; i < n; i++) {
-		const coli_lexperts *x = &ct->layout.elayers[i];
-		int c = o->cache_list ? o->cache_list[i] : 0;
-		v[i] = c > x->n_experts ? x->n_experts : c, rec[i] = (double)x->record_size;
-	}
-	r->lists = v, r->list_record = rec;
-	in->n_lists = n, in->list_cache = o->cache_list ? v : NULL, in->list_pins = o->pins_list;
-	in->list_record = rec, in->out_pins = v + n, in->out_slots = v + 2 * n;
+	if (!(r->lists = coli_calloc((size_t)n * 2, sizeof(*r->lists), e)))
+		return -1;
+	a->n_lists = n, a->list_cache = o->cache_list, a->list_pins = o->pins_list;
+	a->out_pins = r->lists, a->out_slots = r->lists + n;
 	return 0;
 }
 
@@ -607,7 +580,7 @@ static int store_lists(runner *r, const coli_container *ct, coli_engine_opts *mo
 		return -1;
 	for (int i = 0; i < n; i++) {
 		int l = ct->layout.elayers[i].layer;
-		r->layer_cache[l] = r->lists[2 * n + i], r->layer_cache[layers + l] = r->lists[n + i];
+		r->layer_cache[l] = r->lists[n + i], r->layer_cache[layers + l] = r->lists[i];
 	}
 	mo->so.layer_slots = r->layer_cache, mo->so.layer_pins = r->layer_cache + layers;
 	return 0;
@@ -624,7 +597,7 @@ static void pins_note(const runner *r, const coli_container *ct, const coli_budg
 		return;
 	for (int i = 0; i < n; i++) {
 		const coli_lexperts *x = &ct->layout.elayers[i];
-		int asked = r->lists ? r->lists[n + i] : o->pins, store = r->lists ? asked : b->pins, seen = 0;
+		int asked = r->lists ? r->lists[i] : o->pins, store = r->lists ? asked : b->pins, seen = 0;
 		for (int k = 0; k < x->n_experts && k < E; k++)
 			seen += r->usage.counts[(size_t)x->layer * E + k] > 0;
 		int got = store < seen ? store : seen;
@@ -644,42 +617,31 @@ static void pins_note(const runner *r, const coli_container *ct, const coli_budg
 		"pins at most its experts, and only those %s has seen routed)\n", asked, got, o->usage);
 }
 
-/* The expert cache per MoE layer (streaming): policy.h's split (coli_budget_split) of --ram,
- * --cache-slots and --pins over this container and this run's KV cache. Sets mo's slots and
- * pins, and the figures of the --ram report. */
-static int cache_plan(runner *r, coli_engine_opts *mo, coli_err *e)
+/* The expert cache per MoE layer (streaming): policy.h's sizing (coli_run_sizing) of this run
+ * over ct, and its split of --ram, --cache-slots and --pins. Sets mo's slots and pins, and the
+ * figures of the --ram report. */
+static int cache_plan(runner *r, const coli_container *ct, coli_engine_opts *mo, coli_err *e)
 {
 	const run_opts *o = r->o;
-	coli_container *ct = NULL;
-	if (coli_container_open(&ct, o->model, e) < 0)
-		return -1;
-	const coli_model *c = &ct->model;
 	int n = 0;
-	coli_budget_in in = {.budget = o->ram * 1073741824.0, .vocab = c->vocab_size, .top_k = c->top_k,
-			     .cache_slots = o->cache_slots, .pins = o->pins, .has_usage = o->usage != NULL,
-			     .usage_known = coli_usage_known(r->usage.counts, r->usage.n_layers, r->usage.n_experts)};
-	coli_budget b;
-	int rc = prompt_tokens(o, c->vocab_size, &n, e);
-	mo->max_batch = batch_tokens(o, n);
-	in.work = (double)coli_engine_work_bytes(c, mo->max_batch) + draft_bytes(o, c, mo->max_batch, context_extra(o, n));
 	struct stat sb;
-	in.kv = (double)coli_kv_token_bytes(c) * ((double)context_extra(o, n) + 1) + (double)coli_model_state_fixed_bytes(c);
-	if (o->session && stat(o->session, &sb) == 0) /* the resumed tokens' KV: at most the file */
-		in.kv += (double)sb.st_size;
-	coli_budget_container(ct, &in);
-	if (in.cache_slots > in.max_experts) /* a layer never caches more than its experts */
-		in.cache_slots = in.max_experts;
-	if (rc == 0)
-		rc = cache_lists(r, ct, &in, e);
-	if (rc == 0 && (rc = coli_budget_split(&in, &b, e)) == 0) {
-		mo->so.pins = b.pins, mo->so.cache_slots = b.slots;
-		r->plan = b;
-		rc = store_lists(r, ct, mo, e);
-	}
-	if (rc == 0)
-		pins_note(r, ct, &b);
-	coli_container_close(ct);
-	return rc;
+	if (prompt_tokens(o, ct->model.vocab_size, &n, e) < 0)
+		return -1;
+	mo->max_batch = batch_tokens(o, n);
+	coli_run_ask a = {.ctx = context_extra(o, n) + 1, .batch = mo->max_batch, .threads = o->threads,
+			  .draft = o->draft != 0, .oracle = o->draft_oracle != NULL, .budget = o->ram * 1073741824.0,
+			  .cache_slots = o->cache_slots, .pins = o->pins, .usage = o->usage ? r->usage.counts : NULL};
+	if (o->session && stat(o->session, &sb) == 0) /* the resumed tokens' state: at most the file */
+		a.resumed = (double)sb.st_size;
+	coli_budget b;
+	if (cache_lists(r, ct, &a, e) < 0 || coli_run_sizing(ct, &a, &b, e) < 0)
+		return -1;
+	mo->so.pins = b.pins, mo->so.cache_slots = b.slots;
+	r->plan = b;
+	if (store_lists(r, ct, mo, e) < 0)
+		return -1;
+	pins_note(r, ct, &b);
+	return 0;
 }
 
 /* The engine's events, on stderr after what stdout holds so far. */
@@ -819,28 +781,33 @@ static int setup(runner *r, coli_err *e)
 		return -1;
 	if (o->usage && run_lock_take(&r->usage_lock, "--usage", o->usage, e) < 0)
 		return -1;
-	if (usage_open(r, e) < 0)
+	coli_container *ct = NULL;
+	if (coli_container_open(&ct, o->model, e) < 0)
 		return -1;
 	coli_engine_opts mo = {.stream = o->stream, .mmap = o->io == STORE_IO_MMAP, .threads = o->threads};
-	mo.so = (store_stream_opts){.cache_slots = o->cache_slots, .usage = r->usage.counts, .io = o->io, .qd = o->qd, .cache_policy = o->cache_policy,
+	mo.so = (store_stream_opts){.cache_slots = o->cache_slots, .io = o->io, .qd = o->qd, .cache_policy = o->cache_policy,
 				    .mirrors = o->mirrors, .n_mirrors = o->n_mirrors, .no_crc = o->no_crc,
 				    .events = {print_event, NULL}};
-	if (test_hooks(&mo, e) < 0)
+	int rc = usage_open(r, ct, e);
+	if (rc == 0)
+		rc = test_hooks(&mo, e);
+	if (rc == 0 && o->route_from)
+		rc = coli_route_open(&r->route, o->route_from, e);
+	mo.route_from = r->route, mo.so.usage = r->usage.counts, mo.usage = r->counts;
+	if (rc == 0 && o->stream)
+		rc = cache_plan(r, ct, &mo, e);
+	if (rc < 0) {
+		coli_container_close(ct);
 		return -1;
-	if (o->route_from && coli_route_open(&r->route, o->route_from, e) < 0)
-		return -1;
-	mo.route_from = r->route;
-	if (o->stream && cache_plan(r, &mo, e) < 0)
-		return -1;
+	}
 	if (o->trace)
 		run_trace_prepare(&r->tr), mo.tracer = &r->tr.t;
-	if (coli_engine_open(&r->m, o->model, &mo, e) < 0)
+	if (coli_engine_open_container(&r->m, ct, &mo, e) < 0)
 		return -1;
 	if (o->trace && run_trace_open(&r->tr, o->trace, &r->m, o, e) < 0)
 		return -1;
 	if (o->trace)
 		trace_cleanup(o->trace);
-	r->m.usage = r->counts;
 	if (coli_store_set_predict(r->m.store, o->prefetch != 0) == 0 && (o->prefetch < 0 || o->prefetch == PREFETCH_AUTO))
 		r->pa_on = 1, prefetch_auto_init(&r->pa); /* set_predict: -1 (nothing to do) in RAM */
 	if (prompt_tokens(o, r->m.cfg->vocab_size, &n, e) < 0)
@@ -931,7 +898,7 @@ int run_main(const run_opts *o, coli_err *e)
 	if (rc == 0)
 		rc = finish(&r, e);
 	free(logits);
-	free(r.counts), free(r.lists), free(r.list_record), free(r.layer_cache);
+	free(r.counts), free(r.lists), free(r.layer_cache);
 	coli_usage_release(&r.usage);
 	free(r.s.tokens);
 	coli_sampler_release(&r.smp);

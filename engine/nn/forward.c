@@ -47,10 +47,18 @@ static int route_fits(const coli_engine *m, const coli_route *r, coli_err *e)
 
 int coli_engine_open(coli_engine *m, const char *path, const coli_engine_opts *o, coli_err *e)
 {
+	coli_container *ct = NULL;
 	memset(m, 0, sizeof(*m));
-	if (coli_kernels_open(&m->kc, o ? o->isa : NULL, o ? o->threads : 0, e) < 0)
+	if (coli_container_open(&ct, path, e) < 0)
 		return -1;
-	if (coli_container_open(&m->ct, path, e) < 0) {
+	return coli_engine_open_container(m, ct, o, e);
+}
+
+int coli_engine_open_container(coli_engine *m, coli_container *ct, const coli_engine_opts *o, coli_err *e)
+{
+	memset(m, 0, sizeof(*m));
+	m->ct = ct;
+	if (coli_kernels_open(&m->kc, o ? o->isa : NULL, o ? o->threads : 0, e) < 0) {
 		coli_engine_close(m);
 		return -1;
 	}
@@ -61,6 +69,7 @@ int coli_engine_open(coli_engine *m, const char *path, const coli_engine_opts *o
 	}
 	m->route = o ? o->route_from : NULL;
 	m->dsa_dense = o ? o->dsa_dense : 0;
+	m->usage = o ? o->usage : NULL;
 	m->w = coli_calloc(1, sizeof(*m->w), e);
 	m->rope = m->w ? coli_calloc(1, sizeof(*m->rope), e) : NULL;
 	int batch = o && o->max_batch > 0 ? o->max_batch : COLI_MAX_BATCH;

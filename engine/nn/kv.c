@@ -70,6 +70,14 @@ int kv_open_layers(coli_kv *kv, const coli_engine *m, int first, int last, int c
 	return alloc_parts(kv, e);
 }
 
+uint64_t kv_layers_bytes(const coli_model *c, int first, int last, int cap, int threads)
+{
+	uint64_t b = (uint64_t)threads * (uint64_t)attn_score_rows(c) * (uint64_t)cap * sizeof(float);
+	for (int l = first; l < last; l++)
+		b += coli_model_layer_token_bytes(c, l) * (uint64_t)cap + coli_model_layer_fixed_bytes(c, l);
+	return b + (c->index_topk ? 2 * (uint64_t)cap * sizeof(float) : 0);
+}
+
 /* coli_kv_keep's buffers. */
 static void keep_free(coli_kv *kv)
 {
@@ -122,10 +130,28 @@ static size_t fixed_floats(const coli_kv *kv)
 	return n;
 }
 
+/* Floats coli_kv_keep keeps per token of a Gated DeltaNet layer: its conv inputs and its q, k,
+ * v ([conv_dim] each), b and a ([v_heads] each). */
+static size_t keep_row_floats(const coli_model *c, size_t *conv_dim)
+{
+	*conv_dim = 2 * (size_t)c->lin_k_heads * c->lin_k_dim + (size_t)c->lin_v_heads * c->lin_v_dim;
+	return 2 * *conv_dim + 2 * (size_t)c->lin_v_heads;
+}
+
+uint64_t kv_keep_bytes(const coli_model *c)
+{
+	size_t C, row = keep_row_floats(c, &C);
+	uint64_t b = coli_model_state_fixed_bytes(c);
+	for (int l = 0; l < c->n_layers; l++)
+		b += coli_model_layer_fixed_bytes(c, l) ? (uint64_t)(COLI_DRAFT_MAX + 1) * row * sizeof(float) : 0;
+	return b;
+}
+
 int coli_kv_keep(coli_kv *kv, const coli_engine *m, coli_err *e)
 {
 	const coli_model *c = m->cfg;
-	size_t S = COLI_DRAFT_MAX + 1, C = 2 * (size_t)c->lin_k_heads * c->lin_k_dim + (size_t)c->lin_v_heads * c->lin_v_dim;
+	size_t S = COLI_DRAFT_MAX + 1, C;
+	keep_row_floats(c, &C);
 	if (kv->keep || !fixed_floats(kv))
 		return 0;
 	kv_keep *k = kv->keep = coli_calloc(1, sizeof(*k), e);
@@ -166,7 +192,8 @@ void kv_keep_rows(coli_kv *kv, const coli_model *c, int l, int i, const float *R
 	kv_keep *k = kv->keep;
 	if (!k || !k->n || !k->R[l])
 		return;
-	size_t C = 2 * (size_t)c->lin_k_heads * c->lin_k_dim + (size_t)c->lin_v_heads * c->lin_v_dim, H = (size_t)c->lin_v_heads;
+	size_t C, H = (size_t)c->lin_v_heads;
+	keep_row_floats(c, &C);
 	memcpy(k->R[l] + i * C, R, C * sizeof(float));
 	memcpy(k->Y[l] + i * C, Y, C * sizeof(float));
 	memcpy(k->B[l] + i * H, B, H * sizeof(float));

@@ -9,6 +9,14 @@
  * outside the range have none. kv->n is 0. */
 int kv_open_layers(coli_kv *kv, const coli_engine *m, int first, int last, int cap, coli_err *e);
 
+/* Bytes kv_open_layers allocates for a model of config c, layers [first, last), cap tokens and
+ * threads compute threads: the parts, each thread's attention scores, the indexer's scores (the
+ * few pointer arrays left out). */
+uint64_t kv_layers_bytes(const coli_model *c, int first, int last, int cap, int threads);
+
+/* Bytes coli_kv_keep allocates on a state of the main layers of c (0 without fixed parts). */
+uint64_t kv_keep_bytes(const coli_model *c);
+
 /* What rolling back the last short forward call needs (coli_kv_keep). */
 typedef struct kv_keep {
 	int n0, n;                 /* the call kept positions n0 .. n0 + n - 1 (n 0: nothing kept) */

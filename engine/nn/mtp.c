@@ -38,6 +38,15 @@ int coli_mtp_init(coli_mtp *s, const coli_engine *m, int cap, int kv_n, coli_err
 	return 0;
 }
 
+uint64_t mtp_bytes(const coli_model *c, int cap, int batch, int threads)
+{
+	uint64_t d = (uint64_t)c->hidden_size, B = (uint64_t)batch;
+	if (c->n_mtp_layers < 1)
+		return 0;
+	return kv_layers_bytes(c, c->n_layers, c->n_layers + 1, cap + COLI_DRAFT_MAX, threads) +
+	       (B * d + B * 2 * d + d) * sizeof(float) + B * sizeof(int32_t);
+}
+
 void coli_mtp_release(coli_mtp *s)
 {
 	coli_kv_release(&s->kv);

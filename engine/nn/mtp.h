@@ -11,5 +11,8 @@ int mtp_make_room(coli_engine *m, coli_mtp *s, int32_t next, int n, coli_err *e)
 /* mtp.c: after the batch (positions p0 ..): its n rows' final hidden states (the working
  * memory's N) queued. */
 void mtp_take(coli_engine *m, coli_mtp *s, const int32_t *tokens, int n, int p0);
+/* mtp.c: bytes coli_mtp_init allocates for a main state of cap tokens, batches of batch tokens and
+ * threads compute threads (0 without MTP layers). */
+uint64_t mtp_bytes(const coli_model *c, int cap, int batch, int threads);
 
 #endif

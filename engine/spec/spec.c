@@ -9,6 +9,8 @@
 
 #include "clock.h"
 #include "fileio.h"
+#include "nn/kv.h"
+#include "nn/mtp.h"
 #include "store.h"
 
 #define AUTO_PROBE 32   /* auto: steps in one mode, then one in the other to measure it again */
@@ -52,6 +54,14 @@ int coli_spec_open(coli_spec *d, coli_engine *m, coli_kv *kv, const coli_spec_op
 	else
 		snprintf(d->why, sizeof(d->why), "auto: too few steps to decide");
 	return 0;
+}
+
+uint64_t coli_spec_bytes(const coli_model *c, int cap, int batch, int threads, int oracle)
+{
+	if (!oracle && c->n_mtp_layers < 1)
+		return 0;
+	return (oracle ? 0 : mtp_bytes(c, cap, batch, threads)) + kv_keep_bytes(c) +
+	       (uint64_t)(2 * COLI_DRAFT_MAX + 3) * (uint64_t)c->vocab_size * sizeof(float);
 }
 
 void coli_spec_close(coli_spec *d)

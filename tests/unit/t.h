@@ -31,4 +31,16 @@ static inline const char *t_fixtures(void)
 	return d ? d : "tests/fixtures/hf";
 }
 
+/* Converts fixture FAM-tiny into DIR/FAM.coli (its path into path[n]) with bin/coli-convert;
+ * checked under the name FAM. Returns 0 when it converted. */
+static inline int t_convert_fixture(const char *dir, const char *fam, char *path, size_t n)
+{
+	char cmd[1400];
+	snprintf(path, n, "%s/%s.coli", dir, fam);
+	snprintf(cmd, sizeof(cmd), "bin/coli-convert -q %s/%s-tiny/checkpoint %s", t_fixtures(), fam, path);
+	int ok = system(cmd) == 0;
+	T_CHECK(fam, ok, "coli-convert failed");
+	return ok ? 0 : -1;
+}
+
 #endif
