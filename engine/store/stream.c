@@ -1,7 +1,6 @@
 /* store/stream.c: the streaming expert store's cache: per-layer LRU slots and pins, the read
  * queue the I/O backends (store/stream_io.c) take records from, CRC checks and recovery from mirrors,
- * next-layer prediction, statistics. */
-#include <stdarg.h>
+ * next-layer prediction, statistics (what a read notes: store/stream_note.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,57 +12,6 @@
 #include "policy.h"
 #include "store/stream.h"
 
-void stream_event(const stream_store *s, coli_event_kind kind, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-	if (!s->events.fn)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	coli_event ev = {kind, msg};
-	s->events.fn(s->events.ctx, &ev);
-}
-
-void stream_trace_issue(const stream_store *s, slot *p, int c)
-{
-	if (s->tr)
-		p->chunk_t0[c] = coli_tracer_now(s->tr);
-}
-
-/* A record for the call running, kept in the ring until the lock is released. Lock held. */
-static void trace_keep(stream_store *s, int kind, int sub, int copy, const slot *p, uint64_t t0, uint64_t t1,
-		       uint64_t n)
-{
-	if (s->trq_head - s->trq_tail == s->trq_cap) {
-		s->trq_lost++;
-		return;
-	}
-	s->trq[s->trq_head++ % s->trq_cap] = (coli_trace_rec){
-		.kind = (uint8_t)kind, .sub = (uint8_t)sub, .copy = (uint16_t)copy, .token = atomic_load(&s->tr->token),
-		.layer = p->x->layer, .expert = p->expert, .t0 = t0, .t1 = t1 < t0 ? t0 : t1, .n = n};
-}
-
-void stream_trace_flush(stream_store *s)
-{
-	if (!s->trq || pthread_mutex_trylock(&s->trq_mu) != 0)
-		return; /* another caller is emitting: it, or a later call, emits these too */
-	for (;;) {
-		pthread_mutex_lock(&s->mu);
-		uint64_t from = s->trq_tail, to = s->trq_head;
-		pthread_mutex_unlock(&s->mu);
-		if (from == to)
-			break;
-		for (uint64_t i = from; i < to; i++) /* producers never overwrite [trq_tail, trq_head) */
-			s->tr->emit(s->tr->ctx, &s->trq[i % s->trq_cap]);
-		pthread_mutex_lock(&s->mu);
-		s->trq_tail = to;
-		pthread_mutex_unlock(&s->mu);
-	}
-	pthread_mutex_unlock(&s->trq_mu);
-}
-
 /* Releases the lock at the end of a caller's call, then emits the trace records kept meanwhile. */
 static void unlock_emit(stream_store *s)
 {
@@ -71,42 +19,6 @@ static void unlock_emit(stream_store *s)
 	pthread_mutex_unlock(&s->mu);
 	if (kept)
 		stream_trace_flush(s);
-}
-
-/* A READ record: flags ok, prediction, re-read. Lock held. */
-static void trace_read(stream_store *s, const slot *p, int r, uint64_t t0, uint64_t len, int flags)
-{
-	trace_keep(s, COLI_TR_READ, flags, r, p, t0, coli_tracer_now(s->tr), len);
-}
-
-void stream_trace_read(stream_store *s, const slot *p, int c, int r, int ok)
-{
-	if (!s->tr)
-		return;
-	uint64_t off = (uint64_t)c * p->chunk, len = p->x->record_size - off < p->chunk ? p->x->record_size - off : p->chunk;
-	trace_read(s, p, r, p->chunk_t0[c], len, (ok ? 1 : 0) | (p->origin == Q_PREDICT ? 2 : 0));
-}
-
-/* A get's outcome, traced: pin, hit (read and checked by an earlier get), or by who queued
- * its read. Lock held. */
-static void trace_outcome(stream_store *s, const slot *p, int pinned)
-{
-	static const int by_origin[] = {[Q_PREDICT] = COLI_X_PREDICTED, [Q_PREFETCH] = COLI_X_PREFETCHED,
-					[Q_GET] = COLI_X_MISS};
-	if (!s->tr)
-		return;
-	int x = pinned ? COLI_X_PIN : p->state == S_READY ? COLI_X_HIT : by_origin[p->origin];
-	uint64_t t = coli_tracer_now(s->tr);
-	trace_keep(s, COLI_TR_EXPERT, x, 0, p, t, t, 0);
-}
-
-/* A predicted read its layer did not choose, traced. Lock held. */
-static void trace_wasted(stream_store *s, const slot *p)
-{
-	if (!s->tr)
-		return;
-	uint64_t t = coli_tracer_now(s->tr);
-	trace_keep(s, COLI_TR_EXPERT, COLI_X_PREDICT_WASTED, 0, p, t, t, 0);
 }
 
 /* Drops slot i's expert (its buffer stays for reuse). */
@@ -294,8 +206,7 @@ static int recover(stream_store *s, slot *p, coli_err *e)
 		got[r] = rc == 0 ? coli_crc32(0, tmp, size) : 0;
 		pthread_mutex_lock(&s->mu);
 		stream_retire(s, r, size, rc == 0);
-		if (s->tr)
-			trace_read(s, p, r, t0, size, (rc == 0 ? 1 : 0) | 4);
+		stream_trace_reread(s, p, r, t0, size, rc == 0);
 		if (rc == 0 && got[r] == want && good < 0)
 			memcpy(p->buf, tmp, size), good = r;
 		if (rc < 0 || got[r] != want) {
@@ -380,7 +291,7 @@ static const coli_expert *pinned_get(stream_store *s, stream_layer *L, int x)
 	s->st.hits++, s->st.pin_hits++;
 	if (L->count)
 		L->count[x] += 1;
-	trace_outcome(s, &L->pins[L->pinned[x]], 1);
+	stream_trace_outcome(s, &L->pins[L->pinned[x]], 1);
 	unlock_emit(s);
 	return &L->pins[L->pinned[x]].view;
 }
@@ -398,7 +309,7 @@ static const coli_expert *use_slot(stream_store *s, stream_layer *L, int i, coli
 	p->last = ++s->tick;
 	if (L->count)
 		L->count[p->expert] += 1;
-	trace_outcome(s, p, 0);
+	stream_trace_outcome(s, p, 0);
 	while (p->state == S_FLIGHT)
 		pthread_cond_wait(&s->done, &s->mu);
 	if (p->state == S_FILLED && check(s, p, e) < 0) {
@@ -762,7 +673,7 @@ static void stream_predict_check(coli_store *base, int layer, const int32_t *cho
 		slot *p = &L->slots[i];
 		if (p->refs > 0 || p->state == S_READY) /* got since (another use): not a prediction's */
 			continue;
-		trace_wasted(s, p);
+		stream_trace_wasted(s, p);
 		if (p->state == S_FLIGHT && stream_dequeue(s, p)) { /* chunks left unclaimed: none of them is read */
 			uint64_t claimed = (uint64_t)p->next_chunk * p->chunk;
 			s->st.predict_wasted_bytes += claimed < L->x->record_size ? claimed : L->x->record_size;

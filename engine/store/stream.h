@@ -1,5 +1,6 @@
-/* stream.h: the streaming store's insides, shared by its cache (store/stream.c) and its I/O
- * backends (store/stream_io.c). Not an API: store.h is. */
+/* stream.h: the streaming store's insides, shared by its cache (store/stream.c), its I/O
+ * backends (store/stream_io.c) and what both note of a read (store/stream_note.c). Not an API:
+ * store.h is. */
 #ifndef COLI_STREAM_H
 #define COLI_STREAM_H
 
@@ -143,6 +144,12 @@ void stream_name_error(const stream_store *s, const slot *p, int r, const coli_e
  * kept for stream_trace_flush). Lock held. */
 void stream_trace_issue(const stream_store *s, slot *p, int c);
 void stream_trace_read(stream_store *s, const slot *p, int c, int r, int ok);
+/* Traced: a whole record of p re-read from copy r after a CRC mismatch (len bytes from t0); a
+ * get's outcome (pin, hit, or by who queued its read); a predicted read its layer did not choose.
+ * Lock held. */
+void stream_trace_reread(stream_store *s, const slot *p, int r, uint64_t t0, uint64_t len, int ok);
+void stream_trace_outcome(stream_store *s, const slot *p, int pinned);
+void stream_trace_wasted(stream_store *s, const slot *p);
 
 /* Emits the trace records kept so far, in the order they were made, unless another caller is
  * emitting (it emits them, or a later call does). Lock not held; never called by an I/O thread. */

@@ -19,33 +19,6 @@ static uint64_t chunk_len(const slot *p, int c)
 	return n < p->chunk ? n : p->chunk;
 }
 
-void stream_name_error(const stream_store *s, const slot *p, int r, const coli_err *err, coli_err *out)
-{
-	const char *path = s->rs.r[r].path, *why = err->msg;
-	size_t n = strlen(path);
-	if (strncmp(why, path, n) == 0 && why[n] == ':' && why[n + 1] == ' ')
-		why += n + 2;
-	coli_errf(out, err->code, "%s: expert record [layer %d][expert %d] at offset %llu: %s", path, p->x->layer,
-		  p->expert, (unsigned long long)coli_record_offset(p->x, p->expert), why);
-}
-
-void stream_issue(stream_store *s, int r, uint64_t len)
-{
-	double t = coli_now();
-	if (s->inflight++ == 0)
-		s->busy_since = t;
-	replica_issue(&s->rs, r, len, t);
-}
-
-void stream_retire(stream_store *s, int r, uint64_t len, int ok)
-{
-	double t = coli_now();
-	replica_done(&s->rs, r, len, ok, t);
-	if (--s->inflight == 0)
-		s->st.read_s += t - s->busy_since;
-	s->st.bytes_read += ok ? len : 0;
-}
-
 /* Whether the first queued chunk may be read now: not a prediction's while a demanded chunk is
  * being read. Lock held. */
 static int claimable(const stream_store *s)
