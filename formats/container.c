@@ -157,3 +157,25 @@ const coli_lexperts *coli_container_experts(const coli_container *c, int layer)
 			return &c->layout.elayers[i];
 	return NULL;
 }
+
+int coli_container_same(const char *copy, const char *of, const char *opt, coli_err *e)
+{
+	char *theirs = coli_path_join(copy, COLI_MANIFEST_FILE), *ours = coli_path_join(of, COLI_MANIFEST_FILE);
+	char *a = NULL, *b = NULL;
+	size_t na = 0, nb = 0, i = 0;
+	int rc = ours && theirs ? 0 : coli_errf(e, COLI_ENOMEM, "out of memory");
+	if (rc == 0)
+		rc = coli_read_file(ours, &a, &na, e);
+	if (rc == 0 && coli_read_file(theirs, &b, &nb, e) < 0) {
+		rc = -1;
+		if (opt)
+			coli_err_prefix(e, opt);
+	}
+	while (rc == 0 && i < na && i < nb && a[i] == b[i])
+		i++;
+	if (rc == 0 && (i < na || i < nb))
+		rc = coli_errf(e, COLI_EDATA, "%s%s%s: manifest.coli differs from %s at byte %zu: not the same container",
+			       opt ? opt : "", opt ? " " : "", theirs, ours, i);
+	free(theirs), free(ours), free(a), free(b);
+	return rc;
+}

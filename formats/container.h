@@ -55,6 +55,12 @@ void coli_container_close(coli_container *c); /* accepts NULL */
  * section files not opened (fd[] -1): for a mirror folder, whose partial copy has no dense.bin. */
 int coli_container_open_manifest(coli_container **out, const char *dir, coli_err *e);
 
+/* Whether the folder copy holds the same container as the folder of: 0 when their manifest.coli
+ * files are byte-identical, else -1 with e: COLI_EDATA "[OPT ]COPY/manifest.coli: manifest.coli
+ * differs from OF/manifest.coli at byte N: not the same container", or the read's error (the
+ * copy's prefixed "OPT: "). opt: the option that named copy ("--mirror"), or NULL. */
+int coli_container_same(const char *copy, const char *of, const char *opt, coli_err *e);
+
 /* Dense or MTP tensor by name; NULL when absent. */
 const coli_ltensor *coli_container_tensor(const coli_container *c, const char *name);
 

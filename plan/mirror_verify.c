@@ -11,25 +11,6 @@
 #include "mirror_stage.h"
 #include "mirrormap.h"
 
-/* The mirror's manifest byte-identical to the model's, else an error naming the first byte. */
-static int same_manifest(const char *dir, const char *model, coli_err *e)
-{
-	char *pa = coli_path_join(dir, COLI_MANIFEST_FILE), *pb = coli_path_join(model, COLI_MANIFEST_FILE);
-	char *a = NULL, *b = NULL;
-	size_t na = 0, nb = 0, i = 0;
-	int rc = pa && pb ? 0 : coli_errf(e, COLI_ENOMEM, "out of memory");
-	if (rc == 0)
-		rc = coli_read_file(pa, &a, &na, e);
-	if (rc == 0)
-		rc = coli_read_file(pb, &b, &nb, e);
-	while (rc == 0 && i < na && i < nb && a[i] == b[i])
-		i++;
-	if (rc == 0 && (i < na || i < nb))
-		rc = coli_errf(e, COLI_EDATA, "%s differs from %s at byte %zu: not a mirror of that container", pa, pb, i);
-	free(pa), free(pb), free(a), free(b);
-	return rc;
-}
-
 /* Whether dir/name exists with the size given. */
 static int has_file(const char *dir, const char *name, uint64_t size)
 {
@@ -129,7 +110,7 @@ int verify_run(const char *dir, const char *model, coli_progress_fn fn, void *ct
 	if (rc == 0)
 		rc = coli_container_open_manifest(&c, dir, e);
 	if (rc == 0 && model)
-		rc = same_manifest(dir, model, e);
+		rc = coli_container_same(dir, model, NULL, e);
 	if (rc == 0)
 		rc = claimed(c, dir, &m, r, e);
 	uint64_t size = 0;

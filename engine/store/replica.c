@@ -58,27 +58,15 @@ static int open_copy(replica *r, coli_err *e)
 /* A mirror must hold the same container: manifest.coli byte for byte, experts.bin as long. */
 static int same_container(const coli_container *c, const char *mirror, const char *experts, coli_err *e)
 {
-	char *ours = coli_path_join(c->dir, "manifest.coli"), *theirs = coli_path_join(mirror, "manifest.coli");
-	char *a = NULL, *b = NULL;
-	size_t na = 0, nb = 0, i = 0;
 	struct stat s0, s1;
-	int rc = ours && theirs ? 0 : coli_errf(e, COLI_ENOMEM, "out of memory");
-	if (rc == 0)
-		rc = coli_read_file(ours, &a, &na, e);
-	if (rc == 0)
-		rc = coli_read_file(theirs, &b, &nb, e);
-	while (rc == 0 && i < na && i < nb && a[i] == b[i])
-		i++;
-	if (rc == 0 && (i < na || i < nb))
-		rc = coli_errf(e, COLI_EDATA, "--mirror %s: manifest.coli differs from %s at byte %zu: not the same container",
-			       theirs, ours, i);
+	int rc = coli_container_same(mirror, c->dir, "--mirror", e);
 	char *our_experts = rc == 0 ? coli_path_join(c->dir, "experts.bin") : NULL;
 	if (rc == 0 && (!our_experts || stat(our_experts, &s0) < 0 || stat(experts, &s1) < 0))
 		rc = coli_errf(e, COLI_EIO, "--mirror %s: %s", experts, strerror(errno));
 	if (rc == 0 && s1.st_size != s0.st_size)
 		rc = coli_errf(e, COLI_EDATA, "--mirror %s: size %lld bytes, %s has %lld", experts, (long long)s1.st_size,
 			       our_experts, (long long)s0.st_size);
-	free(our_experts), free(ours), free(theirs), free(a), free(b);
+	free(our_experts);
 	return rc;
 }
 
