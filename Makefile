@@ -5,7 +5,7 @@ OPT     ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla \
            -Wformat=2 -Wno-format-nonliteral
 CFLAGS  ?=
-CFLAGS  += $(OPT) $(WARN) -D_GNU_SOURCE -pthread -Iformats -Iengine -MMD -MP $(EXTRA_CFLAGS)
+CFLAGS  += $(OPT) $(WARN) -D_GNU_SOURCE -pthread -Iformats -Iengine -Itool -MMD -MP $(EXTRA_CFLAGS)
 LDFLAGS += -pthread $(EXTRA_LDFLAGS)
 LIBS    := -ljansson -lz -lm -lpcre2-8 -lutf8proc -luring -larchive
 

@@ -4,6 +4,7 @@
 
 #include "convert.h"
 #include "options.h"
+#include "tool.h"
 
 static const char *const synopsis[] = {
 	"coli-convert [options] SRC_DIR OUT.coli",
@@ -44,10 +45,7 @@ static const coli_option options[] = {
 /* --help on stdout, or the usage error msg and --help on stderr; returns the exit status. */
 static int usage(const char *msg)
 {
-	char *text = coli_opts_usage("coli-convert", msg, synopsis, options);
-	fputs(text ? text : "coli-convert: out of memory\n", msg ? stderr : stdout);
-	free(text);
-	return msg ? 2 : 0;
+	return tool_usage("coli-convert", msg, synopsis, options);
 }
 
 /* The mode and the operands: one container folder with --verify or --info, else SRC_DIR and

@@ -7,6 +7,7 @@
 #include "options.h"
 #include "planner.h"
 #include "probe_cmd.h"
+#include "tool.h"
 
 static const char *const synopsis[] = {
 	"coli-plan MODEL.coli [--probe F] [--usage F] [--ram GiB] [--ctx N] [--mirror DIR]... [-o plan.json] "
@@ -48,10 +49,7 @@ static const coli_option options[] = {
 
 static int usage(const char *msg)
 {
-	char *text = coli_opts_usage("coli-plan", msg, synopsis, options);
-	fputs(text ? text : "coli-plan: out of memory\n", msg ? stderr : stdout);
-	free(text);
-	return msg ? 2 : 0;
+	return tool_usage("coli-plan", msg, synopsis, options);
 }
 
 /* The plan: inputs, the cache, the cost model, then plan.json and the summary. */

@@ -1,17 +1,9 @@
-/* cli.c: the subcommands' usage text, failure messages and figures' statistics (cli.h). */
+/* cli.c: the subcommands' failure messages and figures' statistics (cli.h). */
 #include "cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-int prof_usage(const char *tool, const char *msg, const char *const *synopsis, const coli_option *opts)
-{
-	char *text = coli_opts_usage(tool, msg, synopsis, opts);
-	fputs(text ? text : "coli-profile: out of memory\n", msg ? stderr : stdout);
-	free(text);
-	return msg ? 2 : 0;
-}
 
 int prof_fail(const coli_err *e)
 {

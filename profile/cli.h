@@ -1,15 +1,12 @@
-/* cli.h: what coli-profile's subcommands share on their command line: the usage text and its
- * exit status, a failure's message and status, the median, min and max of their figures. */
+/* cli.h: what coli-profile's subcommands share on their command line: a failure's message and
+ * status, the median, min and max of their figures (the usage text: tool/tool.h). */
 #ifndef PROF_CLI_H
 #define PROF_CLI_H
 
 #include <stdio.h>
 
 #include "error.h"
-#include "options.h"
 
-/* --help on stdout (msg NULL), or the usage error msg and --help on stderr; the exit status. */
-int prof_usage(const char *tool, const char *msg, const char *const *synopsis, const coli_option *opts);
 /* "coli-profile: MESSAGE" on stderr; e's exit status. */
 int prof_fail(const coli_err *e);
 /* s as one shell word: as it is when it holds only characters no shell treats specially, else

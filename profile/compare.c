@@ -12,6 +12,7 @@
 #include "fileio.h"
 #include "options.h"
 #include "spawn.h"
+#include "tool.h"
 
 #define CMP_MAX_RUNS 1000
 
@@ -115,7 +116,7 @@ static const coli_option options[] = {
 
 static int usage(const char *msg)
 {
-	return prof_usage("coli-profile compare", msg, synopsis, options);
+	return tool_usage("coli-profile compare", msg, synopsis, options);
 }
 
 int prof_compare_main(int argc, char **argv)

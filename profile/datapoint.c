@@ -23,6 +23,7 @@
 #include "report.h"
 #include "sha256.h"
 #include "spawn.h"
+#include "tool.h"
 
 #define DP_MAX_ARGS 64
 
@@ -499,7 +500,7 @@ static const coli_option options[] = {
 
 static int usage(const char *msg)
 {
-	return prof_usage("coli-profile datapoint", msg, synopsis, options);
+	return tool_usage("coli-profile datapoint", msg, synopsis, options);
 }
 
 /* A signal ended the datapoint: one line saying what was kept; 128 + the signal. */

@@ -16,6 +16,7 @@
 #include "study.h"
 #include "tracesum.h"
 #include "replay.h"
+#include "tool.h"
 
 const rp_policy rp_policies[] = {
 	{"min", "Belady's MIN over one pool: evicts the expert used again furthest ahead (the ceiling)", COLI_SIM_BELADY, 1, 0, 0},
@@ -331,7 +332,7 @@ static const coli_option options[] = {
 
 static int usage(const char *msg)
 {
-	return prof_usage("coli-profile replay", msg, synopsis, options);
+	return tool_usage("coli-profile replay", msg, synopsis, options);
 }
 
 /* A comma list of positive numbers (budgets in MiB, or slot counts 1..E) into v; -1 with e. */

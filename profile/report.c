@@ -14,6 +14,7 @@
 #include "options.h"
 #include "plots.h"
 #include "report.h"
+#include "tool.h"
 
 static void run_line(FILE *f, const prof_trace *t)
 {
@@ -252,7 +253,7 @@ static const coli_option options[] = {
 
 static int usage(const char *msg)
 {
-	return prof_usage("coli-profile report", msg, synopsis, options);
+	return tool_usage("coli-profile report", msg, synopsis, options);
 }
 
 static int print_results(const prof_inputs *in, const prof_attrib *a, const char *dir)

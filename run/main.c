@@ -5,6 +5,7 @@
 
 #include "options.h"
 #include "run.h"
+#include "tool.h"
 
 static const char *const synopsis[] = {
 	"coli-run -m MODEL.coli (--prompt TEXT | --prompt-ids \"IDS\" | --chat) [options]",
@@ -176,10 +177,7 @@ static const coli_option options[] = {
 /* --help on stdout, or the usage error msg and --help on stderr; returns the exit status. */
 static int usage(const char *msg)
 {
-	char *text = coli_opts_usage("coli-run", msg, synopsis, options);
-	fputs(text ? text : "coli-run: out of memory\n", msg ? stderr : stdout);
-	free(text);
-	return msg ? 2 : 0;
+	return tool_usage("coli-run", msg, synopsis, options);
 }
 
 /* What the options mean together; n operands are left in argv. */

@@ -33,6 +33,12 @@ test_expect_success 'libcoli (formats/) includes nothing of the engine' '
 	! grep -xFf public inc
 '
 
+test_expect_success 'the libraries include nothing of tool/ (what only tools print)' '
+	for h in "$TOP"/tool/*.h; do basename "$h"; done >tool &&
+	test -s tool &&
+	includes "$TOP"/formats/*.[ch] "$TOP"/engine/*.h "$TOP"/engine/*/*.[ch] | sed "s/.*: //" | sort -u >inc &&
+	! grep -xFf tool inc
+'
 test_expect_success 'coli-convert and coli-synth include nothing of the engine (they link libcoli only)' '
 	for h in "$TOP"/engine/*.h; do basename "$h"; done >public &&
 	includes "$TOP"/convert/*.[ch] "$TOP"/tests/synth/*.[ch] | sed "s/.*: //" | sort -u >inc &&
