@@ -95,6 +95,11 @@ typedef struct coli_engine_opts {
 
 #define COLI_MAX_BATCH 512
 
+/* 0 when the engine computes the family of c; else -1 with e (COLI_EDATA) naming dir and the
+ * family: deepseek_v4 converts and verifies, but its forward pass is not built yet. Open and
+ * coli_run_sizing (policy.h) refuse such a container first. */
+int coli_engine_computes(const coli_model *c, const char *dir, coli_err *e);
+
 /* o may be NULL (all in RAM, the best kernels, default threads). An unknown or unavailable
  * o->isa is an error (EUSAGE) naming it. */
 int coli_engine_open(coli_engine *m, const char *path, const coli_engine_opts *o, coli_err *e);

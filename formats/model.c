@@ -11,10 +11,10 @@
 #include "fileio.h"
 #include "model_cfg.h"
 
-#define SUPPORTED "deepseek_v3, glm4_moe, qwen3_moe, olmoe, mixtral, glm_moe_dsa, qwen3_5_moe"
+#define SUPPORTED "deepseek_v3, glm4_moe, qwen3_moe, olmoe, mixtral, glm_moe_dsa, qwen3_5_moe, deepseek_v4"
 
 static const char *const family_names[COLI_FAM_COUNT] = {
-	"deepseek_v3", "glm4_moe", "qwen3_moe", "olmoe", "mixtral", "glm_moe_dsa", "qwen3_5_moe",
+	"deepseek_v3", "glm4_moe", "qwen3_moe", "olmoe", "mixtral", "glm_moe_dsa", "qwen3_5_moe", "deepseek_v4",
 };
 
 /* The defaults of each family's HF config class (v4.57) that differ between families. */
@@ -37,6 +37,7 @@ static const fam_desc fams[COLI_FAM_COUNT] = {
 	[COLI_FAM_MIXTRAL] = {"num_local_experts", 8, 2, 0, 131072, 1e-5, 1e6, 8, 1, 1.0},
 	[COLI_FAM_GLM_MOE_DSA] = {"n_routed_experts", 256, 8, 2048, 202752, 1e-5, 10000.0, 64, 1, 1.0},
 	[COLI_FAM_QWEN3_5_MOE] = {"num_experts", 256, 8, 512, 262144, 1e-6, 10000000.0, 2, 1, 0.25},
+	[COLI_FAM_DEEPSEEK_V4] = {"n_routed_experts", 256, 6, 2048, 1048576, 1e-6, 10000.0, 1, 1, 0.125},
 };
 
 const char *coli_family_name(coli_family f)
@@ -87,7 +88,7 @@ static int parse_sizes(const cfg *c, coli_model *m)
 	    cfg_int(c, "hidden_size", CFG_REQUIRED, 1, DIM_MAX, &m->hidden_size) ||
 	    cfg_int(c, "num_hidden_layers", CFG_REQUIRED, 1, COLI_MAX_LAYERS, &m->n_layers) ||
 	    cfg_int(c, "num_attention_heads", CFG_REQUIRED, 1, HEAD_MAX, &m->n_heads) ||
-	    (m->family != COLI_FAM_QWEN3_5_MOE && /* every qwen3_5_moe layer is MoE */
+	    (m->family != COLI_FAM_QWEN3_5_MOE && m->family != COLI_FAM_DEEPSEEK_V4 && /* every layer MoE */
 	     cfg_int(c, "intermediate_size", CFG_REQUIRED, 1, DIM_MAX, &m->intermediate_size)) ||
 	    cfg_int(c, "max_position_embeddings", d->max_pos, 1, INT_MAX,
 		    &m->max_position_embeddings) ||
@@ -238,6 +239,8 @@ static int parse_attention(const cfg *c, coli_model *m)
 		return parse_mla(c, m);
 	if (m->family == COLI_FAM_GLM_MOE_DSA)
 		return parse_mla(c, m) || mdl_parse_dsa(c, m);
+	if (m->family == COLI_FAM_DEEPSEEK_V4)
+		return mdl_parse_v4(c, m);
 	m->attn = COLI_ATTN_GQA;
 	if (parse_kv_heads(c, m) || parse_head_dim(c, m) || parse_rotary_dim(c, m) || parse_window(c, m))
 		return -1;
@@ -288,6 +291,8 @@ static int parse_router(const cfg *c, coli_model *m)
 		       parse_sigmoid_router(c, m);
 	case COLI_FAM_QWEN3_5_MOE:
 		return mdl_parse_hybrid_moe(c, m);
+	case COLI_FAM_DEEPSEEK_V4:
+		return mdl_parse_v4_moe(c, m);
 	case COLI_FAM_MIXTRAL:
 		m->router = COLI_ROUTER_TOPK_SOFTMAX; /* a softmax over the k: always normalised */
 		m->norm_topk_prob = 1;
@@ -392,6 +397,8 @@ static int parse_layers(const cfg *c, coli_model *m)
 		break;
 	case COLI_FAM_QWEN3_5_MOE: /* every layer MoE (mdl_parse_hybrid_moe) */
 		break;
+	case COLI_FAM_DEEPSEEK_V4: /* every layer MoE, the MTP layers' kinds with the others' (model_v4.c) */
+		return 0;
 	default:
 		memset(m->is_moe, 1, (size_t)m->n_layers);
 		break;
@@ -436,8 +443,10 @@ static int parse_quant(const cfg *top, coli_model *m)
 	if (!json_is_object(v))
 		return cfg_bad_type(top, "quantization_config", "an object", v);
 	cfg c = {v, "quantization_config.", top->name, top->e};
+	/* scale_fmt ue8m0: every scale a power of two (however stored: F32 or F8_E8M0) */
 	if (cfg_want_str(&c, "quant_method", NULL, "fp8") || cfg_want_str(&c, "fmt", "e4m3", "e4m3") ||
-	    cfg_want_str(&c, "activation_scheme", "dynamic", "dynamic") || parse_block_size(&c, m))
+	    cfg_want_str(&c, "activation_scheme", "dynamic", "dynamic") ||
+	    cfg_want_str(&c, "scale_fmt", "ue8m0", "ue8m0") || parse_block_size(&c, m))
 		return -1;
 	m->fp8 = 1;
 	return 0;
@@ -449,7 +458,8 @@ static int parse_root(coli_model *m, json_t *root, const char *name, coli_err *e
 	memset(m, 0, sizeof(*m));
 	if (parse_family(&top, m) || (m->family == COLI_FAM_QWEN3_5_MOE ? mdl_text_config(&top, &c, m) : (c = top, 0)) ||
 	    parse_sizes(&c, m) || parse_attention(&c, m) || parse_moe(&c, m) || parse_layers(&c, m) ||
-	    mdl_parse_rope(&c, m) || parse_quant(&top, m))
+	    mdl_parse_rope(&c, m) || (m->family == COLI_FAM_DEEPSEEK_V4 && mdl_parse_v4_late(&c, m)) ||
+	    parse_quant(&top, m))
 		return -1;
 	if (!m->shared_inter) /* DeepSeek's and GLM's shared experts: n_shared_experts of the routed size */
 		m->shared_inter = m->moe_intermediate_size * m->n_shared_experts;

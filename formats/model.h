@@ -1,7 +1,7 @@
 /* model.h: the model description read from an HF config.json, and the tensor set it implies.
  *
- * Seven families (model_type): deepseek_v3, glm4_moe, qwen3_moe, olmoe, mixtral, glm_moe_dsa,
- * qwen3_5_moe. A family is a description over shared blocks: attention kind, q/k norm kind,
+ * Eight families (model_type): deepseek_v3, glm4_moe, qwen3_moe, olmoe, mixtral, glm_moe_dsa,
+ * qwen3_5_moe, deepseek_v4. A family is a description over shared blocks: attention kind, q/k norm kind,
  * router kind, which layers are MoE, which run the DSA indexer, which are Gated DeltaNet, and one
  * tensor table (model_tensors.c) that the converter and the engine both read. HF's defaults apply to every field config.json leaves out;
  * a key that would change the computation and is not understood is refused.
@@ -24,10 +24,13 @@ typedef enum coli_family {
 	COLI_FAM_MIXTRAL,
 	COLI_FAM_GLM_MOE_DSA,
 	COLI_FAM_QWEN3_5_MOE,
+	COLI_FAM_DEEPSEEK_V4,
 	COLI_FAM_COUNT
 } coli_family;
 
-typedef enum coli_attn_kind { COLI_ATTN_GQA, COLI_ATTN_MLA } coli_attn_kind;
+/* V4: DeepSeek V4's attention: one shared KV head (key = value) of head_dim, a window of
+ * sliding_window raw positions on every layer, and a compressor per layer of ratio > 0. */
+typedef enum coli_attn_kind { COLI_ATTN_GQA, COLI_ATTN_MLA, COLI_ATTN_V4 } coli_attn_kind;
 
 typedef enum coli_qknorm_kind {
 	COLI_QKNORM_NONE,
@@ -41,6 +44,10 @@ typedef enum coli_router_kind {
 	COLI_ROUTER_SIGMOID_GROUP, /* sigmoid + e_score_correction_bias, group-limited top-k,
 				      weights = sigmoid (no bias), renorm if norm_topk_prob,
 				      x routed_scaling_factor (deepseek_v3, glm4_moe) */
+	COLI_ROUTER_SQRTSOFTPLUS,  /* score sqrt(softplus(logit)); the first n_hash_layers route by
+				      token id (the layer's tid2eid table), the others by the top-k of
+				      score + e_score_correction_bias; weights = the chosen scores
+				      renormalised (sum + 1e-20) x routed_scaling_factor (deepseek_v4) */
 } coli_router_kind;
 
 /* rope_scaling from config.json; type NONE when null or absent. */
@@ -54,6 +61,8 @@ typedef struct coli_rope {
 	double factor;        /* linear / yarn */
 	double original_max_position_embeddings;
 	double beta_fast, beta_slow, mscale, mscale_all_dim; /* yarn; HF defaults 32, 1, 1, 0 */
+	double attn_factor;   /* yarn: cos and sin scaled by this; 0: HF's derivation from mscale
+			       * (deepseek_v4 fixes 1: its YaRN leaves them unscaled) */
 } coli_rope;
 
 typedef struct coli_model {
@@ -109,6 +118,20 @@ typedef struct coli_model {
 	int attn_gate;              /* attention output x sigmoid(gate), the gate from q_proj's second half per head */
 	int norm_offset;            /* RMSNorm weights stored centred on 0: x is scaled by (1 + w) */
 
+	/* DeepSeek V4 (attn COLI_ATTN_V4): per layer (MTP layers included) the compressor's ratio:
+	 * 0 window only, 4 overlapping windows with the lightning indexer over the compressed rows
+	 * (CSA: index_full set; index_topk, index_n_heads, index_head_dim), another m every row
+	 * attended (HCA). The compressed layers rotate with rope_compress, the others with rope. */
+	uint16_t compress[COLI_MAX_LAYERS];
+	coli_rope rope_compress;
+	int o_groups, o_lora_rank;  /* the grouped output projection */
+	int hc_mult, hc_iters;      /* mHC: residual streams, Sinkhorn iterations */
+	double hc_eps;
+	int n_hash_layers;          /* the first layers route by token id (COLI_ROUTER_SQRTSOFTPLUS) */
+	double swiglu_limit;        /* experts' gate clamped to <= it, up to [-it, it]; 0: none */
+	int fp4_experts;            /* expert_dtype fp4: routed experts e2m1 with a UE8M0 scale per 32 */
+	int fp8_ue8m0;              /* quantization_config.scale_fmt ue8m0: "<w>.scale" F8_E8M0 block scales */
+
 	int n_mtp_layers;           /* num_nextn_predict_layers; set to 0 by coli_model_check_ckpt
 				       when the checkpoint carries no MTP tensors */
 
@@ -156,6 +179,18 @@ typedef enum coli_role {
 	COLI_R_SH_GATE, COLI_R_SH_UP, COLI_R_SH_DOWN, /* shared expert */
 	COLI_R_SH_EXPERT_GATE,                        /* its sigmoid gate [1, hidden] */
 	COLI_R_ENORM, COLI_R_HNORM, COLI_R_EH_PROJ, COLI_R_MTP_EMBED, COLI_R_HEAD_NORM, COLI_R_HEAD, /* MTP */
+	/* deepseek_v4 (docs/deepseek_v4.md): the shared KV head and its norm, the grouped output,
+	 * the sinks; the compressor and the indexer's own (kv and gate projections, position
+	 * biases, norm); the hash table; mHC before attention, before the MoE and at the head (fn,
+	 * base, scale each); the MTP layer's two projections */
+	COLI_R_WKV, COLI_R_KV_NORM, COLI_R_WO_A, COLI_R_WO_B, COLI_R_SINK,
+	COLI_R_CMP_WKV, COLI_R_CMP_WGATE, COLI_R_CMP_APE, COLI_R_CMP_NORM,
+	COLI_R_IDX_CMP_WKV, COLI_R_IDX_CMP_WGATE, COLI_R_IDX_CMP_APE, COLI_R_IDX_CMP_NORM,
+	COLI_R_TID2EID,
+	COLI_R_HC_ATTN_FN, COLI_R_HC_ATTN_BASE, COLI_R_HC_ATTN_SCALE,
+	COLI_R_HC_FFN_FN, COLI_R_HC_FFN_BASE, COLI_R_HC_FFN_SCALE,
+	COLI_R_HC_HEAD_FN, COLI_R_HC_HEAD_BASE, COLI_R_HC_HEAD_SCALE,
+	COLI_R_E_PROJ, COLI_R_H_PROJ,
 	COLI_R_COUNT
 } coli_role;
 
@@ -197,7 +232,9 @@ int coli_model_check_ckpt(coli_model *m, const coli_ckpt *c, coli_err *e);
 int coli_model_map_ckpt(const coli_model *m, coli_ckpt *c, int *skipped, coli_err *e);
 
 /* 1 when a checkpoint of the family may carry the tensor `name` that the computation never uses
- * (the DSA indexer's weights on a "shared" layer): accepted by the check, never converted. */
+ * (the DSA indexer's weights on a "shared" layer; deepseek_v4's MTP copies of the embedding and
+ * head, mtp.K.emb* and mtp.K.head.weight, the main ones being what it reads): accepted by the
+ * check, never converted. */
 int coli_model_unused_tensor(const coli_model *m, const char *name);
 
 #endif

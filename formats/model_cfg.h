@@ -1,6 +1,6 @@
 /* model_cfg.h: reading config.json for coli_model (internal to libcoli): typed getters over
  * one JSON object that name the file and the key in every message, and the parts of the reader
- * that live in their own files (RoPE parameters, the DSA and hybrid families' keys). */
+ * that live in their own files (RoPE parameters, the DSA, hybrid and DeepSeek V4 families' keys). */
 #ifndef COLI_MODEL_CFG_H
 #define COLI_MODEL_CFG_H
 
@@ -56,5 +56,11 @@ int mdl_parse_mlp_layer_types(const cfg *c, coli_model *m);
 int mdl_text_config(const cfg *root, cfg *text, coli_model *m);
 int mdl_parse_hybrid(const cfg *c, coli_model *m);
 int mdl_parse_hybrid_moe(const cfg *c, coli_model *m);
+
+/* model_v4.c: deepseek_v4: the attention's keys and the layer schedule (in place of GQA's or
+ * MLA's), the router, and after the RoPE object the two RoPEs and expert_dtype. */
+int mdl_parse_v4(const cfg *c, coli_model *m);
+int mdl_parse_v4_moe(const cfg *c, coli_model *m);
+int mdl_parse_v4_late(const cfg *c, coli_model *m);
 
 #endif

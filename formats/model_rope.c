@@ -80,7 +80,9 @@ static int rope_keys_known(const cfg *c, const coli_model *m)
 		/* qwen3_5_moe's M-RoPE: text positions are equal on its three axes, which makes it the
 		 * plain RoPE of the first rotary dims (its sections only concern images) */
 		int mrope = m->family == COLI_FAM_QWEN3_5_MOE && (!strcmp(key, "mrope_section") || !strcmp(key, "mrope_interleaved"));
-		if (i == sizeof(known) / sizeof(known[0]) && !mrope)
+		/* deepseek_v4's YaRN: an attention_factor, which must be 1 (model_v4.c) */
+		int v4 = m->family == COLI_FAM_DEEPSEEK_V4 && !strcmp(key, "attention_factor");
+		if (i == sizeof(known) / sizeof(known[0]) && !mrope && !v4)
 			return coli_errf(c->e, COLI_EDATA, "%s: %s%s: unsupported key (coli reads rope_type, rope_theta, "
 					 "partial_rotary_factor, factor, original_max_position_embeddings, beta_fast, "
 					 "beta_slow, mscale, mscale_all_dim)", c->name, c->prefix, key);

@@ -236,8 +236,137 @@ static void layer(tb *b, int l)
 		mlp_tensors(b, COLI_R_GATE, "mlp", m->intermediate_size);
 }
 
+/* ---- deepseek_v4: DeepSeek's own names (no "model." prefix), docs/deepseek_v4.md section 2 ---- */
+
+/* A compressor of ratio r over cw-wide kv and gate rows, its rows normed at width w. */
+static void v4_compressor(tb *b, const char *base, int first_role, int64_t r, int64_t cw, int64_t w)
+{
+	char name[96];
+	snprintf(name, sizeof(name), "%s.wkv", base);
+	linear(b, (coli_role)first_role, name, cw, b->m->hidden_size);
+	snprintf(name, sizeof(name), "%s.wgate", base);
+	linear(b, (coli_role)(first_role + 1), name, cw, b->m->hidden_size);
+	snprintf(name, sizeof(name), "%s.ape", base);
+	add(b, COLI_TC_SMALL, (coli_role)(first_role + 2), name, r, cw, -1, -1);
+	snprintf(name, sizeof(name), "%s.norm.weight", base);
+	small(b, (coli_role)(first_role + 3), name, w);
+}
+
+/* The attention: q-LoRA with the per-head norm, the one KV head, the sinks, the grouped output;
+ * a compressor when the layer's ratio is > 0 (CSA: kv and gate twice as wide, for the
+ * overlapping windows, and the indexer with its own compressor). */
+static void v4_attention(tb *b)
+{
+	const coli_model *m = b->m;
+	int64_t hd = m->head_dim, q = (int64_t)m->n_heads * hd, r = m->compress[b->layer];
+	int csa = m->index_full[b->layer];
+	linear(b, COLI_R_Q_A, "attn.wq_a", m->q_lora_rank, m->hidden_size);
+	small(b, COLI_R_Q_A_NORM, "attn.q_norm.weight", m->q_lora_rank);
+	linear(b, COLI_R_Q_B, "attn.wq_b", q, m->q_lora_rank);
+	linear(b, COLI_R_WKV, "attn.wkv", hd, m->hidden_size);
+	small(b, COLI_R_KV_NORM, "attn.kv_norm.weight", hd);
+	linear(b, COLI_R_WO_A, "attn.wo_a", (int64_t)m->o_groups * m->o_lora_rank, q / m->o_groups);
+	linear(b, COLI_R_WO_B, "attn.wo_b", m->hidden_size, (int64_t)m->o_groups * m->o_lora_rank);
+	add(b, COLI_TC_SMALL, COLI_R_SINK, "attn.attn_sink", m->n_heads, 0, -1, -1);
+	if (r)
+		v4_compressor(b, "attn.compressor", COLI_R_CMP_WKV, r, csa ? 2 * hd : hd, hd);
+	if (!csa)
+		return;
+	int64_t ihd = m->index_head_dim;
+	linear(b, COLI_R_IDX_WQ_B, "attn.indexer.wq_b", (int64_t)m->index_n_heads * ihd, m->q_lora_rank);
+	add(b, COLI_TC_SMALL, COLI_R_IDX_WEIGHTS, "attn.indexer.weights_proj.weight", m->index_n_heads, m->hidden_size,
+	    -1, -1);
+	v4_compressor(b, "attn.indexer.compressor", COLI_R_IDX_CMP_WKV, r, 2 * ihd, ihd);
+}
+
+/* mHC's fn [(2 + S) S, S D], base [(2 + S) S] and scale [3] of one site ("hc_attn", "hc_ffn"), or
+ * the head's fn [S, S D], base [S], scale [1]. */
+static void v4_hc(tb *b, const char *site, int first_role, int head)
+{
+	const coli_model *m = b->m;
+	int64_t S = m->hc_mult, rows = head ? S : (2 + S) * S;
+	char name[64];
+	snprintf(name, sizeof(name), "%s_fn", site);
+	add(b, COLI_TC_SMALL, (coli_role)first_role, name, rows, S * m->hidden_size, -1, -1);
+	snprintf(name, sizeof(name), "%s_base", site);
+	small(b, (coli_role)(first_role + 1), name, rows);
+	snprintf(name, sizeof(name), "%s_scale", site);
+	small(b, (coli_role)(first_role + 2), name, head ? 1 : 3);
+}
+
+/* The MoE: the router, with a hash layer's token table or another layer's correction bias; the
+ * shared expert; the routed experts w1 (gate), w3 (up), w2 (down). */
+static void v4_moe(tb *b)
+{
+	const coli_model *m = b->m;
+	int64_t h = m->hidden_size, f = m->moe_intermediate_size;
+	add(b, COLI_TC_SMALL, COLI_R_ROUTER, "ffn.gate.weight", m->n_experts, h, -1, -1);
+	if (!b->mtp && b->layer < m->n_hash_layers)
+		add(b, COLI_TC_SMALL, COLI_R_TID2EID, "ffn.gate.tid2eid", m->vocab_size, m->top_k, -1, -1);
+	else
+		small(b, COLI_R_CORR_BIAS, "ffn.gate.bias", m->n_experts);
+	if (m->n_shared_experts) {
+		linear(b, COLI_R_SH_GATE, "ffn.shared_experts.w1", m->shared_inter, h);
+		linear(b, COLI_R_SH_UP, "ffn.shared_experts.w3", m->shared_inter, h);
+		linear(b, COLI_R_SH_DOWN, "ffn.shared_experts.w2", h, m->shared_inter);
+	}
+	if (!b->v) { /* counting: 3 tensors per expert */
+		b->n += 3 * m->n_experts;
+		return;
+	}
+	static const char *const w[3] = {"w1", "w3", "w2"};
+	for (int e = 0; e < m->n_experts; e++)
+		for (int p = 0; p < 3; p++) {
+			char name[96];
+			snprintf(name, sizeof(name), "ffn.experts.%d.%s.weight", e, w[p]);
+			add(b, COLI_TC_EXPERT, COLI_R_EXPERT, name, p == COLI_PROJ_DOWN ? h : f, p == COLI_PROJ_DOWN ? f : h, e, p);
+		}
+}
+
+/* Layer l ("layers.N.", an MTP layer "mtp.K." with its input projections and its own head). */
+static void v4_layer(tb *b, int l)
+{
+	const coli_model *m = b->m;
+	b->layer = l, b->mtp = l >= m->n_layers;
+	if (b->mtp)
+		snprintf(b->prefix, sizeof(b->prefix), "mtp.%d.", l - m->n_layers);
+	else
+		snprintf(b->prefix, sizeof(b->prefix), "layers.%d.", l);
+	if (b->mtp) {
+		small(b, COLI_R_ENORM, "enorm.weight", m->hidden_size);
+		small(b, COLI_R_HNORM, "hnorm.weight", m->hidden_size);
+		linear(b, COLI_R_E_PROJ, "e_proj", m->hidden_size, m->hidden_size);
+		linear(b, COLI_R_H_PROJ, "h_proj", m->hidden_size, m->hidden_size);
+		small(b, COLI_R_HEAD_NORM, "norm.weight", m->hidden_size);
+		v4_hc(b, "hc_head", COLI_R_HC_HEAD_FN, 1);
+	}
+	small(b, COLI_R_ATTN_NORM, "attn_norm.weight", m->hidden_size);
+	small(b, COLI_R_MLP_NORM, "ffn_norm.weight", m->hidden_size);
+	v4_hc(b, "hc_attn", COLI_R_HC_ATTN_FN, 0);
+	v4_hc(b, "hc_ffn", COLI_R_HC_FFN_FN, 0);
+	v4_attention(b);
+	v4_moe(b);
+}
+
+static void v4_build(tb *b)
+{
+	const coli_model *m = b->m;
+	b->layer = -1, b->mtp = 0, b->prefix[0] = 0;
+	linear(b, COLI_R_EMBED, "embed", m->vocab_size, m->hidden_size);
+	small(b, COLI_R_FINAL_NORM, "norm.weight", m->hidden_size);
+	if (!m->tie_word_embeddings)
+		linear(b, COLI_R_LM_HEAD, "head", m->vocab_size, m->hidden_size);
+	v4_hc(b, "hc_head", COLI_R_HC_HEAD_FN, 1);
+	for (int l = 0; l < m->n_layers + m->n_mtp_layers; l++)
+		v4_layer(b, l);
+}
+
 static void build(tb *b)
 {
+	if (b->m->family == COLI_FAM_DEEPSEEK_V4) {
+		v4_build(b);
+		return;
+	}
 	globals(b);
 	for (int l = 0; l < b->m->n_layers + b->m->n_mtp_layers; l++)
 		layer(b, l);
@@ -322,10 +451,24 @@ static int shape_ok(chk *k, const coli_st_tensor *t, int ndim, const int64_t *sh
 	return ok;
 }
 
-/* Float weights anywhere; F8_E4M3 only for matrices of an fp8 checkpoint. */
+/* Float weights anywhere; F8_E4M3 only for matrices of an fp8 checkpoint; a hash table's token
+ * ids I64 or I32; FP4 experts (expert_dtype fp4) as I8, two codes a byte. */
 static int dtype_ok(chk *k, const coli_tensor_spec *s, const coli_st_tensor *t)
 {
 	int f8 = k->m->fp8 && s->cls != COLI_TC_SMALL;
+	if (s->role == COLI_R_TID2EID) {
+		if (t->dtype == COLI_DT_I64 || t->dtype == COLI_DT_I32)
+			return 1;
+		problem(k, "%s: dtype %s not allowed (expected I64 or I32: expert ids)", s->name, coli_dtype_name(t->dtype));
+		return 0;
+	}
+	if (k->m->fp4_experts && s->cls == COLI_TC_EXPERT) {
+		if (t->dtype == COLI_DT_I8)
+			return 1;
+		problem(k, "%s: dtype %s not allowed (expert_dtype fp4: I8, two e2m1 codes a byte)", s->name,
+			coli_dtype_name(t->dtype));
+		return 0;
+	}
 	if (t->dtype == COLI_DT_BF16 || t->dtype == COLI_DT_F16 || t->dtype == COLI_DT_F32 ||
 	    (f8 && t->dtype == COLI_DT_F8_E4M3))
 		return 1;
@@ -334,32 +477,55 @@ static int dtype_ok(chk *k, const coli_tensor_spec *s, const coli_st_tensor *t)
 	return 0;
 }
 
-/* An F8_E4M3 weight [out, in] needs "<name>_scale_inv" F32 [ceil(out/b0), ceil(in/b1)]. */
-static void check_scale(chk *k, const coli_tensor_spec *s)
+/* The scale tensor of weight s: "<name>_scale_inv" (F32), or deepseek_v4's "<base>.scale"
+ * (F8_E8M0; base: the name without ".weight"), of shape want; the other spelling is accepted
+ * as DeepSeek's converter renames one into the other. */
+static void check_scale_of(chk *k, const coli_tensor_spec *s, const int64_t want[2])
 {
-	char name[sizeof(s->name) + 16];
-	snprintf(name, sizeof(name), "%s_scale_inv", s->name);
-	const coli_st_tensor *t = claim(k, name);
+	char inv[sizeof(s->name) + 16], e8[sizeof(s->name) + 16];
+	size_t len = strlen(s->name), w = len > 7 && !strcmp(s->name + len - 7, ".weight") ? len - 7 : len;
+	snprintf(inv, sizeof(inv), "%s_scale_inv", s->name);
+	snprintf(e8, sizeof(e8), "%.*s.scale", (int)w, s->name);
+	const coli_st_tensor *t = claim(k, inv);
+	const char *name = inv;
+	if (!t && k->m->family == COLI_FAM_DEEPSEEK_V4)
+		t = claim(k, e8), name = e8;
 	if (!t) {
-		problem(k, "%s: missing (F8_E4M3 weight %s needs it)", name, s->name);
+		problem(k, "%s: missing (%s weight %s needs it)", k->m->family == COLI_FAM_DEEPSEEK_V4 ? e8 : inv,
+			s->cls == COLI_TC_EXPERT && k->m->fp4_experts ? "FP4" : "F8_E4M3", s->name);
 		return;
 	}
+	int want_e8 = name == e8;
+	if (shape_ok(k, t, 2, want) && t->dtype != (want_e8 ? COLI_DT_F8_E8M0 : COLI_DT_F32))
+		problem(k, "%s: dtype %s expected %s", name, coli_dtype_name(t->dtype), want_e8 ? "F8_E8M0" : "F32");
+}
+
+/* An F8_E4M3 weight [out, in]: scales [ceil(out/b0), ceil(in/b1)]; an FP4 expert's: [out, in/32]. */
+static void check_scale(chk *k, const coli_tensor_spec *s)
+{
 	const int *b = k->m->fp8_block;
 	int64_t want[2] = {(s->shape[0] + b[0] - 1) / b[0], (s->shape[1] + b[1] - 1) / b[1]};
-	if (shape_ok(k, t, 2, want) && t->dtype != COLI_DT_F32)
-		problem(k, "%s: dtype %s expected F32", name, coli_dtype_name(t->dtype));
+	if (k->m->fp4_experts && s->cls == COLI_TC_EXPERT)
+		want[0] = s->shape[0], want[1] = s->shape[1] / 32;
+	check_scale_of(k, s, want);
 }
 
 static void check_one(chk *k, const coli_tensor_spec *s, const char *why_missing)
 {
 	const coli_st_tensor *t = claim(k, s->name);
+	int fp4 = k->m->fp4_experts && s->cls == COLI_TC_EXPERT;
 	if (!t) {
 		problem(k, "%s: missing%s", s->name, why_missing);
 		return;
 	}
-	if (!shape_ok(k, t, s->ndim, s->shape) || !dtype_ok(k, s, t))
+	if (fp4 && s->shape[1] % 32) {
+		problem(k, "%s: %lld columns: FP4 experts come in blocks of 32", s->name, (long long)s->shape[1]);
 		return;
-	if (t->dtype == COLI_DT_F8_E4M3)
+	}
+	int64_t shape[2] = {s->shape[0], fp4 ? s->shape[1] / 2 : s->shape[1]}; /* FP4: two codes a byte */
+	if (!shape_ok(k, t, s->ndim, shape) || !dtype_ok(k, s, t))
+		return;
+	if (t->dtype == COLI_DT_F8_E4M3 || fp4)
 		check_scale(k, s);
 }
 
@@ -370,8 +536,9 @@ static void check_leftovers(chk *k)
 		size_t len = strlen(name);
 		if (k->used[i] || coli_model_unused_tensor(k->m, name))
 			continue;
-		if (len > 10 && !strcmp(name + len - 10, "_scale_inv"))
-			problem(k, "%s: unexpected tensor (no F8_E4M3 weight of that name)", name);
+		if ((len > 10 && !strcmp(name + len - 10, "_scale_inv")) ||
+		    (k->m->family == COLI_FAM_DEEPSEEK_V4 && len > 6 && !strcmp(name + len - 6, ".scale")))
+			problem(k, "%s: unexpected tensor (no F8_E4M3 or FP4 weight of that name)", name);
 		else
 			problem(k, "%s: unexpected tensor", name);
 	}
@@ -429,6 +596,9 @@ int coli_model_check_ckpt(coli_model *m, const coli_ckpt *c, coli_err *e)
 int coli_model_unused_tensor(const coli_model *m, const char *name)
 {
 	int l, at = 0;
+	/* deepseek_v4's MTP layer reads the model's embedding and head; a checkpoint may carry copies */
+	if (m->family == COLI_FAM_DEEPSEEK_V4 && sscanf(name, "mtp.%d.%n", &l, &at) == 1 && at > 0)
+		return !strncmp(name + at, "emb", 3) || !strcmp(name + at, "head.weight");
 	if (!m->index_topk || sscanf(name, "model.layers.%d.self_attn.indexer.%n", &l, &at) != 1 || at == 0)
 		return 0;
 	return l >= 0 && l < m->n_layers && !m->index_full[l];

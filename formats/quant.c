@@ -262,6 +262,20 @@ void coli_source_row_f32(int dtype, const void *data, size_t rows, size_t cols, 
 		fp8_row(base + r * cols, cols, srow, bs1, out);
 		break;
 	}
+	case COLI_DT_I64: /* token -> expert tables: small integers, exact in float32 */
+		for (size_t c = 0; c < cols; c++) {
+			int64_t v;
+			memcpy(&v, base + (r * cols + c) * 8, 8);
+			out[c] = (float)v;
+		}
+		break;
+	case COLI_DT_I32:
+		for (size_t c = 0; c < cols; c++) {
+			int32_t v;
+			memcpy(&v, base + (r * cols + c) * 4, 4);
+			out[c] = (float)v;
+		}
+		break;
 	default:
 		nan_row(cols, out);
 	}

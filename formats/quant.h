@@ -41,6 +41,7 @@ int coli_q4_code(const uint8_t *codes, size_t i);
  *   BF16/F16/F32: plain conversion of the stored row.
  *   F8_E4M3 with block scales scale_inv [ceil(rows/bs0), ceil(cols/bs1)] (f32):
  *     w[c] = (float)(fp8(code[r][c]) * scale_inv[r / bs0][c / bs1])   one f32 multiply.
+ *   I64/I32 (deepseek_v4's token -> expert tables): the integer as a float (exact below 2^24).
  * dtype is a coli_dtype value; scale_inv is NULL for non-fp8 sources. */
 void coli_source_row_f32(int dtype, const void *data, size_t rows, size_t cols, size_t r,
 			 const float *scale_inv, size_t bs0, size_t bs1, float *out);

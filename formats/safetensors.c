@@ -16,7 +16,7 @@
 
 #define INDEX_NAME "model.safetensors.index.json"
 #define SINGLE_NAME "model.safetensors"
-#define DTYPE_LIST "BF16, F16, F32, F8_E4M3, I8, U8, I32"
+#define DTYPE_LIST "BF16, F16, F32, F8_E4M3, I8, U8, I32, I64, F8_E8M0"
 
 static const struct {
 	const char *name;
@@ -24,7 +24,7 @@ static const struct {
 } dtypes[COLI_DT_COUNT] = {
 	[COLI_DT_BF16] = {"BF16", 2},   [COLI_DT_F16] = {"F16", 2}, [COLI_DT_F32] = {"F32", 4},
 	[COLI_DT_F8_E4M3] = {"F8_E4M3", 1}, [COLI_DT_I8] = {"I8", 1}, [COLI_DT_U8] = {"U8", 1},
-	[COLI_DT_I32] = {"I32", 4},
+	[COLI_DT_I32] = {"I32", 4}, [COLI_DT_I64] = {"I64", 8}, [COLI_DT_F8_E8M0] = {"F8_E8M0", 1},
 };
 
 int coli_dtype_parse(const char *s)

@@ -31,6 +31,8 @@ typedef enum coli_dtype {
 	COLI_DT_I8, /* accepted for reference files (quant_ref_q4), never a model weight */
 	COLI_DT_U8,
 	COLI_DT_I32,
+	COLI_DT_I64,     /* deepseek_v4's hash tables (tid2eid) */
+	COLI_DT_F8_E8M0, /* UE8M0: one byte b, the value 2^(b - 127) (deepseek_v4's scales) */
 	COLI_DT_COUNT
 } coli_dtype;
 

@@ -54,11 +54,20 @@ int coli_engine_open(coli_engine *m, const char *path, const coli_engine_opts *o
 	return coli_engine_open_container(m, ct, o, e);
 }
 
+int coli_engine_computes(const coli_model *c, const char *dir, coli_err *e)
+{
+	if (c->family != COLI_FAM_DEEPSEEK_V4)
+		return 0;
+	return coli_errf(e, COLI_EDATA, "%s: deepseek_v4: this version of coli converts and verifies the family but "
+			 "cannot run it yet (its compressed attention, hyper-connections and hash routing are not built; "
+			 "docs/deepseek_v4.md)", dir);
+}
+
 int coli_engine_open_container(coli_engine *m, coli_container *ct, const coli_engine_opts *o, coli_err *e)
 {
 	memset(m, 0, sizeof(*m));
 	m->ct = ct;
-	if (coli_kernels_open(&m->kc, o ? o->isa : NULL, o ? o->threads : 0, e) < 0) {
+	if (coli_engine_computes(&ct->model, ct->dir, e) < 0 || coli_kernels_open(&m->kc, o ? o->isa : NULL, o ? o->threads : 0, e) < 0) {
 		coli_engine_close(m);
 		return -1;
 	}

@@ -37,7 +37,9 @@ static void yarn(rope *r, const coli_model *m, const float *pos_freqs)
 		float inv_extra = 1.0f / pos_freqs[i], inv_inter = 1.0f / ((float)p->factor * pos_freqs[i]);
 		r->inv_freq[i] = inv_inter * (1.0f - extra) + inv_extra * extra;
 	}
-	if (p->mscale > 0 && p->mscale_all_dim > 0)
+	if (p->attn_factor > 0) /* given (deepseek_v4: 1) */
+		r->attn_factor = (float)p->attn_factor;
+	else if (p->mscale > 0 && p->mscale_all_dim > 0)
 		r->attn_factor = (float)(yarn_mscale(p->factor, p->mscale) / yarn_mscale(p->factor, p->mscale_all_dim));
 	else
 		r->attn_factor = (float)yarn_mscale(p->factor, 1.0);

@@ -359,7 +359,7 @@ test_expect_success 'unsupported family lists the supported ones' '
 	src $Q &&
 	sed -i "s/\"model_type\": \"qwen3_moe\"/\"model_type\": \"llama\"/" src/config.json &&
 	expect_exit 1 coli-convert src out.coli &&
-	err_has "src/config.json: model_type ${SQ}llama${SQ} unsupported (supported: deepseek_v3, glm4_moe, qwen3_moe, olmoe, mixtral, glm_moe_dsa, qwen3_5_moe)" &&
+	err_has "src/config.json: model_type ${SQ}llama${SQ} unsupported (supported: deepseek_v3, glm4_moe, qwen3_moe, olmoe, mixtral, glm_moe_dsa, qwen3_5_moe, deepseek_v4)" &&
 	no_manifest out.coli
 '
 

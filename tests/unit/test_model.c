@@ -12,6 +12,7 @@
 static const char *const fixture_names[] = {
 	"deepseek_v3-tiny", "deepseek_v3-fp8-tiny", "glm4_moe-tiny",
 	"qwen3_moe-tiny", "olmoe-tiny", "mixtral-tiny", "glm_moe_dsa-tiny", "qwen3_5_moe-tiny",
+	"deepseek_v4-tiny", "deepseek_v4-fp4-tiny",
 };
 #define N_FIXTURES ((int)(sizeof(fixture_names) / sizeof(fixture_names[0])))
 
@@ -279,7 +280,7 @@ static void test_corrupt(void)
 {
 	expect_fail("model_bad_model_type", "llama", "",
 		    "config.json: model_type 'llama' unsupported (supported: deepseek_v3, "
-		    "glm4_moe, qwen3_moe, olmoe, mixtral, glm_moe_dsa, qwen3_5_moe)");
+		    "glm4_moe, qwen3_moe, olmoe, mixtral, glm_moe_dsa, qwen3_5_moe, deepseek_v4)");
 	coli_model m;
 	coli_err e = {0};
 	int rc = coli_model_parse(&m, "{\"model_type\": \"olmoe\", \"vocab_size\": 8}",
@@ -438,6 +439,77 @@ static void test_qwen3_5(void)
 			      "\"linear_num_key_heads\": 2, \"linear_num_value_heads\": 4}", "config.json", &e);
 	T_CHECK("model_qwen3_5_interval_default", rc == 0 && d.is_linear[0] && d.is_linear[2] && !d.is_linear[3] &&
 		!d.is_linear[7] && d.is_linear[4], "rc %d %s", rc, e.msg);
+}
+
+/* deepseek_v4: the fixture's config read whole (docs/deepseek_v4.md, section 1), its
+ * checkpoints in DeepSeek's names (FP8 with UE8M0 .scale tensors, FP4 experts as I8 pairs, the
+ * I64 hash tables), and the keys refused. */
+static void test_deepseek_v4(void)
+{
+	coli_model m;
+	coli_err e = {0};
+	int rc = load_fixture(&m, "deepseek_v4-tiny", &e);
+	T_CHECK("model_v4_load", rc == 0, "%s", e.msg);
+	if (rc)
+		return;
+	T_CHECK("model_v4_attention", m.family == COLI_FAM_DEEPSEEK_V4 && m.attn == COLI_ATTN_V4 && m.n_kv_heads == 1 &&
+		m.head_dim == 32 && m.qk_rope_head_dim == 8 && m.q_lora_rank == 32 && m.o_groups == 2 &&
+		m.o_lora_rank == 16 && m.sliding_window == 8 && m.index_n_heads == 8 && m.index_head_dim == 16 &&
+		m.index_topk == 8, "hd %d rd %d W %d", m.head_dim, m.qk_rope_head_dim, m.sliding_window);
+	T_CHECK("model_v4_schedule", m.compress[0] == 0 && m.compress[1] == 0 && m.compress[2] == 4 && m.compress[3] == 16 &&
+		m.compress[4] == 4 && m.compress[5] == 0 && m.index_full[2] && !m.index_full[3] && m.index_full[4] &&
+		!m.index_full[5] && m.n_mtp_layers == 1, "ratios %d %d %d %d %d %d", m.compress[0], m.compress[1],
+		m.compress[2], m.compress[3], m.compress[4], m.compress[5]);
+	T_CHECK("model_v4_ropes", m.rope.theta == 10000 && m.rope.scaling == COLI_ROPE_NONE && m.rope.interleave &&
+		m.rope_compress.theta == 160000 && m.rope_compress.scaling == COLI_ROPE_YARN &&
+		m.rope_compress.factor == 16 && m.rope_compress.original_max_position_embeddings == 65536 &&
+		m.rope_compress.attn_factor == 1.0 && m.rope_compress.rotary_dim == 8, "main %g compress %g %d",
+		m.rope.theta, m.rope_compress.theta, m.rope_compress.scaling);
+	T_CHECK("model_v4_moe", m.router == COLI_ROUTER_SQRTSOFTPLUS && m.n_hash_layers == 3 && m.swiglu_limit == 1.5 &&
+		m.routed_scaling_factor == 1.5 && m.n_experts == 10 && m.top_k == 4 && m.n_shared_experts == 1 &&
+		m.hc_mult == 4 && m.hc_iters == 20 && m.hc_eps == 1e-6 && !m.fp4_experts && m.is_moe[0] && m.is_moe[5],
+		"hash %d limit %g", m.n_hash_layers, m.swiglu_limit);
+	coli_model f;
+	rc = load_fixture(&f, "deepseek_v4-fp4-tiny", &e);
+	T_CHECK("model_v4_fp4_load", rc == 0 && f.fp4_experts && f.fp8 && f.fp8_block[0] == 128, "%s", e.msg);
+	static const char *const base =
+		"\"head_dim\": 16, \"qk_rope_head_dim\": 4, \"q_lora_rank\": 8, \"o_lora_rank\": 8, "
+		"\"index_head_dim\": 8, \"moe_intermediate_size\": 16";
+	static const struct { const char *name, *extra, *want; } refused[] = {
+		{"model_refuse_v4_no_schedule", "", "layer_types and compress_ratios: both missing"},
+		{"model_refuse_v4_ratio_kind", ", \"compress_ratios\": [0, 16]", "compress_ratios[1]: 16 has no attention kind"},
+		{"model_refuse_v4_ratio_disagrees",
+		 ", \"layer_types\": [\"sliding_attention\", \"compressed_sparse_attention\"], \"compress_ratios\": [0, 8]",
+		 "compress_ratios[1]: 8, but layer_types[1] 'compressed_sparse_attention' has ratio 4"},
+		{"model_refuse_v4_kind", ", \"layer_types\": [\"full_attention\", \"sliding_attention\"]",
+		 "layer_types[0]: 'full_attention' unsupported"},
+		{"model_refuse_v4_kv_heads", ", \"compress_ratios\": [0, 4], \"num_key_value_heads\": 2", "num_key_value_heads"},
+		{"model_refuse_v4_scoring", ", \"compress_ratios\": [0, 4], \"scoring_func\": \"sigmoid\"",
+		 "scoring_func: 'sigmoid' unsupported"},
+		{"model_refuse_v4_no_renorm", ", \"compress_ratios\": [0, 4], \"norm_topk_prob\": false",
+		 "norm_topk_prob: false unsupported"},
+		{"model_refuse_v4_groups", ", \"compress_ratios\": [0, 4], \"n_group\": 2", "n_group"},
+		{"model_refuse_v4_o_groups", ", \"compress_ratios\": [0, 4], \"o_groups\": 3",
+		 "o_groups: 3 does not divide num_attention_heads 4"},
+		{"model_refuse_v4_yarn_scaled",
+		 ", \"compress_ratios\": [0, 4], \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 16, \"attention_factor\": 1.277}",
+		 "rope_scaling.attention_factor: 1.277 unsupported"},
+		{"model_refuse_v4_expert_dtype", ", \"compress_ratios\": [0, 4], \"expert_dtype\": \"fp8\"",
+		 "expert_dtype: 'fp8' unsupported"},
+		{"model_refuse_v4_rotary", ", \"compress_ratios\": [0, 4], \"partial_rotary_factor\": 0.5",
+		 "partial_rotary_factor: 0.5 gives 8 rotary dims, qk_rope_head_dim is 4"},
+	};
+	char buf[1024];
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		snprintf(buf, sizeof(buf), "%s%s%s", base, strstr(refused[i].extra, "o_groups") ? "" : ", \"o_groups\": 2",
+			 refused[i].extra);
+		expect_fail(refused[i].name, "deepseek_v4", buf, refused[i].want);
+	}
+	snprintf(buf, sizeof(buf), "%s, \"o_groups\": 2, \"compress_ratios\": [0, 128, 0]", base);
+	coli_model d;
+	rc = parse_with(&d, "deepseek_v4", buf, &e);
+	T_CHECK("model_v4_from_compress_ratios", rc == 0 && d.compress[0] == 0 && d.compress[1] == 128 &&
+		!d.index_full[1] && d.n_hash_layers == 3 && d.swiglu_limit == 10 && d.top_k == 6, "rc %d %s", rc, e.msg);
 }
 
 /* Range checks need the field exactly once, so these use a hand-written config. */
@@ -789,6 +861,7 @@ int main(void)
 	test_deepseek();
 	test_glm_dsa();
 	test_qwen3_5();
+	test_deepseek_v4();
 	test_fp8();
 	test_glm();
 	test_qwen3();

@@ -466,9 +466,16 @@ static void test_source_plain(void)
 	}
 	T_CHECK("quant: source rows BF16 of 130 columns at an odd address", bad == 0,
 		"%d values wrong", bad);
-	coli_source_row_f32(COLI_DT_I32, f32, 2, 3, 0, NULL, 0, 0, out);
+	coli_source_row_f32(COLI_DT_U8, f32, 2, 3, 0, NULL, 0, 0, out);
 	T_CHECK("quant: source row of a non-weight dtype is NaN", isnan(out[0]) && isnan(out[2]),
 		"got %g", out[0]);
+	const int64_t ids64[3] = {0, 9, 255};
+	const int32_t ids32[3] = {7, 0, 3};
+	coli_source_row_f32(COLI_DT_I64, ids64, 1, 3, 0, NULL, 0, 0, out);
+	int ok = out[0] == 0 && out[1] == 9 && out[2] == 255;
+	coli_source_row_f32(COLI_DT_I32, ids32, 1, 3, 0, NULL, 0, 0, out);
+	T_CHECK("quant: source rows of I64 and I32 token -> expert tables are their integers", ok && out[0] == 7 &&
+		out[1] == 0 && out[2] == 3, "got %g %g %g", out[0], out[1], out[2]);
 }
 
 /* 5 x 7 fp8 with 2 x 3 blocks: a [3, 3] grid with partial blocks at the bottom and right. */

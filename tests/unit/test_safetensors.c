@@ -364,7 +364,7 @@ static void test_fixtures(void)
 	}
 	if (d)
 		closedir(d);
-	T_CHECK("safetensors: all eight fixtures found", n == 8, "found %d", n);
+	T_CHECK("safetensors: all ten fixtures found", n == 10, "found %d", n);
 }
 
 static void test_fixture_qwen(void)

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# t0160-convert-deepseek-v4.sh: DeepSeek V4 (deepseek_v4) as far as this version goes: the bf16
+# fixture converts from DeepSeek's own tensor names (the hash tables, mHC, compressors and
+# indexer included) and verifies; the FP4 fixture is refused before any file is made (no FP4
+# encoding yet, and experts are never requantized); coli-run and coli-plan refuse the family by
+# name, exit status 1, nothing run (docs/deepseek_v4.md).
+. "$(dirname "$0")/lib.sh"
+
+F=$FIX/deepseek_v4-tiny
+M=$SCRATCH/v4.coli
+
+test_expect_success "deepseek_v4: the bf16 fixture converts (MTP layer included) and verifies" '
+	coli-convert -q "$F/checkpoint" "$M" &&
+	coli-convert --verify "$M" >verify &&
+	grep -q "ok: 164 tensors, 60 expert records" verify &&
+	coli-convert --info "$M" >info &&
+	grep -q "family      deepseek_v4" info &&
+	grep -q "layers      5 (0 dense, 5 MoE) + 1 MTP" info
+'
+test_expect_success "deepseek_v4: the FP4 fixture is refused by name, nothing made" '
+	expect_exit 1 coli-convert "$FIX/deepseek_v4-fp4-tiny/checkpoint" fp4.coli &&
+	err_has "config.json: expert_dtype: fp4: this version of coli-convert has no FP4 encoding" &&
+	test ! -e fp4.coli
+'
+test_expect_success "deepseek_v4: coli-run refuses the family in RAM and streamed, before any token" '
+	expect_exit 1 coli-run -m "$M" --prompt-ids "1 2 3" -n 2 &&
+	err_has "deepseek_v4: this version of coli converts and verifies the family but cannot run it yet" &&
+	expect_exit 1 coli-run -m "$M" --prompt-ids "1 2 3" -n 2 --stream --ram 1 &&
+	err_has "deepseek_v4: this version of coli converts and verifies the family but cannot run it yet"
+'
+test_done
