@@ -85,18 +85,17 @@ static int not_a_container(const char *src, coli_err *e)
 		  : 0;
 }
 
-/* What the checkpoint check accepts but this converter cannot store yet: deepseek_v4's FP4
- * experts (no container encoding holds e2m1 codes; requantizing them would change the model's
- * weights, which coli never does silently) and its FP8 weights' UE8M0 .scale tensors. */
+/* deepseek_v4's FP4 experts: no container encoding holds e2m1 codes yet, so they are kept
+ * exactly as bf16 at --expert-bits 16 (each value e2m1 x a power of two); 4 or 8 bits would
+ * requantize them, changing the model's weights, which coli never does silently. */
 static int storable(const conv *cv, coli_err *e)
 {
 	const coli_model *m = &cv->ct.model;
-	if (m->fp4_experts)
-		return coli_errf(e, COLI_EDATA, "%s: config.json: expert_dtype: fp4: this version of coli-convert has no "
-				 "FP4 encoding to keep the experts' e2m1 codes in (and never requantizes them)", cv->o->src);
-	if (m->family == COLI_FAM_DEEPSEEK_V4 && m->fp8)
-		return coli_errf(e, COLI_EDATA, "%s: config.json: quantization_config: deepseek_v4's FP8 weights with "
-				 "F8_E8M0 .scale tensors are not read by this version of coli-convert", cv->o->src);
+	for (int i = 0; m->fp4_experts && i < 3; i += 2) /* the routed experts, the MTP layer's */
+		if (cv->o->bits[i] != 16 && (i == 0 || m->n_mtp_layers > 0))
+			return coli_errf(e, COLI_EUSAGE, "--%s-bits %d: %s holds FP4 experts (config.json: expert_dtype: fp4), "
+					 "which %d bits would requantize; --%s-bits 16 keeps their values exactly (as bf16)",
+					 i ? "mtp" : "expert", cv->o->bits[i], cv->o->src, cv->o->bits[i], i ? "mtp" : "expert");
 	return 0;
 }
 

@@ -15,6 +15,8 @@ typedef struct rows_task {
 	const uint8_t *data;          /* source row row0 */
 	const float *scale;           /* scale_inv block row row0 / b0, else NULL */
 	int64_t src_row_bytes, bcols; /* bcols: scale blocks per row (fp8) */
+	int64_t b0, b1;               /* the scales' blocks: fp8's weight_block_size, FP4's 1 x 32 */
+	int fp4;                      /* an FP4 expert: e2m1 codes two a byte, low nibble first */
 	const coli_blob *b;           /* target geometry */
 	int64_t row0, nrows;
 	uint8_t *codes, *scales;      /* destinations of row row0 */
@@ -33,7 +35,7 @@ static int nonfinite(const conv *cv, const rows_task *t, int64_t r, int64_t c, f
 {
 	if (cv->o->allow_nonfinite)
 		return 0;
-	int64_t b0 = cv->ct.model.fp8_block[0], b1 = cv->ct.model.fp8_block[1];
+	int64_t b0 = t->b0, b1 = t->b1;
 	int64_t i = t->scale ? (r / b0) * t->bcols + c / b1 : 0; /* the scale element of (r, c) */
 	if (t->scale && !isfinite(t->scale[i - t->row0 / b0 * t->bcols]))
 		return bad_scale(cv, t, i, t->scale[i - t->row0 / b0 * t->bcols], e);
@@ -56,23 +58,44 @@ static int check_row(const conv *cv, const rows_task *t, int64_t r, const float 
 	return 0;
 }
 
-/* Row r as float32, exactly as the checkpoint defines it (fp8: code x its block's scale_inv). */
-static void decode_row(const conv *cv, const rows_task *t, int64_t r, float *out)
+/* Row r as float32, exactly as the checkpoint defines it (fp8: code x its block's scale_inv;
+ * FP4: e2m1 code x its 32 columns' scale). */
+static void decode_row(const rows_task *t, int64_t r, float *out)
 {
-	int64_t b0 = cv->ct.model.fp8_block[0];
-	const float *srow = t->scale ? t->scale + (r / b0 - t->row0 / b0) * t->bcols : NULL;
-	coli_source_row_f32((int)t->s->dtype, t->data + (r - t->row0) * t->src_row_bytes, 1, (size_t)t->b->cols,
-			    0, srow, (size_t)b0, (size_t)cv->ct.model.fp8_block[1], out);
+	const float *srow = t->scale ? t->scale + (r / t->b0 - t->row0 / t->b0) * t->bcols : NULL;
+	const uint8_t *src = t->data + (r - t->row0) * t->src_row_bytes;
+	if (t->fp4)
+		coli_fp4_row_f32(src, (size_t)t->b->cols, srow, out);
+	else
+		coli_source_row_f32((int)t->s->dtype, src, 1, (size_t)t->b->cols, 0, srow, (size_t)t->b0, (size_t)t->b1, out);
 }
 
-/* Rows kept bit for bit (bf16/f16/fp8 at 16 bits): copy, after the finiteness check. */
+/* An FP4 row as bf16: its values (e2m1 x a power of two) are exact in bf16, checked. */
+static int fp4_as_bf16(const conv *cv, const rows_task *t, int64_t r, const float *w, uint8_t *dst, coli_err *e)
+{
+	for (int64_t c = 0; c < t->b->cols; c++) {
+		uint32_t u;
+		memcpy(&u, &w[c], 4);
+		uint16_t h = (uint16_t)(u >> 16);
+		if ((uint32_t)h << 16 != u)
+			return coli_errf(e, COLI_EDATA, "%s: tensor '%s': row %lld column %lld: %g is not exact in bf16",
+					 cv->src->files[t->s->file].path, t->s->name, (long long)r, (long long)c, (double)w[c]);
+		memcpy(dst + 2 * c, &h, 2);
+	}
+	return 0;
+}
+
+/* Rows kept bit for bit (bf16/f16/fp8 at 16 bits): copy, after the finiteness check; FP4 rows as
+ * their exact bf16 values. */
 static int copy_row(const conv *cv, const rows_task *t, int64_t r, float *scratch, coli_err *e)
 {
-	decode_row(cv, t, r, scratch);
+	uint8_t *dst = t->codes + (uint64_t)(r - t->row0) * t->b->row_bytes;
+	decode_row(t, r, scratch);
 	if (check_row(cv, t, r, scratch, e) < 0)
 		return -1;
-	memcpy(t->codes + (uint64_t)(r - t->row0) * t->b->row_bytes, t->data + (r - t->row0) * t->src_row_bytes,
-	       t->b->row_bytes);
+	if (t->fp4)
+		return fp4_as_bf16(cv, t, r, scratch, dst, e);
+	memcpy(dst, t->data + (r - t->row0) * t->src_row_bytes, t->b->row_bytes);
 	return 0;
 }
 
@@ -82,7 +105,7 @@ static int quant_row(const conv *cv, const rows_task *t, int64_t r, float *scrat
 	uint64_t groups = (uint64_t)(t->b->cols + 63) / 64;
 	uint8_t *dst = t->codes + (uint64_t)(r - t->row0) * t->b->row_bytes;
 	uint16_t *sc = (uint16_t *)(t->scales + (uint64_t)(r - t->row0) * groups * 2);
-	decode_row(cv, t, r, scratch);
+	decode_row(t, r, scratch);
 	if (check_row(cv, t, r, scratch, e) < 0)
 		return -1;
 	memset(scratch + t->b->cols, 0, (groups * 64 - (uint64_t)t->b->cols) * sizeof(float));
@@ -106,30 +129,51 @@ static int copy_fp8_scales(const conv *cv, const rows_task *t, coli_err *e)
 	return 0;
 }
 
+/* Scales [at, at + n) of ss as float32: F32 as read; F8_E8M0 bytes b widened in the read buffer
+ * (the job reserved 4 bytes each) to 2^(b - 127) exactly (b 255, NaN in torch's e8m0, as NaN). */
+static const float *read_scales(const conv *cv, const coli_st_tensor *ss, uint64_t at, uint64_t n, inbuf *in,
+				coli_err *e)
+{
+	if (ss->dtype == COLI_DT_F32)
+		return (const float *)(const void *)source_read(cv, ss, at * 4, n * 4, 1, in, e);
+	uint8_t *b = (uint8_t *)source_read(cv, ss, at, n, 1, in, e);
+	if (!b)
+		return NULL;
+	if ((uint64_t)(b - in->base) + n * 4 > in->cap)
+		return coli_errf(e, COLI_ENOMEM, "read buffer of %llu bytes too small for '%s' as float32",
+				 (unsigned long long)in->cap, ss->name), NULL;
+	float *f = (float *)(void *)b;
+	for (uint64_t i = n; i-- > 0;) /* backwards: each float lands at or after its byte */
+		f[i] = b[i] == 255 ? NAN : ldexpf(1.0f, (int)b[i] - 127);
+	if ((uint64_t)(b - in->base) + n * 4 > in->used)
+		in->used = (uint64_t)(b - in->base) + n * 4;
+	return f;
+}
+
 /* Finds the source of `name` and reads rows [row0, row0+nrows) (and their scales) into in. */
 static int load_rows(const conv *cv, const char *name, int64_t row0, int64_t nrows, int64_t cols,
 		     rows_task *t, inbuf *in, coli_err *e)
 {
-	char sname[256];
-	snprintf(sname, sizeof(sname), "%s_scale_inv", name);
 	t->s = coli_ckpt_find(cv->src, name);
-	t->ss = coli_ckpt_find(cv->src, sname);
-	if (!t->s || (t->s->dtype == COLI_DT_F8_E4M3 && (!t->ss || t->ss->dtype != COLI_DT_F32)))
-		return coli_errf(e, COLI_EDATA, "%s: tensor '%s' or its F32 scale_inv missing", cv->src->dir, name);
-	if (t->s->dtype != COLI_DT_F8_E4M3)
+	t->ss = coli_model_scale_of(&cv->ct.model, cv->src, name);
+	t->fp4 = t->s && t->s->dtype == COLI_DT_I8; /* the check lets I8 be an FP4 expert only */
+	int scaled = t->s && (t->s->dtype == COLI_DT_F8_E4M3 || t->fp4);
+	if (!t->s || (scaled && (!t->ss || (t->ss->dtype != COLI_DT_F32 && t->ss->dtype != COLI_DT_F8_E8M0))))
+		return coli_errf(e, COLI_EDATA, "%s: tensor '%s' or its block scales missing", cv->src->dir, name);
+	if (!scaled)
 		t->ss = NULL;
 	t->row0 = row0;
 	t->nrows = nrows;
-	t->src_row_bytes = cols * (int64_t)coli_dtype_size(t->s->dtype);
+	t->b0 = t->fp4 ? 1 : cv->ct.model.fp8_block[0], t->b1 = t->fp4 ? 32 : cv->ct.model.fp8_block[1];
+	t->src_row_bytes = t->fp4 ? cols / 2 : cols * (int64_t)coli_dtype_size(t->s->dtype);
 	t->data = source_read(cv, t->s, (uint64_t)(row0 * t->src_row_bytes), (uint64_t)(nrows * t->src_row_bytes), 0,
 			      in, e);
 	t->scale = NULL;
 	if (t->data && t->ss) {
-		int64_t b0 = cv->ct.model.fp8_block[0], b1 = cv->ct.model.fp8_block[1];
+		int64_t b0 = t->b0, b1 = t->b1;
 		int64_t r0 = row0 / b0, r1 = (row0 + nrows + b0 - 1) / b0;
 		t->bcols = (cols + b1 - 1) / b1;
-		t->scale = (const float *)(const void *)source_read(cv, t->ss, (uint64_t)(r0 * t->bcols * 4),
-								    (uint64_t)((r1 - r0) * t->bcols * 4), 1, in, e);
+		t->scale = read_scales(cv, t->ss, (uint64_t)(r0 * t->bcols), (uint64_t)((r1 - r0) * t->bcols), in, e);
 	}
 	return t->data && (!t->ss || t->scale) ? 0 : -1;
 }

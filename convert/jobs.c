@@ -44,9 +44,7 @@ static uint64_t scale_bytes_for(const coli_blob *b, int64_t row0, int64_t nrows)
 /* The fp8 scale tensor of weight `name`, or NULL. */
 static const coli_st_tensor *scale_of(const conv *cv, const char *name)
 {
-	char sname[256];
-	snprintf(sname, sizeof(sname), "%s_scale_inv", name);
-	return coli_ckpt_find(cv->src, sname);
+	return coli_model_scale_of(&cv->ct.model, cv->src, name);
 }
 
 /* Source bytes a job reads (weights, and whole fp8 scale tensors) and the read buffer it needs. */
@@ -56,6 +54,14 @@ static void add_read(job *j, uint64_t len)
 	j->in_span += source_span(len);
 }
 
+/* n scales of s read: F8_E8M0 ones are widened to float32 in the read buffer (encode.c). */
+static void add_scales(job *j, const coli_st_tensor *s, uint64_t n)
+{
+	uint64_t len = n * coli_dtype_size(s->dtype);
+	j->in_bytes += len;
+	j->in_span += source_span(n * 4);
+}
+
 static void record_reads(const conv *cv, job *j)
 {
 	for (int p = 0; p < 3; p++) {
@@ -63,7 +69,7 @@ static void record_reads(const conv *cv, job *j)
 		const coli_st_tensor *t = coli_ckpt_find(cv->src, w), *s = scale_of(cv, w);
 		add_read(j, t ? t->nbytes : 0);
 		if (s)
-			add_read(j, s->nbytes);
+			add_scales(j, s, s->nelem);
 	}
 }
 
@@ -75,7 +81,7 @@ static void chunk_reads(const conv *cv, job *j)
 	if (s) {
 		int64_t b0 = cv->ct.model.fp8_block[0], b1 = cv->ct.model.fp8_block[1];
 		int64_t r0 = j->row0 / b0, r1 = (j->row0 + j->nrows + b0 - 1) / b0;
-		add_read(j, (uint64_t)((r1 - r0) * ((t->blob.cols + b1 - 1) / b1)) * 4);
+		add_scales(j, s, (uint64_t)((r1 - r0) * ((t->blob.cols + b1 - 1) / b1)));
 	}
 }
 

@@ -69,7 +69,8 @@ int coli_blob_init(coli_blob *b, coli_enc enc, int64_t rows, int64_t cols, const
 	return 0;
 }
 
-/* The encoding a class gets at `bits`: 16 keeps the source's own encoding. */
+/* The encoding a class gets at `bits`: 16 keeps the source's own encoding (FP4 experts, which no
+ * encoding holds yet, their exact bf16 values). */
 static int pick_enc(const coli_st_tensor *t, coli_tclass cls, int bits)
 {
 	if (cls == COLI_TC_SMALL)
@@ -82,6 +83,7 @@ static int pick_enc(const coli_st_tensor *t, coli_tclass cls, int bits)
 	case COLI_DT_BF16: return COLI_ENC_BF16;
 	case COLI_DT_F16: return COLI_ENC_F16;
 	case COLI_DT_F8_E4M3: return COLI_ENC_FP8;
+	case COLI_DT_I8: return COLI_ENC_BF16; /* FP4 experts: e2m1 x a power of two is exact in bf16 */
 	default: return COLI_ENC_F32;
 	}
 }

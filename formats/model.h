@@ -224,6 +224,11 @@ int64_t coli_model_tensor_count(const coli_model *m);
  * "model.layers.1.mlp.gate.weight: shape [16, 64] expected [32, 64]". */
 int coli_model_check_ckpt(coli_model *m, const coli_ckpt *c, coli_err *e);
 
+/* The block scales of weight `weight` in c: "<weight>_scale_inv" (F32), or deepseek_v4's
+ * "<base>.scale" (F8_E8M0, each byte b the scale 2^(b - 127); base: weight without ".weight");
+ * NULL when neither is there. */
+const coli_st_tensor *coli_model_scale_of(const coli_model *m, const coli_ckpt *c, const char *weight);
+
 /* The family's released layout seen through the table's names (ckpt_map.c): qwen3_5_moe's
  * model.language_model.* as model.*, mtp.* as MTP layer n_layers (DeepSeek-V3 naming), fused
  * experts as one view per expert and projection, the conv taps [C, 1, K] as [C, K]; the vision

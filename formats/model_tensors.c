@@ -477,27 +477,34 @@ static int dtype_ok(chk *k, const coli_tensor_spec *s, const coli_st_tensor *t)
 	return 0;
 }
 
-/* The scale tensor of weight s: "<name>_scale_inv" (F32), or deepseek_v4's "<base>.scale"
- * (F8_E8M0; base: the name without ".weight"), of shape want; the other spelling is accepted
- * as DeepSeek's converter renames one into the other. */
+const coli_st_tensor *coli_model_scale_of(const coli_model *m, const coli_ckpt *c, const char *weight)
+{
+	char name[sizeof(((coli_tensor_spec *)0)->name) + 16];
+	size_t len = strlen(weight), w = len > 7 && !strcmp(weight + len - 7, ".weight") ? len - 7 : len;
+	snprintf(name, sizeof(name), "%s_scale_inv", weight);
+	const coli_st_tensor *t = coli_ckpt_find(c, name);
+	if (t || m->family != COLI_FAM_DEEPSEEK_V4)
+		return t;
+	snprintf(name, sizeof(name), "%.*s.scale", (int)w, weight);
+	return coli_ckpt_find(c, name);
+}
+
+/* The scale tensor of weight s (coli_model_scale_of; DeepSeek's converter renames one spelling
+ * into the other, so both are accepted) of shape want: F32 as _scale_inv, F8_E8M0 as .scale. */
 static void check_scale_of(chk *k, const coli_tensor_spec *s, const int64_t want[2])
 {
-	char inv[sizeof(s->name) + 16], e8[sizeof(s->name) + 16];
-	size_t len = strlen(s->name), w = len > 7 && !strcmp(s->name + len - 7, ".weight") ? len - 7 : len;
-	snprintf(inv, sizeof(inv), "%s_scale_inv", s->name);
-	snprintf(e8, sizeof(e8), "%.*s.scale", (int)w, s->name);
-	const coli_st_tensor *t = claim(k, inv);
-	const char *name = inv;
-	if (!t && k->m->family == COLI_FAM_DEEPSEEK_V4)
-		t = claim(k, e8), name = e8;
+	const coli_st_tensor *t = coli_model_scale_of(k->m, k->c, s->name);
 	if (!t) {
-		problem(k, "%s: missing (%s weight %s needs it)", k->m->family == COLI_FAM_DEEPSEEK_V4 ? e8 : inv,
+		problem(k, "%s%s: missing (%s weight %s needs it)", s->name,
+			k->m->family == COLI_FAM_DEEPSEEK_V4 ? " scale (.scale or _scale_inv)" : "_scale_inv",
 			s->cls == COLI_TC_EXPERT && k->m->fp4_experts ? "FP4" : "F8_E4M3", s->name);
 		return;
 	}
-	int want_e8 = name == e8;
-	if (shape_ok(k, t, 2, want) && t->dtype != (want_e8 ? COLI_DT_F8_E8M0 : COLI_DT_F32))
-		problem(k, "%s: dtype %s expected %s", name, coli_dtype_name(t->dtype), want_e8 ? "F8_E8M0" : "F32");
+	k->used[t - k->c->tensors] = 1;
+	size_t len = strlen(t->name);
+	int e8 = len > 6 && !strcmp(t->name + len - 6, ".scale");
+	if (shape_ok(k, t, 2, want) && t->dtype != (e8 ? COLI_DT_F8_E8M0 : COLI_DT_F32))
+		problem(k, "%s: dtype %s expected %s", t->name, coli_dtype_name(t->dtype), e8 ? "F8_E8M0" : "F32");
 }
 
 /* An F8_E4M3 weight [out, in]: scales [ceil(out/b0), ceil(in/b1)]; an FP4 expert's: [out, in/32]. */

@@ -229,6 +229,15 @@ COLI_HOT static void fp8_row(const uint8_t *p, size_t cols, const float *sinv_ro
 	}
 }
 
+void coli_fp4_row_f32(const uint8_t *codes, size_t cols, const float *scales, float *out)
+{
+	static const float e2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+	for (size_t c = 0; c < cols; c++) {
+		uint8_t b = codes[c / 2];
+		out[c] = e2m1[c % 2 ? b >> 4 : b & 15] * (scales ? scales[c / 32] : 1.0f);
+	}
+}
+
 static void nan_row(size_t cols, float *out)
 {
 	for (size_t c = 0; c < cols; c++)

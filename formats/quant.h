@@ -37,6 +37,11 @@ void coli_q8_dequantize_row(const int8_t *codes, const uint16_t *scales, size_t 
 /* Signed int4 code of column i of a packed row (for tests and scalar kernels). */
 int coli_q4_code(const uint8_t *codes, size_t i);
 
+/* An FP4 row (deepseek_v4's experts) as float32: cols e2m1 codes two a byte, the low nibble
+ * the even column (sign bit 3, exponent bits 1-2 with bias 1, mantissa bit 0: 0, 0.5, 1, 1.5,
+ * 2, 3, 4, 6 and their negatives), each times its 32 columns' scale scales[c / 32] (NULL: 1). */
+void coli_fp4_row_f32(const uint8_t *codes, size_t cols, const float *scales, float *out);
+
 /* Row r of a source tensor [rows, cols] as float32, exactly as the checkpoint defines it.
  *   BF16/F16/F32: plain conversion of the stored row.
  *   F8_E4M3 with block scales scale_inv [ceil(rows/bs0), ceil(cols/bs1)] (f32):
