@@ -38,6 +38,7 @@ typedef struct coli_kv {
 	float *iscore;             /* DSA: [2][cap] one query's indexer scores and the selection's copy (else NULL) */
 	struct kv_keep *keep;      /* NULL, or what coli_kv_rollback needs of the last short forward call
 				    * (coli_kv_keep; internal: nn/kv.h) */
+	struct v4_kv *v4;          /* deepseek_v4: its window, compressed rows and scratch (internal: nn/v4.h) */
 } coli_kv;
 
 typedef struct coli_engine {
@@ -95,10 +96,11 @@ typedef struct coli_engine_opts {
 
 #define COLI_MAX_BATCH 512
 
-/* 0 when the engine computes the family of c; else -1 with e (COLI_EDATA) naming dir and the
- * family: deepseek_v4 converts and verifies, but its forward pass is not built yet. Open and
- * coli_run_sizing (policy.h) refuse such a container first. */
-int coli_engine_computes(const coli_model *c, const char *dir, coli_err *e);
+/* 0 when a sequence's whole state lies in its parts (coli_kv.parts: what a session saves and a
+ * rollback restores); else -1 with e (COLI_EUSAGE) naming dir, the family and why: deepseek_v4
+ * keeps its window, compressed rows and compressor windows outside them (nn/v4.c), so sessions
+ * and speculative decoding refuse it. */
+int coli_kv_whole(const coli_model *c, const char *dir, const char *what, coli_err *e);
 
 /* o may be NULL (all in RAM, the best kernels, default threads). An unknown or unavailable
  * o->isa is an error (EUSAGE) naming it. */

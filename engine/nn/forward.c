@@ -12,6 +12,7 @@
 #include "nn/layer.h"
 #include "nn/mtp.h"
 #include "nn/rope.h"
+#include "nn/v4.h"
 #include "nn/weights.h"
 #include "nn/ws.h"
 
@@ -54,20 +55,11 @@ int coli_engine_open(coli_engine *m, const char *path, const coli_engine_opts *o
 	return coli_engine_open_container(m, ct, o, e);
 }
 
-int coli_engine_computes(const coli_model *c, const char *dir, coli_err *e)
-{
-	if (c->family != COLI_FAM_DEEPSEEK_V4)
-		return 0;
-	return coli_errf(e, COLI_EDATA, "%s: deepseek_v4: this version of coli converts and verifies the family but "
-			 "cannot run it yet (its compressed attention, hyper-connections and hash routing are not built; "
-			 "docs/deepseek_v4.md)", dir);
-}
-
 int coli_engine_open_container(coli_engine *m, coli_container *ct, const coli_engine_opts *o, coli_err *e)
 {
 	memset(m, 0, sizeof(*m));
 	m->ct = ct;
-	if (coli_engine_computes(&ct->model, ct->dir, e) < 0 || coli_kernels_open(&m->kc, o ? o->isa : NULL, o ? o->threads : 0, e) < 0) {
+	if (coli_kernels_open(&m->kc, o ? o->isa : NULL, o ? o->threads : 0, e) < 0) {
 		coli_engine_close(m);
 		return -1;
 	}
@@ -211,8 +203,9 @@ static int forward(coli_engine *m, coli_kv *kv, coli_mtp *s, const int32_t *toke
 		int nb = n - at < B ? n - at : B;
 		if (s && mtp_make_room(m, s, tokens[at], nb, e) < 0)
 			return -1;
-		rc = batch(m, kv, tokens + at, nb, logits ? logits + (int64_t)at * c->vocab_size : NULL,
-			   at + nb == n ? last : NULL, routing, at, n, e);
+		float *lg = logits ? logits + (int64_t)at * c->vocab_size : NULL, *ls = at + nb == n ? last : NULL;
+		rc = c->attn == COLI_ATTN_V4 ? v4_batch(m, kv, tokens + at, nb, lg, ls, routing, at, n, e)
+					     : batch(m, kv, tokens + at, nb, lg, ls, routing, at, n, e);
 		if (rc == 0 && s)
 			mtp_take(m, s, tokens + at, nb, kv->n - nb);
 	}

@@ -8,6 +8,7 @@
 #include "fileio.h"
 #include "nn/attention.h"
 #include "nn/gdn.h"
+#include "nn/v4.h"
 
 /* The per-layer view a part of this kind fills, or NULL (a kind the views do not name). */
 static float **view_of(coli_kv *kv, int kind)
@@ -65,6 +66,8 @@ int kv_open_layers(coli_kv *kv, const coli_engine *m, int first, int last, int c
 	if (!kv->att)
 		return -1;
 	coli_model_state_range(c, first, last, kv->parts);
+	if (c->attn == COLI_ATTN_V4)
+		return v4_kv_open(kv, m, first, last, cap, e);
 	if (c->index_topk && !(kv->iscore = coli_calloc(2 * (size_t)cap, sizeof(float), e)))
 		return -1;
 	return alloc_parts(kv, e);
@@ -73,6 +76,8 @@ int kv_open_layers(coli_kv *kv, const coli_engine *m, int first, int last, int c
 uint64_t kv_layers_bytes(const coli_model *c, int first, int last, int cap, int threads)
 {
 	uint64_t b = (uint64_t)threads * (uint64_t)attn_score_rows(c) * (uint64_t)cap * sizeof(float);
+	if (c->attn == COLI_ATTN_V4)
+		return b + v4_kv_bytes(c, first, last, cap);
 	for (int l = first; l < last; l++)
 		b += coli_model_layer_token_bytes(c, l) * (uint64_t)cap + coli_model_layer_fixed_bytes(c, l);
 	return b + (c->index_topk ? 2 * (uint64_t)cap * sizeof(float) : 0);
@@ -118,6 +123,7 @@ void coli_kv_release(coli_kv *kv)
 	free(kv->att);
 	free(kv->iscore);
 	keep_free(kv);
+	v4_kv_close(kv);
 	memset(kv, 0, sizeof(*kv));
 }
 
@@ -200,9 +206,19 @@ void kv_keep_rows(coli_kv *kv, const coli_model *c, int l, int i, const float *R
 	memcpy(k->A[l] + i * H, A, H * sizeof(float));
 }
 
+int coli_kv_whole(const coli_model *c, const char *dir, const char *what, coli_err *e)
+{
+	if (c->attn != COLI_ATTN_V4)
+		return 0;
+	return coli_errf(e, COLI_EUSAGE, "%s: %s: deepseek_v4's state (its window, compressed rows and compressor "
+			 "windows) is not saved or rolled back by this version", what, dir);
+}
+
 int coli_kv_rollback(const coli_engine *m, coli_kv *kv, int n, coli_err *e)
 {
 	kv_keep *k = kv->keep;
+	if (coli_kv_whole(m->cfg, m->ct->dir, "rollback", e) < 0)
+		return -1;
 	if (n > kv->n || n < 0)
 		return coli_errf(e, COLI_EUSAGE, "rollback to %d tokens: the state holds %d", n, kv->n);
 	if (n == kv->n || !fixed_floats(kv)) {

@@ -19,9 +19,8 @@ static double correction_dim(double rotations, int dim, double base, double max_
 
 /* YaRN (HF _compute_yarn_parameters): interpolated and extrapolated frequencies blended by a
  * linear ramp between the correction dims of beta_fast and beta_slow. */
-static void yarn(rope *r, const coli_model *m, const float *pos_freqs)
+static void yarn(rope *r, const coli_model *m, const coli_rope *p, const float *pos_freqs)
 {
-	const coli_rope *p = &m->rope;
 	double max_pos = p->original_max_position_embeddings > 0 ? p->original_max_position_embeddings
 								 : m->max_position_embeddings;
 	double lo = floor(correction_dim(p->beta_fast, r->dim, p->theta, max_pos));
@@ -47,9 +46,14 @@ static void yarn(rope *r, const coli_model *m, const float *pos_freqs)
 
 int rope_init(rope *r, const coli_model *m, coli_err *e)
 {
+	return rope_init_with(r, m, &m->rope, e);
+}
+
+int rope_init_with(rope *r, const coli_model *m, const coli_rope *p, coli_err *e)
+{
 	memset(r, 0, sizeof(*r));
-	r->dim = m->rope.rotary_dim;
-	r->interleave = m->rope.interleave;
+	r->dim = p->rotary_dim;
+	r->interleave = p->interleave;
 	r->attn_factor = 1.0f;
 	if (!(r->inv_freq = coli_calloc((size_t)(r->dim / 2 + 1), sizeof(float), e)))
 		return -1;
@@ -57,14 +61,14 @@ int rope_init(rope *r, const coli_model *m, coli_err *e)
 	if (r->dim / 2 > 4096)
 		return coli_errf(e, COLI_EDATA, "rotary dim %d too large", r->dim);
 	for (int i = 0; i < r->dim / 2; i++) {
-		pos_freqs[i] = powf((float)m->rope.theta, (float)(2 * i) / (float)r->dim);
+		pos_freqs[i] = powf((float)p->theta, (float)(2 * i) / (float)r->dim);
 		r->inv_freq[i] = 1.0f / pos_freqs[i];
 	}
-	if (m->rope.scaling == COLI_ROPE_LINEAR)
+	if (p->scaling == COLI_ROPE_LINEAR)
 		for (int i = 0; i < r->dim / 2; i++)
-			r->inv_freq[i] /= (float)m->rope.factor;
-	if (m->rope.scaling == COLI_ROPE_YARN)
-		yarn(r, m, pos_freqs);
+			r->inv_freq[i] /= (float)p->factor;
+	if (p->scaling == COLI_ROPE_YARN)
+		yarn(r, m, p, pos_freqs);
 	return 0;
 }
 

@@ -16,6 +16,8 @@ typedef struct rope {
 } rope;
 
 int rope_init(rope *r, const coli_model *m, coli_err *e);
+/* The same for another RoPE of the model (deepseek_v4's compressed layers': m->rope_compress). */
+int rope_init_with(rope *r, const coli_model *m, const coli_rope *p, coli_err *e);
 void rope_release(rope *r);
 
 /* Rotates x[h * stride .. h * stride + dim) of n_heads heads for position pos (the cos and sin

@@ -68,6 +68,15 @@ static const slot slots[COLI_R_COUNT] = {
 	[COLI_R_SH_GATE] = LM(sh_gate), [COLI_R_SH_UP] = LM(sh_up), [COLI_R_SH_DOWN] = LM(sh_down),
 	[COLI_R_ENORM] = LV(enorm), [COLI_R_HNORM] = LV(hnorm), [COLI_R_EH_PROJ] = LM(eh_proj),
 	[COLI_R_MTP_EMBED] = LM(embed), [COLI_R_HEAD_NORM] = LV(head_norm), [COLI_R_HEAD] = LM(head),
+	[COLI_R_WKV] = LM(wkv), [COLI_R_KV_NORM] = LV(kv_norm), [COLI_R_WO_A] = LM(wo_a), [COLI_R_WO_B] = LM(wo_b),
+	[COLI_R_SINK] = LV(sink), [COLI_R_CMP_WKV] = LM(cmp_wkv), [COLI_R_CMP_WGATE] = LM(cmp_wgate),
+	[COLI_R_CMP_APE] = LV(cmp_ape), [COLI_R_CMP_NORM] = LV(cmp_norm), [COLI_R_IDX_CMP_WKV] = LM(icmp_wkv),
+	[COLI_R_IDX_CMP_WGATE] = LM(icmp_wgate), [COLI_R_IDX_CMP_APE] = LV(icmp_ape),
+	[COLI_R_IDX_CMP_NORM] = LV(icmp_norm), [COLI_R_TID2EID] = LV(tid2eid),
+	[COLI_R_HC_ATTN_FN] = LV(hc_fn[0]), [COLI_R_HC_ATTN_BASE] = LV(hc_base[0]), [COLI_R_HC_ATTN_SCALE] = LV(hc_scale[0]),
+	[COLI_R_HC_FFN_FN] = LV(hc_fn[1]), [COLI_R_HC_FFN_BASE] = LV(hc_base[1]), [COLI_R_HC_FFN_SCALE] = LV(hc_scale[1]),
+	[COLI_R_HC_HEAD_FN] = LV(hc_fn[2]), [COLI_R_HC_HEAD_BASE] = LV(hc_base[2]), [COLI_R_HC_HEAD_SCALE] = LV(hc_scale[2]),
+	[COLI_R_E_PROJ] = LM(e_proj), [COLI_R_H_PROJ] = LM(h_proj),
 };
 
 /* The RMSNorms a (1 + w) family (norm_offset) scales by 1 + the stored weight; the Gated
@@ -84,7 +93,7 @@ static int offset_norm(coli_role r)
 static void place(weights *w, const coli_model *m, const coli_tensor_spec *s, const coli_ltensor *t)
 {
 	const slot *sl = &slots[s->role];
-	uint8_t *base = sl->global ? (uint8_t *)w : (uint8_t *)&w->layers[s->layer];
+	uint8_t *base = sl->global ? (uint8_t *)w : s->layer < 0 ? (uint8_t *)&w->top : (uint8_t *)&w->layers[s->layer];
 	uint8_t *data = w->data[t->section] + t->offset;
 	float *f = (float *)(void *)data;
 	if (m->norm_offset && offset_norm(s->role))

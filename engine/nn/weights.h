@@ -40,6 +40,18 @@ typedef struct layer_w {
 	const float *corr_bias;        /* [experts] e_score_correction_bias */
 	coli_mat sh_gate, sh_up, sh_down; /* shared expert */
 	coli_mat sh_expert_gate;       /* [1, hidden] f32: the shared expert x sigmoid(this . x) */
+	/* deepseek_v4 (docs/deepseek_v4.md): the shared KV head, the grouped output, the sinks */
+	coli_mat wkv;                  /* [hd, hidden] */
+	const float *kv_norm;          /* [hd] */
+	coli_mat wo_a, wo_b;           /* [groups x o_lora, heads x hd / groups], [hidden, groups x o_lora] */
+	const float *sink;             /* [heads] */
+	coli_mat cmp_wkv, cmp_wgate;   /* the compressor: [cw, hidden] each (cw: hd, CSA 2 hd) */
+	const float *cmp_ape, *cmp_norm; /* [ratio][cw] position biases of the gates, [hd] the rows' norm */
+	coli_mat icmp_wkv, icmp_wgate; /* the indexer's compressor (CSA): [2 index_hd, hidden] each */
+	const float *icmp_ape, *icmp_norm; /* [ratio][2 index_hd], [index_hd] */
+	const float *tid2eid;          /* hash layers: [vocab][top_k] expert ids (as floats) */
+	const float *hc_fn[3], *hc_base[3], *hc_scale[3]; /* mHC before attention, before the MoE, at the head */
+	coli_mat e_proj, h_proj;       /* the MTP layer's [hidden, hidden] each */
 	/* MTP layer extras */
 	const float *enorm, *hnorm;    /* [hidden] */
 	coli_mat eh_proj;              /* [hidden, 2*hidden] */
@@ -55,6 +67,8 @@ typedef struct weights {
 	coli_mat lm_head;              /* [vocab, hidden] (the embedding when tied) */
 	int n_layers;                  /* main + MTP */
 	layer_w *layers;
+	layer_w top;                   /* per-layer roles a model also has outside its layers
+					* (deepseek_v4's mHC head: top.hc_fn[2] ...) */
 } weights;
 
 /* Reads and checks the dense and MTP sections of c, and resolves every tensor. */
