@@ -9,9 +9,17 @@
 #include <unistd.h>
 
 #include "fileio.h"
+#include "frame.h"
 #include "le.h"
 
-static const uint8_t kv_magic[8] = {0x89, 'C', 'O', 'L', 'I', 'K', 'V', '\n'};
+static const coli_frame kv_frame = {
+	.kind = "coli KV session",
+	.foreign = "a session of another model or another conversion of it",
+	.magic = {0x89, 'C', 'O', 'L', 'I', 'K', 'V', '\n'},
+	.header_size = COLI_KV_HEADER,
+	.version_min = 1,
+	.version = COLI_KV_VERSION,
+};
 static const char *const part_field[4] = {"layer", "kind", "width", "fixed"};
 
 enum { PART_ENTRY = 16 }; /* bytes of a part table entry */
@@ -102,17 +110,13 @@ static int put(int fd, const void *p, uint64_t n, uint64_t *off, uint32_t *crc, 
 
 static void header(uint8_t h[COLI_KV_HEADER], const coli_kvfile *f, uint64_t payload, uint32_t crc)
 {
-	memset(h, 0, COLI_KV_HEADER);
-	memcpy(h, kv_magic, 8);
-	le_put32(h + 8, COLI_KV_VERSION);
-	le_put32(h + 12, COLI_KV_HEADER);
-	memcpy(h + 16, f->identity, 32);
+	coli_frame_put(&kv_frame, h, f->identity);
 	le_put32(h + 48, (uint32_t)f->n_parts);
 	le_put32(h + 60, (uint32_t)f->n_tokens);
 	le_put32(h + 64, (uint32_t)f->n_cached);
 	le_put64(h + 72, payload);
 	le_put32(h + 80, crc);
-	le_put32(h + 124, coli_crc32(0, h, 124));
+	coli_frame_seal(&kv_frame, h);
 }
 
 /* The part table as stored: 16 bytes per entry, little-endian. */
@@ -163,33 +167,16 @@ int coli_kvfile_write(const char *path, const coli_kvfile *f, coli_err *e)
 
 /* ---- reading: the header ---- */
 
-/* Reserved bytes of the header after the identity: 52..59 (version 2; v1's widths), 68..71, 84..123. */
-static int reserved_byte(int i, uint32_t version)
+/* The frame (frame.h: magic, version, length, header CRC, header_size, identity), then the
+ * reserved bytes: 52..59 (version 2; v1's widths), 68..71, 84..123. */
+static int check_frame(const uint8_t *h, uint64_t size, const uint8_t identity[32], const char *path, coli_err *e)
 {
-	return (i >= 52 && i < 60 && version == 2) || (i >= 68 && i < 72) || (i >= 84 && i < 124);
-}
-
-/* Magic, header CRC, version (into *version), header size, reserved bytes, identity. */
-static int check_frame(const uint8_t *h, uint64_t size, const uint8_t identity[32], const char *path, uint32_t *version,
-		       coli_err *e)
-{
-	if (size < COLI_KV_HEADER)
-		return coli_errf(e, COLI_EDATA, "%s: not a coli KV session (file size %llu, shorter than the %u-byte header)",
-				 path, (unsigned long long)size, COLI_KV_HEADER);
-	if (memcmp(h, kv_magic, 8) != 0)
-		return coli_errf(e, COLI_EDATA, "%s: not a coli KV session (bad magic)", path);
-	if (le_get32(h + 124) != coli_crc32(0, h, 124))
-		return coli_errf(e, COLI_EDATA, "%s: header crc32 mismatch (torn or corrupt session file)", path);
-	*version = le_get32(h + 8);
-	if (*version != 1 && *version != 2)
-		return coli_errf(e, COLI_EDATA, "%s: version %u unsupported (this reader knows 1 and 2)", path, *version);
-	if (le_get32(h + 12) != COLI_KV_HEADER)
-		return coli_errf(e, COLI_EDATA, "%s: header_size %u, expected %u", path, le_get32(h + 12), COLI_KV_HEADER);
-	for (int i = 48; i < 124; i++)
-		if (reserved_byte(i, *version) && h[i])
-			return coli_errf(e, COLI_EDATA, "%s: reserved byte %d is %u, must be 0", path, i, h[i]);
-	if (memcmp(h + 16, identity, 32) != 0)
-		return coli_errf(e, COLI_EDATA, "%s: identity: a session of another model or another conversion of it", path);
+	if (coli_frame_check(&kv_frame, h, size, identity, path, e) < 0)
+		return -1;
+	if (le_get32(h + 8) == 2 && coli_frame_reserved(h, 52, 60, path, e) < 0)
+		return -1;
+	if (coli_frame_reserved(h, 68, 72, path, e) < 0 || coli_frame_reserved(h, 84, 124, path, e) < 0)
+		return -1;
 	return 0;
 }
 
@@ -370,9 +357,9 @@ static int check_values(const char *path, const coli_kvfile *f, int vocab, coli_
 static int load(int fd, const uint8_t *h, uint64_t size, const char *path, const uint8_t identity[32], int vocab,
 		const coli_state_part *want, int n_want, coli_kvfile *f, coli_err *e)
 {
-	uint32_t version = 0;
+	uint32_t version = le_get32(h + 8);
 	uint64_t table = 0;
-	if (check_frame(h, size, identity, path, &version, e) < 0 || check_counts(h, path, f, e) < 0)
+	if (check_frame(h, size, identity, path, e) < 0 || check_counts(h, path, f, e) < 0)
 		return -1;
 	memcpy(f->identity, h + 16, 32);
 	if (version == 1 && v1_parts(h, want, n_want, path, f, e) < 0)

@@ -7,10 +7,18 @@
 #include <unistd.h>
 
 #include "fileio.h"
+#include "frame.h"
 #include "le.h"
 #include "manifest.h"
 
-static const uint8_t map_magic[8] = {0x89, 'C', 'O', 'L', 'I', 'M', 'R', '\n'};
+static const coli_frame map_frame = {
+	.kind = "coli mirror map",
+	.foreign = "the map of a mirror of another container",
+	.magic = {0x89, 'C', 'O', 'L', 'I', 'M', 'R', '\n'},
+	.header_size = COLI_MIRROR_HEADER,
+	.version_min = COLI_MIRROR_VERSION,
+	.version = COLI_MIRROR_VERSION,
+};
 
 static size_t bitmap_bytes(uint64_t n)
 {
@@ -57,16 +65,12 @@ int coli_mirror_map_write(const char *path, const coli_mirror_map *m, coli_err *
 	uint8_t *buf = coli_malloc(COLI_MIRROR_HEADER + nb, e), *h = buf;
 	if (!buf)
 		return -1;
-	memset(h, 0, COLI_MIRROR_HEADER);
-	memcpy(h, map_magic, 8);
-	le_put32(h + 8, COLI_MIRROR_VERSION);
-	le_put32(h + 12, COLI_MIRROR_HEADER);
-	memcpy(h + 16, m->identity, 32);
+	coli_frame_put(&map_frame, h, m->identity);
 	le_put32(h + 48, m->n_records);
 	le_put32(h + 52, m->held);
 	memcpy(buf + COLI_MIRROR_HEADER, m->bits, nb);
 	le_put32(h + 56, coli_crc32(0, buf + COLI_MIRROR_HEADER, nb));
-	le_put32(h + 60, coli_crc32(0, h, 60));
+	coli_frame_seal(&map_frame, h);
 	int rc = coli_write_atomic(path, buf, COLI_MIRROR_HEADER + nb, e);
 	free(buf);
 	return rc;
@@ -76,17 +80,8 @@ int coli_mirror_map_write(const char *path, const coli_mirror_map *m, coli_err *
 static int check_header(const uint8_t *h, uint64_t size, const uint8_t identity[32], uint64_t n_records,
 			const char *path, coli_mirror_map *m, coli_err *e)
 {
-	if (size < COLI_MIRROR_HEADER || memcmp(h, map_magic, 8) != 0)
-		return coli_errf(e, COLI_EDATA, "%s: not a coli mirror map (bad magic)", path);
-	if (le_get32(h + 60) != coli_crc32(0, h, 60))
-		return coli_errf(e, COLI_EDATA, "%s: header_crc32 mismatch (torn or corrupt mirror map)", path);
-	if (le_get32(h + 8) != COLI_MIRROR_VERSION)
-		return coli_errf(e, COLI_EDATA, "%s: version %u unsupported (this reader knows %u)", path, le_get32(h + 8),
-				 COLI_MIRROR_VERSION);
-	if (le_get32(h + 12) != COLI_MIRROR_HEADER)
-		return coli_errf(e, COLI_EDATA, "%s: header_size %u, expected %u", path, le_get32(h + 12), COLI_MIRROR_HEADER);
-	if (identity && memcmp(h + 16, identity, 32) != 0)
-		return coli_errf(e, COLI_EDATA, "%s: identity: the map of a mirror of another container", path);
+	if (coli_frame_check(&map_frame, h, size, identity, path, e) < 0)
+		return -1;
 	uint32_t n = le_get32(h + 48), held = le_get32(h + 52);
 	if (n == 0 || n > COLI_MIRROR_MAX_RECORDS)
 		return coli_errf(e, COLI_EDATA, "%s: n_records %u out of range [1, %u]", path, n, COLI_MIRROR_MAX_RECORDS);

@@ -14,12 +14,19 @@
 #include <zlib.h>
 
 #include "fileio.h"
+#include "frame.h"
 #include "le.h"
 
 #define REC COLI_TRACE_REC_SIZE
 #define COPY_FIXED 34u /* dev[32], dir_len */
 
-static const uint8_t trace_magic[8] = {0x89, 'C', 'O', 'L', 'I', 'T', 'R', '\n'};
+static const coli_frame trace_frame = {
+	.kind = "coli trace",
+	.magic = {0x89, 'C', 'O', 'L', 'I', 'T', 'R', '\n'},
+	.header_size = COLI_TRACE_HEADER,
+	.version_min = COLI_TRACE_VERSION_MIN,
+	.version = COLI_TRACE_VERSION,
+};
 static const uint8_t trailer_magic[8] = {0x89, 'C', 'O', 'L', 'I', 'T', 'E', '\n'};
 static const char *const kind_name[] = {"", "TOKEN", "SPAN", "READ", "EXPERT", "WALL"};
 
@@ -218,11 +225,7 @@ static void put_ext(uint8_t *p, const coli_trace_info *in, const char *meta, siz
 
 static void put_header(uint8_t *h, const coli_trace_info *in, uint64_t start, size_t ext_size, uint32_t ext_crc)
 {
-	memset(h, 0, COLI_TRACE_HEADER);
-	memcpy(h, trace_magic, 8);
-	le_put32(h + 8, COLI_TRACE_VERSION);
-	le_put32(h + 12, COLI_TRACE_HEADER);
-	memcpy(h + 16, in->identity, 32);
+	coli_frame_put(&trace_frame, h, in->identity);
 	le_put32(h + 48, (uint32_t)in->n_layers);
 	le_put32(h + 52, (uint32_t)in->n_experts);
 	le_put32(h + 56, (uint32_t)in->top_k);
@@ -231,7 +234,7 @@ static void put_header(uint8_t *h, const coli_trace_info *in, uint64_t start, si
 	le_put32(h + 76, (uint32_t)in->n_copies);
 	le_put32(h + 80, (uint32_t)ext_size);
 	le_put32(h + 84, ext_crc);
-	le_put32(h + 124, coli_crc32(0, h, 124));
+	coli_frame_seal(&trace_frame, h);
 }
 
 static int put(coli_trace_writer *w, const void *data, size_t n, coli_err *e)
@@ -456,16 +459,13 @@ static int check_fixed(coli_trace_reader *r, const uint8_t *h, coli_err *e)
 {
 	uint32_t nc = le_get32(h + 76), es = le_get32(h + 80);
 	uint64_t es_max = (uint64_t)nc * (COPY_FIXED + COLI_TRACE_MAX_DIR) + 4 + COLI_TRACE_MAX_META;
-	if (le_get32(h + 12) != COLI_TRACE_HEADER)
-		return coli_errf(e, COLI_EDATA, "%s: header_size %u, expected %u", r->name, le_get32(h + 12), COLI_TRACE_HEADER);
 	if (le_get32(h + 60))
 		return coli_errf(e, COLI_EDATA, "%s: flags 0x%08x: version %u defines no flag, must be 0", r->name,
 				 le_get32(h + 60), le_get32(h + 8));
 	if (le_get32(h + 72) != REC)
 		return coli_errf(e, COLI_EDATA, "%s: record_size %u, expected %u", r->name, le_get32(h + 72), REC);
-	for (int i = 88; i < 124; i++)
-		if (h[i])
-			return coli_errf(e, COLI_EDATA, "%s: reserved byte %d is %u, must be 0", r->name, i, h[i]);
+	if (coli_frame_reserved(h, 88, 124, r->name, e) < 0)
+		return -1;
 	if (check_shape(r->name, le_get32(h + 48), le_get32(h + 52), le_get32(h + 56), nc, COLI_EDATA, e) < 0)
 		return -1;
 	if (es > es_max)
@@ -474,23 +474,15 @@ static int check_fixed(coli_trace_reader *r, const uint8_t *h, coli_err *e)
 	return 0;
 }
 
+/* The header as far as the input goes: a short one is refused as truncated (frame.h). The reader
+ * is given no container, so any identity is read. */
 static int read_header(coli_trace_reader *r, uint8_t *h, coli_err *e)
 {
 	size_t got;
 	if (read_full(r, h, COLI_TRACE_HEADER, &got, e) < 0)
 		return -1;
-	if (memcmp(h, trace_magic, got < 8 ? got : 8) != 0)
-		return coli_errf(e, COLI_EDATA, "%s: not a coli trace (bad magic)", r->name);
-	if (got >= 12 && (le_get32(h + 8) < COLI_TRACE_VERSION_MIN || le_get32(h + 8) > COLI_TRACE_VERSION))
-		return coli_errf(e, COLI_EDATA, "%s: version %u unsupported (this reader knows %u to %u)", r->name,
-				 le_get32(h + 8), COLI_TRACE_VERSION_MIN, COLI_TRACE_VERSION);
-	if (got < COLI_TRACE_HEADER)
-		return coli_errf(e, COLI_EDATA, "%s: header: %zu of %u bytes (truncated file)", r->name, got,
-				 COLI_TRACE_HEADER);
-	uint32_t crc = coli_crc32(0, h, 124);
-	if (le_get32(h + 124) != crc)
-		return coli_errf(e, COLI_EDATA, "%s: header_crc32 0x%08x, the header hashes to 0x%08x (corrupt header)",
-				 r->name, le_get32(h + 124), crc);
+	if (coli_frame_check(&trace_frame, h, got, NULL, r->name, e) < 0)
+		return -1;
 	return check_fixed(r, h, e);
 }
 

@@ -9,9 +9,17 @@
 #include <unistd.h>
 
 #include "fileio.h"
+#include "frame.h"
 #include "le.h"
 
-static const uint8_t usage_magic[8] = {0x89, 'C', 'O', 'L', 'I', 'U', 'S', '\n'};
+static const coli_frame usage_frame = {
+	.kind = "coli usage file",
+	.foreign = "usage statistics of another model or another conversion of it",
+	.magic = {0x89, 'C', 'O', 'L', 'I', 'U', 'S', '\n'},
+	.header_size = COLI_USAGE_HEADER,
+	.version_min = COLI_USAGE_VERSION,
+	.version = COLI_USAGE_VERSION,
+};
 
 static void putf64(uint8_t *p, double d)
 {
@@ -67,18 +75,14 @@ int coli_usage_write(const char *path, const coli_usage *u, coli_err *e)
 		return -1;
 	for (uint64_t i = 0; i < n / 8; i++)
 		putf64(buf + COLI_USAGE_HEADER + 8 * i, u->counts[i]);
-	memset(h, 0, COLI_USAGE_HEADER);
-	memcpy(h, usage_magic, 8);
-	le_put32(h + 8, COLI_USAGE_VERSION);
-	le_put32(h + 12, COLI_USAGE_HEADER);
-	memcpy(h + 16, u->identity, 32);
+	coli_frame_put(&usage_frame, h, u->identity);
 	le_put32(h + 48, (uint32_t)u->n_layers);
 	le_put32(h + 52, (uint32_t)u->n_experts);
 	le_put32(h + 56, u->runs);
 	putf64(h + 64, u->decay);
 	le_put64(h + 72, n);
 	le_put32(h + 80, coli_crc32(0, buf + COLI_USAGE_HEADER, n));
-	le_put32(h + 124, coli_crc32(0, h, 124));
+	coli_frame_seal(&usage_frame, h);
 	int rc = coli_write_atomic(path, buf, (size_t)(COLI_USAGE_HEADER + n), e);
 	free(buf);
 	return rc;
@@ -87,21 +91,8 @@ int coli_usage_write(const char *path, const coli_usage *u, coli_err *e)
 static int check_header(const uint8_t *h, uint64_t size, const uint8_t identity[32], const char *path,
 			coli_usage *u, coli_err *e)
 {
-	if (size < 8 || memcmp(h, usage_magic, 8) != 0)
-		return coli_errf(e, COLI_EDATA, "%s: not a coli usage file (bad magic)", path);
-	if (size < COLI_USAGE_HEADER)
-		return coli_errf(e, COLI_EDATA, "%s: truncated: %llu bytes, shorter than the %u-byte header", path,
-				 (unsigned long long)size, COLI_USAGE_HEADER);
-	if (le_get32(h + 124) != coli_crc32(0, h, 124))
-		return coli_errf(e, COLI_EDATA, "%s: header crc32 mismatch (torn or corrupt usage file)", path);
-	if (le_get32(h + 8) != COLI_USAGE_VERSION)
-		return coli_errf(e, COLI_EDATA, "%s: version %u unsupported (this reader knows %u)", path, le_get32(h + 8),
-				 COLI_USAGE_VERSION);
-	if (le_get32(h + 12) != COLI_USAGE_HEADER)
-		return coli_errf(e, COLI_EDATA, "%s: header_size %u, expected %u", path, le_get32(h + 12), COLI_USAGE_HEADER);
-	if (memcmp(h + 16, identity, 32) != 0)
-		return coli_errf(e, COLI_EDATA, "%s: identity: usage statistics of another model or another conversion of it",
-				 path);
+	if (coli_frame_check(&usage_frame, h, size, identity, path, e) < 0)
+		return -1;
 	uint32_t nl = le_get32(h + 48), ne = le_get32(h + 52);
 	if (nl == 0 || ne == 0 || nl > COLI_USAGE_MAX_LAYERS || ne > COLI_USAGE_MAX_EXPERTS)
 		return coli_errf(e, COLI_EDATA, "%s: n_layers %u / n_experts %u out of range [1, %d] / [1, %d]", path, nl, ne,
@@ -109,12 +100,8 @@ static int check_header(const uint8_t *h, uint64_t size, const uint8_t identity[
 	double decay = getf64(h + 64);
 	if (!(decay >= 0.0 && decay <= 1.0))
 		return coli_errf(e, COLI_EDATA, "%s: decay %g out of range [0, 1]", path, decay);
-	for (int i = 60; i < 64; i++)
-		if (h[i])
-			return coli_errf(e, COLI_EDATA, "%s: reserved byte %d is %u, must be 0", path, i, h[i]);
-	for (int i = 84; i < 124; i++)
-		if (h[i])
-			return coli_errf(e, COLI_EDATA, "%s: reserved byte %d is %u, must be 0", path, i, h[i]);
+	if (coli_frame_reserved(h, 60, 64, path, e) < 0 || coli_frame_reserved(h, 84, 124, path, e) < 0)
+		return -1;
 	uint64_t n = le_get64(h + 72), want = payload_bytes((int)nl, (int)ne);
 	if (n != want || COLI_USAGE_HEADER + n != size)
 		return coli_errf(e, COLI_EDATA, "%s: payload_size %llu, file size %llu, shape implies %llu%s", path,

@@ -92,7 +92,8 @@ static void map_rules(void)
 	coli_mirror_map_release(&r);
 
 	refused(&m, bad_magic, 1, "bad magic", "read: refuses a bad magic");
-	refused(&m, short_file, 1, "bad magic", "read: refuses a file shorter than the header");
+	refused(&m, short_file, 1, "truncated: file size 40, shorter than the 64-byte header",
+		"read: a file cut inside its header (magic intact) is called truncated, not bad magic");
 	refused(&m, flip_header, 1, "header_crc32", "read: refuses a flipped header byte (header_crc32)");
 	refused(&m, version_2, 0, "version 2", "read: refuses another version");
 	refused(&m, header_size_128, 0, "header_size 128", "read: refuses another header_size");

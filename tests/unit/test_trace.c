@@ -549,7 +549,7 @@ static void truncations(void)
 static void header_cases(void)
 {
 	header_case("header: bad magic", 1, 1, 'X', 0, "bad magic");
-	header_case("header: a future version", 8, 4, 3, 1, "version 3 unsupported (this reader knows 1 to 2)");
+	header_case("header: a future version", 8, 4, 3, 1, "version 3 unsupported (this reader knows 1 and 2)");
 	header_case("header: version 0", 8, 4, 0, 1, "version 0 unsupported");
 	header_case("header: a flipped byte (header_crc32)", 50, 1, 0x7f, 0, "header_crc32");
 	header_case("header: header_size", 12, 4, 256, 1, "header_size 256");

@@ -113,12 +113,12 @@ int main(void)
 
 	refused(&u, NULL, other, "identity", "read: refuses another model's file (identity)");
 	refused(&u, bad_payload, id, "payload crc32", "read: refuses a flipped payload byte (payload crc32)");
-	refused(&u, bad_header, id, "header crc32", "read: refuses a flipped header byte (header crc32)");
+	refused(&u, bad_header, id, "header_crc32 0x", "read: refuses a flipped header byte (header_crc32)");
 	refused(&u, header_size_64, id, "header_size 64, expected 128", "read: refuses a header_size other than 128");
 	refused(&u, reserved_61, id, "reserved byte 61 is 1, must be 0", "read: refuses a non-zero reserved byte 60..63");
 	refused(&u, reserved_100, id, "reserved byte 100 is 7, must be 0", "read: refuses a non-zero reserved byte 84..123");
 	refused(&u, truncated, id, "(truncated)", "read: refuses a truncated file (payload_size, truncated)");
-	refused(&u, short_header, id, "truncated: 60 bytes, shorter than the 128-byte header",
+	refused(&u, short_header, id, "truncated: file size 60, shorter than the 128-byte header",
 		"read: a file cut inside its header (magic intact) is called truncated, not bad magic");
 	refused(&u, bad_magic, id, "bad magic", "read: refuses a bad magic");
 
