@@ -118,8 +118,7 @@ static void ram_outcome(const coli_engine *m, int l, int x)
 	coli_tracer_emit(m->tr, COLI_TR_EXPERT, COLI_X_PIN, 0, l, x, t, t, 0);
 }
 
-/* A get that may wait for its read: the wait is the trace's I/O wait. */
-static const coli_expert *traced_get(const coli_engine *m, int l, int x, coli_err *e)
+const coli_expert *moe_get(const coli_engine *m, int l, int x, coli_err *e)
 {
 	if (!m->tr || !coli_store_streams(m->store)) {
 		ram_outcome(m, l, x);
@@ -145,7 +144,7 @@ static int run_expert(const coli_engine *m, int l, int x, const float *X, int n,
 			}
 	if (cnt == 0)
 		return 0;
-	const coli_expert *ex = traced_get(m, l, x, e);
+	const coli_expert *ex = moe_get(m, l, x, e);
 	if (!ex)
 		return -1;
 	swiglu_mlp(m->kc, &ex->gate, &ex->up, &ex->down, w->G, cnt, w->H, w->U, w->D);
@@ -221,7 +220,7 @@ static int experts_one_token(const coli_engine *m, int l, const float *x, fwd_ws
 			int j = 0;
 			while (ex[j])
 				j++;
-			if (!(ex[j] = traced_get(m, l, want[j], e)))
+			if (!(ex[j] = moe_get(m, l, want[j], e)))
 				rc = -1;
 			js[n++] = j;
 		}

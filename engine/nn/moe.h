@@ -19,6 +19,10 @@ void route(const coli_model *c, const float *corr_bias, const float *logits, int
 int mlp_block(const coli_engine *m, int l, int pos, const float *X, int n, float *out, int32_t *ids, float *wts,
 	      coli_err *e);
 
+/* Expert x of layer l from the store, traced: in RAM a pin outcome; streamed, the get's wait as
+ * the trace's I/O wait (the time before it as expert compute). Release with coli_store_release. */
+const coli_expert *moe_get(const coli_engine *m, int l, int x, coli_err *e);
+
 /* Decode: predicts the experts MoE layer l will choose from x, the residual before its MLP is
  * added (layer l-1's post-attention state), by layer l's own norm, router and route(), and
  * hands them to coli_store_predict (reads queued behind every demanded one). Does nothing unless the

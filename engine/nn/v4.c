@@ -11,6 +11,7 @@
 
 #include "fileio.h"
 #include "nn/blocks.h"
+#include "nn/moe.h"
 #include "nn/rope.h"
 #include "nn/weights.h"
 
@@ -278,7 +279,7 @@ static int index_select(coli_engine *m, v4_kv *s, const layer_w *W, const v4_lay
 /* ---- attention ----------------------------------------------------------------------------- */
 
 /* The attention of layer l for the token at p, input s->xn, output s->y. */
-static void attention(coli_engine *m, v4_kv *s, int l, int p)
+static void v4_attention(coli_engine *m, v4_kv *s, int l, int p)
 {
 	const coli_model *c = m->cfg;
 	const layer_w *W = &m->w->layers[l];
@@ -339,7 +340,7 @@ static void attention(coli_engine *m, v4_kv *s, int l, int p)
 /* ---- MoE -------------------------------------------------------------------------------------- */
 
 /* y (+)= weight x the clamped SwiGLU expert (gate, up, down) of x. */
-static void expert(coli_engine *m, v4_kv *s, const coli_mat *gate, const coli_mat *up, const coli_mat *down,
+static void v4_expert(coli_engine *m, v4_kv *s, const coli_mat *gate, const coli_mat *up, const coli_mat *down,
 		   float weight, float *y)
 {
 	const coli_model *c = m->cfg;
@@ -359,7 +360,7 @@ static void expert(coli_engine *m, v4_kv *s, const coli_mat *gate, const coli_ma
 /* The router of layer l for token tok: hash layers' table, else the top-k of sqrt(softplus)
  * scores plus the correction bias (ties to the lower id); weights the chosen scores
  * renormalised x routed_scaling_factor, sorted by weight (ties lower id). */
-static void route(coli_engine *m, v4_kv *s, int l, int32_t tok)
+static void v4_route(coli_engine *m, v4_kv *s, int l, int32_t tok)
 {
 	const coli_model *c = m->cfg;
 	const layer_w *W = &m->w->layers[l];
@@ -401,22 +402,24 @@ static void route(coli_engine *m, v4_kv *s, int l, int32_t tok)
 
 /* The MoE of layer l for token tok (input s->xn, output s->y); its routing into ids, wts when
  * given. */
-static int moe(coli_engine *m, v4_kv *s, int l, int32_t tok, int32_t *ids, float *wts, coli_err *e)
+static int v4_moe(coli_engine *m, v4_kv *s, int l, int32_t tok, int32_t *ids, float *wts, coli_err *e)
 {
 	const coli_model *c = m->cfg;
 	const layer_w *W = &m->w->layers[l];
-	route(m, s, l, tok);
+	v4_route(m, s, l, tok);
+	coli_tracer_mark(m->tr, COLI_SPAN_ROUTER, l);
 	memset(s->y, 0, (size_t)c->hidden_size * sizeof(float));
 	coli_store_request(m->store, l, s->ids, c->top_k);
 	for (int j = 0; j < c->top_k; j++) {
-		const coli_expert *x = coli_store_get(m->store, l, s->ids[j], e);
+		const coli_expert *x = moe_get(m, l, s->ids[j], e);
 		if (!x)
 			return -1;
-		expert(m, s, &x->gate, &x->up, &x->down, s->wts[j], s->y);
+		v4_expert(m, s, &x->gate, &x->up, &x->down, s->wts[j], s->y);
 		coli_store_release(m->store, l, s->ids[j]);
 	}
 	if (c->n_shared_experts)
-		expert(m, s, &W->sh_gate, &W->sh_up, &W->sh_down, 1.0f, s->y);
+		v4_expert(m, s, &W->sh_gate, &W->sh_up, &W->sh_down, 1.0f, s->y);
+	coli_tracer_mark(m->tr, COLI_SPAN_EXPERTS, l);
 	if (ids)
 		memcpy(ids, s->ids, (size_t)c->top_k * sizeof(*ids));
 	if (wts)
@@ -440,24 +443,30 @@ static int token(coli_engine *m, coli_kv *kv, int32_t tok, int p, float *logits,
 	coli_mat_row(m->kc, &w->embed, tok, s->x);
 	for (int j = 0; j < S; j++)
 		memcpy(s->st + (int64_t)j * D, s->x, (size_t)D * sizeof(float));
+	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, -1);
 	for (int l = 0; l < c->n_layers; l++) {
 		const layer_w *W = &w->layers[l];
 		hc_pre(c, s, W->hc_fn[0], W->hc_base[0], W->hc_scale[0], s->x, s->post);
 		rmsnorm(s->xn, s->x, W->attn_norm, D, eps);
-		attention(m, s, l, p);
+		coli_tracer_mark(m->tr, COLI_SPAN_OTHER, l);
+		v4_attention(m, s, l, p);
+		coli_tracer_mark(m->tr, COLI_SPAN_ATTENTION, l);
 		hc_post(c, s, s->y);
 		hc_pre(c, s, W->hc_fn[1], W->hc_base[1], W->hc_scale[1], s->x, s->post);
 		rmsnorm(s->xn, s->x, W->mlp_norm, D, eps);
+		coli_tracer_mark(m->tr, COLI_SPAN_OTHER, l);
 		int64_t at = ((int64_t)l * n_all + row) * k;
-		if (moe(m, s, l, tok, routing ? routing->ids + at : NULL, routing && routing->weights ? routing->weights + at : NULL,
+		if (v4_moe(m, s, l, tok, routing ? routing->ids + at : NULL, routing && routing->weights ? routing->weights + at : NULL,
 			e) < 0)
 			return -1;
 		hc_post(c, s, s->y);
+		coli_tracer_mark(m->tr, COLI_SPAN_OTHER, l);
 	}
 	hc_pre(c, s, w->top.hc_fn[2], w->top.hc_base[2], w->top.hc_scale[2], s->x, NULL);
 	rmsnorm(s->xn, s->x, w->final_norm, D, eps);
 	if (logits)
 		coli_mat_vec(m->kc, &w->lm_head, s->xn, logits);
+	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, -1);
 	return 0;
 }
 
