@@ -441,6 +441,11 @@ static int token(coli_engine *m, coli_kv *kv, int32_t tok, int p, float *logits,
 	int S = c->hc_mult, D = c->hidden_size, k = c->top_k;
 	float eps = (float)c->rms_norm_eps;
 	coli_mat_row(m->kc, &w->embed, tok, s->x);
+	for (int l = 0; l < c->n_hash_layers && l < c->n_layers; l++) { /* known from the token: read ahead */
+		for (int j = 0; j < k; j++)
+			s->ids[j] = (int32_t)w->layers[l].tid2eid[(int64_t)tok * k + j];
+		coli_store_prefetch(m->store, l, s->ids, k);
+	}
 	for (int j = 0; j < S; j++)
 		memcpy(s->st + (int64_t)j * D, s->x, (size_t)D * sizeof(float));
 	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, -1);
