@@ -211,6 +211,16 @@ static int is(coli_sim_stats st, uint64_t hits, uint64_t misses, uint64_t pin_hi
 
 #define SHOW(st) (unsigned long long)(st).hits, (unsigned long long)(st).misses, (unsigned long long)(st).pin_hits
 
+/* The order of eviction the store and the simulator share. */
+static void test_evict_order(void)
+{
+	T_CHECK("evict: LRU takes the least recent whatever the counts",
+		coli_evict_before(COLI_SIM_LRU, 9, 1, 1, 2) && !coli_evict_before(COLI_SIM_LRU, 1, 2, 9, 1), "%s", "order");
+	T_CHECK("evict: LFU takes the lower count first, then the least recent",
+		coli_evict_before(COLI_SIM_LFU, 1, 2, 9, 1) && !coli_evict_before(COLI_SIM_LFU, 9, 1, 1, 2) &&
+		coli_evict_before(COLI_SIM_LFU, 3, 1, 3, 2) && !coli_evict_before(COLI_SIM_LFU, 3, 2, 3, 1), "%s", "order");
+}
+
 static void test_sim_loop(void)
 {
 	const char *loop = "0 1 2 0 1 2 0 1 2";
@@ -485,6 +495,7 @@ int main(void)
 	test_budget_refused();
 	test_budget_pins();
 	test_pins();
+	test_evict_order();
 	test_sim_loop();
 	test_sim_pins();
 	test_sim_batches();
