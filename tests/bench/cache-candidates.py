@@ -9,7 +9,8 @@ chosen) and of the second (held out), and over all.
 
 usage: tests/bench/cache-candidates.py [ROUTE.csv] [--global] [--budget MiB,...] [--policy NAME,...]
        tests/bench/cache-candidates.py [ROUTE.csv] --next-layer-recall
-  policies: lru lfu lfu-weight lfu-recent lrfu0.99 lrfu0.97 lrfu0.95 lrfu0.90 lrfu0.80 learn
+  policies: lru lfu lfu-weight lfu-recent lrfu0.99 lrfu0.97 lrfu0.95 lrfu0.90 lrfu0.80 transition
+            transition2 transition8 transition32 transition128 learn
             learn-weight learn-density learn-nextlayer (the last two meant for --global)
 """
 import collections, re, sys
@@ -206,8 +207,54 @@ class NextLayer(Learn):
         return super().key(l, x)
 
 
+class Transition(Policy):
+    """per layer: the chance that the expert is chosen at the next position given the experts just
+    chosen at this one, from how often it followed each of them in the layer's earlier positions
+    (a Markov model of the layer's routing, self-transitions included: recency where it repeats);
+    ties and unseen: LFU"""
+    def __init__(self, L, E):
+        super().__init__(L, E)
+        self.M, self.N = collections.defaultdict(collections.Counter), collections.Counter()
+        self.now = {}
+
+    def position(self, l, p, r):
+        chosen = [x for x, _ in r]
+        if not self.prompt and l in self.now:
+            for x in self.now[l]:
+                self.N[l, x] += 1
+                self.M[l, x].update(chosen)
+        super().position(l, p, r)
+        self.now[l] = [] if self.prompt else chosen
+
+    def key(self, l, x):
+        S = self.now.get(l, [])
+        den = sum(self.N[l, y] for y in S)
+        return (sum(self.M[l, y][x] for y in S) / den if den else 0, self.cnt[l, x])
+
+
+class TransitionPrior(Transition):
+    """Transition's chance shrunk toward the expert's rate so far (uses per position of the
+    layer), a weighing a of pseudo-observations: (followed + a x rate) / (seen + a)"""
+    def __init__(self, L, E, a):
+        super().__init__(L, E)
+        self.a, self.seen = a, collections.Counter()
+
+    def position(self, l, p, r):
+        super().position(l, p, r)
+        self.seen[l] += 1
+
+    def key(self, l, x):
+        S = self.now.get(l, [])
+        rate = self.cnt[l, x] / max(1, self.seen[l])
+        den = sum(self.N[l, y] for y in S)
+        return ((sum(self.M[l, y][x] for y in S) + self.a * rate) / (den + self.a), self.cnt[l, x])
+
+
 POLICIES = {'lru': Policy, 'lfu': LFU, 'lfu-weight': WeightLFU, 'lfu-recent': LFURecent, 'learn': Learn,
-            'learn-weight': lambda L, E: Learn(L, E, True), 'learn-density': Density, 'learn-nextlayer': NextLayer}
+            'learn-weight': lambda L, E: Learn(L, E, True), 'learn-density': Density, 'learn-nextlayer': NextLayer,
+            'transition': Transition}
+for a in (2, 8, 32, 128):
+    POLICIES['transition%d' % a] = (lambda a: lambda L, E: TransitionPrior(L, E, a))(a)
 for g in (0.99, 0.97, 0.95, 0.90, 0.80):
     POLICIES['lrfu%.2f' % g] = (lambda g: lambda L, E: LRFU(L, E, g))(g)
 
