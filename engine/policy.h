@@ -1,6 +1,7 @@
 /* policy.h: the expert cache's policy, in one place: coli-run's RAM budget split (--ram,
- * --cache-slots, --pins), the pins chosen from usage counts, the usage decay, and a simulator of
- * expert caches that replays routing (coli-profile replay, docs/cache-policy.md).
+ * --cache-slots, --pins), the pins chosen from usage counts, the usage decay, the order of
+ * eviction that the streaming store and the simulator share, and a simulator of expert caches
+ * that replays routing (coli-profile replay, docs/cache-policy.md).
  *
  * Pure functions: no I/O, no printing, no environment, no globals. The simulator is the one
  * object: it allocates its memory at open, nothing per batch.
@@ -33,6 +34,20 @@ int coli_pins_choose(const double *counts, int n_experts, int n, int *out);
 /* The most experts of count > 0 in one layer of a [n_layers][n_experts] table (0 for NULL):
  * more pins than that would stay empty. */
 int coli_usage_known(const double *counts, int n_layers, int n_experts);
+
+/* ---- the eviction order ------------------------------------------------------------------------ */
+
+/* coli-run's eviction policy when --cache-policy is not given (run/main.c): a value of enum
+ * coli_sim_policy (below), COLI_SIM_LRU or COLI_SIM_LFU, the two the streaming store has
+ * (store_stream_opts.cache_policy takes the same values). */
+#define COLI_CACHE_DEFAULT COLI_SIM_LFU
+
+/* Whether a cached expert of (count a, last use ta) is evicted before one of (count b, last use
+ * tb): the one order of eviction that the streaming store (engine/store/stream.c) and the
+ * simulator's LRU and LFU (below) both call. COLI_SIM_LRU: the least recently used first;
+ * COLI_SIM_LFU: the lower count first (the usage counts given at start + the uses so far), ties
+ * the least recently used. Ticks are distinct per pool. */
+int coli_evict_before(int policy, double a, uint64_t ta, double b, uint64_t tb);
 
 /* ---- the RAM budget --------------------------------------------------------------------------- */
 
@@ -144,6 +159,7 @@ int coli_run_sizing(const coli_container *ct, const coli_run_ask *a, coli_budget
  * Eviction: the resident not in the batch with the lowest (key, last use); the key is the
  * policy's:
  *   LRU     none: least recently used. With pins: the streaming store's "pins + LRU".
+ *           (LRU and LFU evict in coli_evict_before's order, the store's own.)
  *   SLRU    segmented LRU: a hit moves an expert to the protected segment (at most 80% of the
  *           slots; beyond, its least recent other member returns to probation as if just used);
  *           probation is evicted first.
@@ -192,9 +208,10 @@ typedef struct coli_sim_batch {
 	const int32_t *experts; /* n distinct ids */
 } coli_sim_batch;
 
-/* Hits include pin hits; hits + misses = the experts of the batches. */
+/* Hits include pin hits; hits + misses = the experts of the batches; evictions: residents
+ * dropped to make room (slots) or to fit the budget (bytes mode). */
 typedef struct coli_sim_stats {
-	uint64_t hits, misses, pin_hits;
+	uint64_t hits, misses, pin_hits, evictions;
 } coli_sim_stats;
 
 typedef struct coli_sim coli_sim;
@@ -210,6 +227,9 @@ void coli_sim_close(coli_sim *s);
  * copied) as the usage before the run: LFU's starting counts, the warm LFU's preload, and the
  * pins: each layer's first `pins` experts of the pin order (coli_pins_choose; 0: none). */
 void coli_sim_start(coli_sim *s, const double *counts, int pins);
+
+/* The same with each layer's number of pins: pins[l] (NULL: none) of layer l's pin order. */
+void coli_sim_start_layers(coli_sim *s, const double *counts, const int *pins);
 
 /* Replays seq[0..n) (the warm preload first, right after start). Every batch is checked first
  * (layer, size, ids in range and distinct, n <= max_batches for BELADY): -1 with e (COLI_EUSAGE)

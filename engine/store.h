@@ -9,6 +9,7 @@
 
 #include "container.h"
 #include "kernels.h"
+#include "policy.h"
 #include "tracer.h"
 
 typedef struct coli_expert {
@@ -164,8 +165,10 @@ typedef struct coli_events {
 	void *ctx;
 } coli_events;
 
-/* The streaming store's eviction policies (policy.h's simulator has both, COLI_SIM_LRU/LFU). */
-enum { STORE_CACHE_LRU, STORE_CACHE_LFU };
+/* The streaming store's eviction policies: the simulator's COLI_SIM_LRU and COLI_SIM_LFU
+ * (policy.h), whose order of eviction (coli_evict_before) the store calls; coli-run's default
+ * is COLI_CACHE_DEFAULT. */
+enum { STORE_CACHE_LRU = COLI_SIM_LRU, STORE_CACHE_LFU = COLI_SIM_LFU };
 
 /* Options of the streaming store. */
 typedef struct store_stream_opts {
@@ -215,6 +218,9 @@ struct coli_store_stats {
 	 * else a miss (read, or being read, for it: by the get, a request, a prefetch or a prediction) */
 	uint64_t hits, misses;
 	uint64_t pin_hits;        /* of the hits, gets of a pinned expert */
+	uint64_t evictions;       /* cached experts the policy evicted to make room (a miss's slot, or
+				   * the cache trimmed to its size after a release; not the dropped
+				   * predictions nor records failing their check) */
 	int pins;                 /* experts pinned in the MoE layer with most (0: none) */
 	int pins_min;             /* experts pinned in the MoE layer with fewest */
 	uint64_t bytes_read;

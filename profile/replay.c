@@ -27,10 +27,11 @@ const rp_policy rp_policies[] = {
 	{"slru", "one segmented LRU pool (a hit moves an expert to a protected 80%)", COLI_SIM_SLRU, 1, 0, 0},
 	{"layer-slru", "segmented LRU per layer", COLI_SIM_SLRU, 0, 0, 0},
 	{"layer-min", "MIN per layer: the ceiling of an even split", COLI_SIM_BELADY, 0, 0, 0},
-	{"coli", "coli-run's default: per layer half its share pinned (the prompt's most routed experts), LRU for "
-		 "the rest", COLI_SIM_LRU, 0, 1, 0},
-	{"coli-usage", "the same, pins from the whole trace's routing (the usage of earlier turns like this one)",
-	 COLI_SIM_LRU, 0, 2, 0},
+	{"coli", "coli-run's default without --usage (a first turn): its --cache-policy default per layer (lfu), "
+		 "no pins", COLI_CACHE_DEFAULT, 0, 0, 0},
+	{"coli-usage", "coli-run's default with a --usage file: per layer half its share pinned, the rest under "
+		       "its default policy, pins and counts from the whole trace's routing (the usage of earlier "
+		       "turns like this one: it peeks)", COLI_CACHE_DEFAULT, 0, 1, 0},
 	{"skew-lru", "LRU per layer, each layer's share sized by its prompt working set", COLI_SIM_LRU, 0, 0, 1},
 	{"skew-lfu", "LFU per layer, shares sized by the prompt working set", COLI_SIM_LFU, 0, 0, 1},
 	{"arc", "one ARC pool (adaptive replacement: recency and frequency lists, their ghosts steering the split)",
@@ -172,8 +173,8 @@ void rp_release(rp_seq *s)
 typedef struct rp_setup {
 	double budget;         /* the simulator's budget */
 	double *cost;          /* [L] the simulator's costs */
-	double *pin_counts;    /* [L x E] NULL: no pins; else only each layer's pins have a count */
-	int pins;              /* the most pins of a layer */
+	const double *counts;  /* [L x E] the usage before the run (LFU's counts, the pin order); NULL: none */
+	int *pins;             /* [L] each layer's pins (of counts' pin order); NULL: none */
 } rp_setup;
 
 /* Each layer's share: even, or by its prompt working set (distinct experts, at least 1). */
@@ -191,21 +192,20 @@ static void shares(const rp_seq *s, const rp_policy *p, double part, double *sha
 		share[l] = part * s->n_layers * share[l] / sum;
 }
 
-/* The pins of each layer: half of what its share holds, the most counted first. */
-static int pin_table(const rp_seq *s, const rp_policy *p, const double *share, const double *cost, rp_setup *u,
-		     coli_err *e)
+/* The usage (the whole trace's counts) and each layer's pins as coli-run's budget split makes
+ * them with --usage: half of what its share holds, leaving top_k slots, at most the experts the
+ * usage has seen (coli_budget_split), the most counted first. */
+static int pin_table(const rp_seq *s, const double *share, const double *cost, rp_setup *u, coli_err *e)
 {
 	size_t E = (size_t)s->n_experts;
-	const double *counts = p->pins == 1 ? s->prompt_counts : s->all_counts;
 	int *list = coli_calloc(E, sizeof(*list), e);
-	if (!list || !(u->pin_counts = coli_calloc((size_t)s->n_layers * E, sizeof(double), e)))
+	if (!list || !(u->pins = coli_calloc((size_t)s->n_layers, sizeof(*u->pins), e)))
 		return free(list), -1;
+	u->counts = s->all_counts;
 	for (int l = 0; l < s->n_layers; l++) {
-		int want = (int)(share[l] / cost[l]) / 2;
-		int got = coli_pins_choose(counts + (size_t)l * E, s->n_experts, want, list);
-		for (int j = 0; j < got; j++)
-			u->pin_counts[(size_t)l * E + (size_t)list[j]] = counts[(size_t)l * E + (size_t)list[j]];
-		u->pins = got > u->pins ? got : u->pins;
+		int cache = (int)(share[l] / cost[l]), want = cache / 2;
+		want = want < cache - s->top_k ? want : cache - s->top_k;
+		u->pins[l] = coli_pins_choose(u->counts + (size_t)l * E, s->n_experts, want, list);
 	}
 	free(list);
 	return 0;
@@ -227,11 +227,9 @@ static int setup(const rp_seq *s, const rp_policy *p, double budget, double expe
 	if (rc == 0)
 		shares(s, p, slots ? slots : (double)((uint64_t)total / (uint64_t)s->n_layers), share);
 	if (rc == 0 && p->pins)
-		rc = pin_table(s, p, share, cost, u, e);
+		rc = pin_table(s, share, cost, u, e);
 	for (int l = 0; rc == 0 && l < s->n_layers; l++) {
-		double pinned = 0;
-		for (int x = 0; u->pin_counts && x < s->n_experts; x++)
-			pinned += u->pin_counts[(size_t)l * (size_t)s->n_experts + (size_t)x] > 0;
+		double pinned = u->pins ? u->pins[l] : 0;
 		if (!p->global)
 			cost[l] = cost[l] / (share[l] - pinned * cost[l] > 0 ? share[l] - pinned * cost[l] : 1e-300);
 	}
@@ -245,12 +243,12 @@ static int setup(const rp_seq *s, const rp_policy *p, double budget, double expe
 static int play(coli_sim *sim, const rp_seq *s, const rp_setup *u, int belady, uint64_t *hits, uint64_t *gets,
 		coli_err *e)
 {
-	coli_sim_start(sim, u->pin_counts, u->pins);
+	coli_sim_start_layers(sim, u->counts, u->pins);
 	if (coli_sim_run(sim, s->b, s->n_prefill, e) < 0)
 		return -1;
 	coli_sim_stats pre = coli_sim_stats_of(sim, -1);
 	if (belady) {
-		coli_sim_start(sim, u->pin_counts, u->pins);
+		coli_sim_start_layers(sim, u->counts, u->pins);
 		if (coli_sim_run(sim, s->b, s->n, e) < 0)
 			return -1;
 	} else if (coli_sim_run(sim, s->b + s->n_prefill, s->n - s->n_prefill, e) < 0) {
@@ -264,7 +262,7 @@ static int play(coli_sim *sim, const rp_seq *s, const rp_setup *u, int belady, u
 int rp_replay(const rp_seq *s, const rp_policy *p, double budget, double expert_bytes, int slots, double *hit,
 	      coli_err *e)
 {
-	rp_setup u = {0, NULL, NULL, 0};
+	rp_setup u = {0, NULL, NULL, NULL};
 	int rc = setup(s, p, budget, expert_bytes, slots, &u, e);
 	coli_sim_opts o = {.policy = p->sim, .n_layers = s->n_layers, .n_experts = s->n_experts, .global = p->global,
 			   .max_batch = s->max_batch, .max_batches = s->n, .bytes = 1, .cost = u.cost, .budget = u.budget};
@@ -276,7 +274,7 @@ int rp_replay(const rp_seq *s, const rp_policy *p, double budget, double expert_
 		rc = play(sim, s, &u, p->sim == COLI_SIM_BELADY, &h, &g, e);
 	*hit = g ? (double)h / (double)g : 0;
 	coli_sim_close(sim);
-	free(u.cost), free(u.pin_counts);
+	free(u.cost), free(u.pins);
 	return rc;
 }
 

@@ -32,8 +32,9 @@ typedef struct rp_policy {
 	const char *what;      /* a line for the docs and --help */
 	int sim;               /* enum coli_sim_policy */
 	int global;            /* one pool for every layer */
-	int pins;              /* 0; 1: per layer half its share pinned, chosen from the prompt's routing;
-				* 2: ... chosen from the whole trace's (usage of turns like this one) */
+	int pins;              /* 0: none; 1: coli-run's --usage split (half the share pinned, top_k
+				* slots left), the usage standing in the whole trace's counts (which
+				* also seed LFU): turns like this one before it */
 	int skew;              /* per-layer shares sized by each layer's prompt working set */
 } rp_policy;
 

@@ -22,7 +22,7 @@ static const coli_choice io_modes[] = {
 };
 
 static const run_opts defaults = {.n_gen = 128, .top_p = 1.0f, .pins = -1, .prefetch = -1, .draft_oracle_rate = 1,
-				  .cache_policy = STORE_CACHE_LFU};
+				  .cache_policy = COLI_CACHE_DEFAULT};
 static run_opts o;
 
 /* A count for every MoE layer, or a list of one count per MoE layer. */

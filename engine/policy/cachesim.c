@@ -28,6 +28,7 @@ struct coli_sim {
 	double *used;         /* [pools] bytes mode: the costs of the residents */
 	double *cost;         /* [L] bytes mode: an expert's cost per layer */
 	coli_sim_stats *st;   /* [L] */
+	int *each;            /* [L] coli_sim_start's pins of every layer */
 	sim_arc arc;          /* ARC: its lists (arc.h) */
 	uint64_t now, stamp;
 	int fresh;            /* started and not yet run: a warm preload is due */
@@ -102,8 +103,9 @@ static int alloc_all(coli_sim *s, coli_err *e)
 	s->next = belady ? calloc(nx ? nx : 1, sizeof(*s->next)) : NULL, s->score = calloc(ge, sizeof(*s->score));
 	s->list = calloc(nl, sizeof(*s->list)), s->st = calloc((size_t)s->o.n_layers, sizeof(*s->st));
 	s->used = calloc((size_t)s->pools, sizeof(*s->used)), s->cost = calloc((size_t)s->o.n_layers, sizeof(*s->cost));
+	s->each = calloc((size_t)s->o.n_layers, sizeof(*s->each));
 	if (s->n && s->expert && s->key && s->tick && s->where && s->pinned && s->count && s->mark && s->first &&
-	    (s->next || !belady) && s->score && s->list && s->st && s->used && s->cost) {
+	    (s->next || !belady) && s->score && s->list && s->st && s->used && s->cost && s->each) {
 		for (int l = 0; l < s->o.n_layers; l++)
 			s->cost[l] = s->o.cost ? s->o.cost[l] : 1;
 		s->o.cost = NULL; /* not kept: s->cost is the copy */
@@ -141,13 +143,20 @@ void coli_sim_close(coli_sim *s)
 		return;
 	free(s->n), free(s->expert), free(s->key), free(s->tick), free(s->where), free(s->pinned);
 	free(s->count), free(s->mark), free(s->first), free(s->next), free(s->score), free(s->list), free(s->st);
-	free(s->used), free(s->cost);
+	free(s->used), free(s->cost), free(s->each);
 	if (s->arc.list)
 		sim_arc_close(&s->arc);
 	free(s);
 }
 
 void coli_sim_start(coli_sim *s, const double *counts, int pins)
+{
+	for (int l = 0; l < s->o.n_layers; l++)
+		s->each[l] = pins;
+	coli_sim_start_layers(s, counts, s->each);
+}
+
+void coli_sim_start_layers(coli_sim *s, const double *counts, const int *pins)
 {
 	int L = s->o.n_layers, E = s->o.n_experts;
 	size_t ge = (size_t)L * (size_t)E;
@@ -158,8 +167,8 @@ void coli_sim_start(coli_sim *s, const double *counts, int pins)
 	memset(s->st, 0, (size_t)L * sizeof(*s->st));
 	if (s->arc.list)
 		sim_arc_reset(&s->arc);
-	for (int l = 0; counts && pins > 0 && l < L; l++) {
-		int got = coli_pins_choose(counts + (size_t)l * (size_t)E, E, pins < E ? pins : E, s->list);
+	for (int l = 0; counts && pins && l < L; l++) {
+		int got = coli_pins_choose(counts + (size_t)l * (size_t)E, E, pins[l] < E ? pins[l] : E, s->list);
 		for (int j = 0; j < got; j++)
 			s->pinned[(size_t)l * (size_t)E + (size_t)s->list[j]] = 1;
 	}
@@ -207,6 +216,14 @@ static int victim(const coli_sim *s, int pool)
 {
 	int v = -1, lo = pool * s->cap, hi = lo + s->n[pool];
 	double flip = s->o.policy == COLI_SIM_ARC && !sim_arc_take_t1(&s->arc, pool), kv = 0;
+	if (s->o.policy == COLI_SIM_LRU || s->o.policy == COLI_SIM_LFU) { /* the store's order */
+		for (int i = lo; i < hi; i++)
+			if (s->mark[s->expert[i]] != s->stamp &&
+			    (v < 0 || coli_evict_before(s->o.policy, s->count[s->expert[i]], s->tick[i], s->count[s->expert[v]],
+							s->tick[v])))
+				v = i;
+		return v;
+	}
 	for (int i = lo; i < hi; i++) {
 		double k = flip ? 1 - s->key[i] : s->key[i];
 		if (s->mark[s->expert[i]] != s->stamp && (v < 0 || k < kv || (k == kv && s->tick[i] < s->tick[v])))
@@ -215,10 +232,11 @@ static int victim(const coli_sim *s, int pool)
 	return v;
 }
 
-/* ARC's bookkeeping of a resident g evicted from the pool. */
+/* ARC's bookkeeping of a resident g evicted from the pool; counted. */
 static void evicted(coli_sim *s, int pool, int g)
 {
 	s->where[g] = -1;
+	s->st[g / s->o.n_experts].evictions++;
 	if (s->o.policy == COLI_SIM_ARC)
 		sim_arc_evicted(&s->arc, pool, g);
 }
@@ -394,10 +412,11 @@ int coli_sim_run(coli_sim *s, const coli_sim_batch *seq, int n, coli_err *e)
 
 coli_sim_stats coli_sim_stats_of(const coli_sim *s, int layer)
 {
-	coli_sim_stats t = {0, 0, 0};
+	coli_sim_stats t = {0, 0, 0, 0};
 	if (layer >= 0)
 		return layer < s->o.n_layers ? s->st[layer] : t;
 	for (int l = 0; l < s->o.n_layers; l++)
-		t.hits += s->st[l].hits, t.misses += s->st[l].misses, t.pin_hits += s->st[l].pin_hits;
+		t.hits += s->st[l].hits, t.misses += s->st[l].misses, t.pin_hits += s->st[l].pin_hits,
+		t.evictions += s->st[l].evictions;
 	return t;
 }

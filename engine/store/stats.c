@@ -4,7 +4,7 @@
 void coli_store_stats_sub(const coli_store_stats *a, const coli_store_stats *b, coli_store_stats *d)
 {
 	*d = *a;
-	d->hits -= b->hits, d->misses -= b->misses, d->pin_hits -= b->pin_hits;
+	d->hits -= b->hits, d->misses -= b->misses, d->pin_hits -= b->pin_hits, d->evictions -= b->evictions;
 	d->bytes_read -= b->bytes_read, d->read_s -= b->read_s;
 	d->predicted -= b->predicted, d->predict_hits -= b->predict_hits;
 	d->predict_wasted_bytes -= b->predict_wasted_bytes, d->coalesced -= b->coalesced;

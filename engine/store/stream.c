@@ -47,13 +47,12 @@ static int evictable(const slot *p, const int *list, int n, int prefetching)
 	return !prefetching || ((p->state == S_READY || p->stale) && !listed(p->expert, list, n));
 }
 
-/* Whether slot a is evicted before slot b: the least used first under LFU (ties and LRU: the
- * least recently used). */
+/* Whether slot a is evicted before slot b: the simulator's order (coli_evict_before, policy.h):
+ * LFU the least used first (the count NULL under LRU), ties and LRU the least recently used. */
 static int evicts_first(const stream_layer *L, const slot *a, const slot *b)
 {
-	if (L->count && L->count[a->expert] != L->count[b->expert])
-		return L->count[a->expert] < L->count[b->expert];
-	return a->last < b->last;
+	return coli_evict_before(L->count ? COLI_SIM_LFU : COLI_SIM_LRU, L->count ? L->count[a->expert] : 0, a->last,
+				 L->count ? L->count[b->expert] : 0, b->last);
 }
 
 /* The evictable slot the policy evicts first; -1 when none. */
@@ -78,7 +77,7 @@ static int pick_slot(stream_layer *L, const int *list, int n, int prefetching)
 		return empty;
 	int lru = lru_slot(L, list, n, prefetching);
 	if (lru >= 0)
-		evict(L, lru);
+		evict(L, lru), L->evictions++;
 	return lru;
 }
 
@@ -402,7 +401,7 @@ static void stream_release(coli_store *base, int layer, int expert)
 	if (i >= 0 && L->slots[i].refs > 0) {
 		L->slots[i].refs--;
 		for (int lru; L->resident > L->keep && (lru = lru_slot(L, NULL, 0, 1)) >= 0;)
-			evict(L, lru);
+			evict(L, lru), L->evictions++;
 	}
 	unlock_emit(s);
 }
@@ -705,6 +704,8 @@ static int stream_stats(const coli_store *s, coli_store_stats *st)
 		d->busy_s += r->inflight ? t - r->busy_since : 0;
 	}
 	st->n_disks = ss->rs.n;
+	for (int l = 0; l < ss->n_layers; l++)
+		st->evictions += ss->layers[l].evictions;
 	pthread_mutex_unlock(&ss->mu);
 	return 0;
 }

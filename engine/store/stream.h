@@ -55,6 +55,7 @@ typedef struct stream_layer {
 	uint8_t *pin_arena;       /* [pin_cap x record_size]: the pins' buffers */
 	int pin_cap;
 	double *count;            /* [n_experts] LFU: the usage counts given + this run's gets; NULL: LRU */
+	uint64_t evictions;       /* experts evicted by the policy to make room (coli_store_stats) */
 	int *pred, *pred_read;    /* [top_k] the last prediction, its reads queued */
 	int n_pred;               /* 0: none */
 } stream_layer;

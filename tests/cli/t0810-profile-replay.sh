@@ -43,6 +43,15 @@ test_expect_success "the published table of the real trace: MIN, LRU, LFU global
 	done
 '
 
+test_expect_success "the coli column is coli-run's default (per-layer LFU without usage), budget by budget" '
+	coli-profile replay --json --budget 500,1000,2000,4000 --policy layer-lfu,coli "$R" >j &&
+	for i in 0 2 4 6; do
+		test "$(hit $i.policy) $(hit $((i + 1)).policy)" = "layer-lfu coli" &&
+		test "$(hit $i.hit_pct)" = "$(hit $((i + 1)).hit_pct)" || exit 1
+	done &&
+	awk "BEGIN { exit !($(hit 3.hit_pct) > 45.05 && $(hit 3.hit_pct) < 45.15) }"
+'
+
 test_expect_success "the markdown table: every policy, a row per budget" '
 	coli-profile replay "$R" >out &&
 	grep -q "^| budget MiB | min | lru | lfu | layer-lru | layer-lfu | slru |" out &&

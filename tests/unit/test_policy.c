@@ -182,7 +182,7 @@ static coli_sim_stats sim(const coli_sim_opts *o, const double *counts, int pins
 {
 	coli_sim *s = NULL;
 	coli_err e = {0, ""};
-	coli_sim_stats st = {~0ull, ~0ull, ~0ull};
+	coli_sim_stats st = {~0ull, ~0ull, ~0ull, ~0ull};
 	seqbuf q;
 	parse_seq(&q, text);
 	if (coli_sim_open(&s, o, &e) < 0)
@@ -210,6 +210,16 @@ static int is(coli_sim_stats st, uint64_t hits, uint64_t misses, uint64_t pin_hi
 }
 
 #define SHOW(st) (unsigned long long)(st).hits, (unsigned long long)(st).misses, (unsigned long long)(st).pin_hits
+
+/* The order of eviction the store and the simulator share. */
+static void test_evict_order(void)
+{
+	T_CHECK("evict: LRU takes the least recent whatever the counts",
+		coli_evict_before(COLI_SIM_LRU, 9, 1, 1, 2) && !coli_evict_before(COLI_SIM_LRU, 1, 2, 9, 1), "%s", "order");
+	T_CHECK("evict: LFU takes the lower count first, then the least recent",
+		coli_evict_before(COLI_SIM_LFU, 1, 2, 9, 1) && !coli_evict_before(COLI_SIM_LFU, 9, 1, 1, 2) &&
+		coli_evict_before(COLI_SIM_LFU, 3, 1, 3, 2) && !coli_evict_before(COLI_SIM_LFU, 3, 2, 3, 1), "%s", "order");
+}
 
 static void test_sim_loop(void)
 {
@@ -405,35 +415,39 @@ static int make_steps(const coli_container *c, coli_sim_batch *seq, int32_t (*id
 	return n;
 }
 
-/* The store's counters against the simulator's pins + LRU on the same steps. */
+/* The store and the simulator on the same steps, one step at a time: after each, the same hits,
+ * misses, pin hits and evictions so far (both evict in coli_evict_before's order). */
 static void compare_store(const coli_container *c, const coli_sim_batch *seq, int n, const double *usage,
-			  int slots, int pins, int lfu)
+			  int slots, int pins, int policy)
 {
 	coli_err e = {0, ""};
 	coli_store *st = NULL;
 	coli_sim *s = NULL;
-	store_stream_opts so = {.cache_slots = slots, .pins = pins, .usage = usage,
-				.cache_policy = lfu ? STORE_CACHE_LFU : STORE_CACHE_LRU};
+	store_stream_opts so = {.cache_slots = slots, .pins = pins, .usage = usage, .cache_policy = policy};
 	int L = c->model.n_layers + c->model.n_mtp_layers, k = c->model.top_k, rc = coli_store_stream_open(&st, c, &so, &e);
-	for (int i = 0; rc == 0 && i < n; i++)
-		rc = store_step(st, &seq[i], &e);
-	coli_store_stats got = {0};
-	if (rc == 0)
-		coli_store_get_stats(st, &got);
-	coli_sim_opts o = {.policy = lfu ? COLI_SIM_LFU : COLI_SIM_LRU, .n_layers = L, .n_experts = c->model.n_experts, .capacity = slots,
+	coli_sim_opts o = {.policy = policy, .n_layers = L, .n_experts = c->model.n_experts, .capacity = slots,
 			   .max_batch = k};
-	if (rc == 0 && (rc = coli_sim_open(&s, &o, &e)) == 0) {
+	if (rc == 0 && (rc = coli_sim_open(&s, &o, &e)) == 0)
 		coli_sim_start(s, usage, pins);
-		rc = coli_sim_run(s, seq, n, &e);
+	coli_store_stats got = {0};
+	coli_sim_stats want = {0, 0, 0, 0};
+	int step = 0, same = 1;
+	for (; rc == 0 && same && step < n; step++) {
+		rc = store_step(st, &seq[step], &e);
+		rc = rc == 0 ? coli_sim_run(s, &seq[step], 1, &e) : rc;
+		if (rc == 0)
+			coli_store_get_stats(st, &got), want = coli_sim_stats_of(s, -1);
+		same = got.hits == want.hits && got.misses == want.misses && got.pin_hits == want.pin_hits &&
+		       got.evictions == want.evictions;
 	}
-	coli_sim_stats want = rc == 0 ? coli_sim_stats_of(s, -1) : (coli_sim_stats){0, 0, 0};
-	char name[128];
-	snprintf(name, sizeof(name), "sim: the streaming store's decode steps, %s, %d slots + %d pins: the same hits and "
-		 "misses", lfu ? "LFU" : "LRU", slots, pins);
-	T_CHECK(name, rc == 0 && got.hits == want.hits && got.misses == want.misses && got.pin_hits == want.pin_hits &&
-		want.misses > 0 && want.hits > want.pin_hits, "rc %d (%s): store %llu/%llu/%llu, sim %llu/%llu/%llu", rc,
-		e.msg, (unsigned long long)got.hits, (unsigned long long)got.misses, (unsigned long long)got.pin_hits,
-		SHOW(want));
+	char name[160];
+	snprintf(name, sizeof(name), "sim: the streaming store's decode steps, %s, %d slots + %d pins: the same hits, misses "
+		 "and evictions after every step", policy == COLI_SIM_LFU ? "LFU" : "LRU", slots, pins);
+	T_CHECK(name, rc == 0 && same && want.misses > 0 && want.hits > want.pin_hits && want.evictions > 0,
+		"rc %d (%s): after step %d of %d: store %llu/%llu/%llu/%llu evicted, sim %llu/%llu/%llu/%llu evicted", rc,
+		e.msg, step, n, (unsigned long long)got.hits, (unsigned long long)got.misses,
+		(unsigned long long)got.pin_hits, (unsigned long long)got.evictions, SHOW(want),
+		(unsigned long long)want.evictions);
 	coli_sim_close(s);
 	coli_store_close(st);
 }
@@ -460,11 +474,15 @@ static void test_store(void)
 		for (int i = 0; i < n; i++) /* the counts of the same steps: pins that matter */
 			for (int j = 0; j < seq[i].n; j++)
 				usage[(size_t)seq[i].layer * (size_t)E + (size_t)seq[i].experts[j]] += 1;
-		for (int lfu = 0; lfu < 2; lfu++) {
-			compare_store(c, seq, n, usage, c->model.top_k, 0, lfu);
-			compare_store(c, seq, n, usage, c->model.top_k * 2, 0, lfu);
-			compare_store(c, seq, n, usage, c->model.top_k + 1, 3, lfu);
-			compare_store(c, seq, n, usage, c->model.top_k * 2, c->model.top_k, lfu);
+		static const int policies[] = {COLI_SIM_LRU, COLI_SIM_LFU};
+		T_CHECK("sim: coli-run's default policy is one the store has (checked below)",
+			COLI_CACHE_DEFAULT == COLI_SIM_LRU || COLI_CACHE_DEFAULT == COLI_SIM_LFU, "%d", COLI_CACHE_DEFAULT);
+		for (int i = 0; i < 2; i++) {
+			compare_store(c, seq, n, usage, c->model.top_k, 0, policies[i]);
+			compare_store(c, seq, n, usage, c->model.top_k * 2, 0, policies[i]);
+			compare_store(c, seq, n, usage, c->model.top_k + 1, 3, policies[i]);
+			compare_store(c, seq, n, usage, c->model.top_k * 2, c->model.top_k, policies[i]);
+			compare_store(c, seq, n, NULL, c->model.top_k + 2, 0, policies[i]);
 		}
 	}
 	free(seq), free(ids), free(usage);
@@ -477,6 +495,7 @@ int main(void)
 	test_budget_refused();
 	test_budget_pins();
 	test_pins();
+	test_evict_order();
 	test_sim_loop();
 	test_sim_pins();
 	test_sim_batches();

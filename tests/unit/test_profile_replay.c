@@ -10,9 +10,9 @@
 static coli_sim_stats play(const coli_sim_opts *o, const coli_sim_batch *b, int n, coli_err *e)
 {
 	coli_sim *s;
-	coli_sim_stats st = {0, 0, 0};
+	coli_sim_stats st = {0, 0, 0, 0};
 	if (coli_sim_open(&s, o, e) < 0)
-		return (coli_sim_stats){9999, 9999, 0};
+		return (coli_sim_stats){9999, 9999, 0, 0};
 	coli_sim_start(s, NULL, 0);
 	if (coli_sim_run(s, b, n, e) == 0)
 		st = coli_sim_stats_of(s, -1);
