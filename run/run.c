@@ -79,7 +79,9 @@ static int input_ids(runner *r, const char *text, int first, int32_t **ids, int 
 		return 0;
 	if (!r->tok)
 		return coli_errf(e, COLI_EUSAGE, "%s: no tokenizer.json in the container; use --prompt-ids", r->m.ct->dir);
-	char *turn = r->o->chat ? chat_turn(r->m.cfg->family, text, first, e) : NULL;
+	int32_t last = r->s.n_tokens > 0 ? r->s.tokens[r->s.n_tokens - 1] : -1;
+	const char *prev = last >= 0 ? coli_tok_token(r->tok, last) : NULL;
+	char *turn = r->o->chat ? chat_turn(r->m.cfg->family, text, first, prev, e) : NULL;
 	if (r->o->chat && !turn)
 		return -1;
 	const char *t = turn ? turn : text;
@@ -784,6 +786,10 @@ static int setup(runner *r, coli_err *e)
 	coli_container *ct = NULL;
 	if (coli_container_open(&ct, o->model, e) < 0)
 		return -1;
+	if (o->chat && chat_check(ct->model.family, e) < 0) { /* before any work */
+		coli_container_close(ct);
+		return -1;
+	}
 	coli_engine_opts mo = {.stream = o->stream, .mmap = o->io == STORE_IO_MMAP, .threads = o->threads};
 	mo.so = (store_stream_opts){.cache_slots = o->cache_slots, .io = o->io, .qd = o->qd, .cache_policy = o->cache_policy,
 				    .mirrors = o->mirrors, .n_mirrors = o->n_mirrors, .no_crc = o->no_crc,

@@ -93,8 +93,14 @@ int parse_ids(const char *s, int vocab, const char *what, int32_t **ids, int *n,
 /* gencfg.c: the EOS ids of the container's generation_config.json (or config.json). */
 int eos_ids(const coli_container *c, int32_t *ids, int max, int *n, coli_err *e);
 
-/* chat.c: one user turn in the family's chat format, as text to tokenize with special tokens. */
-char *chat_turn(coli_family f, const char *user, int first, coli_err *e);
+/* chat.c: one user turn in the family's chat format, as text to tokenize with special tokens
+ * (caller frees); prev: the text of the conversation's last token (NULL when none). A family
+ * without a built-in format: NULL with chat_check's error. */
+char *chat_turn(coli_family f, const char *user, int first, const char *prev, coli_err *e);
+/* 0 when the family has a built-in chat format; else -1 with a usage error naming the family. */
+int chat_check(coli_family f, coli_err *e);
+/* 1 when chat.c's table has the family: a format, or deliberately none (and why). */
+int chat_has_entry(coli_family f);
 
 /* session.c: a conversation's tokens and KV cache saved to / resumed from a .coli_kv file. */
 typedef struct session {
