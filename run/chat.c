@@ -31,6 +31,10 @@ static const chat_fmt formats[COLI_FAM_COUNT] = {
 	/* Qwen/Qwen3.5-397B-A17B and Qwen3.6-35B-A3B chat_template.jinja, the same */
 	[COLI_FAM_QWEN3_5_MOE] = {"", "<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n<think>\n", "\n",
 				  .trim = 1},
+	/* deepseek-ai/DeepSeek-V4 encoding/encoding_dsv4.py (no jinja template, no default mode):
+	 * thinking_mode "chat", the answer without reasoning, as deepseek_v3's entry */
+	[COLI_FAM_DEEPSEEK_V4] = {"<\xef\xbd\x9c" "begin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+				  "<\xef\xbd\x9cUser\xef\xbd\x9c>%s<\xef\xbd\x9c" "Assistant\xef\xbd\x9c></think>"},
 };
 
 static const chat_fmt *format_of(coli_family f)

@@ -19,6 +19,8 @@ static const char *const first_hi[COLI_FAM_COUNT] = {
 	[COLI_FAM_MIXTRAL] = "<s>[INST] hi [/INST]",
 	[COLI_FAM_GLM_MOE_DSA] = "[gMASK]<sop><|user|>hi<|assistant|><think>",
 	[COLI_FAM_QWEN3_5_MOE] = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n",
+	[COLI_FAM_DEEPSEEK_V4] = "<\xef\xbd\x9c" "begin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c><\xef\xbd\x9cUser"
+				 "\xef\xbd\x9c>hi<\xef\xbd\x9c" "Assistant\xef\xbd\x9c></think>",
 };
 
 /* chat_turn's text equals want (NULL: refused with a usage error). */
