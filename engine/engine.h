@@ -96,11 +96,11 @@ typedef struct coli_engine_opts {
 
 #define COLI_MAX_BATCH 512
 
-/* 0 when a sequence's whole state lies in its parts (coli_kv.parts: what a session saves and a
- * rollback restores); else -1 with e (COLI_EUSAGE) naming dir, the family and why: deepseek_v4
- * keeps its window, compressed rows and compressor windows outside them (nn/v4.c), so sessions
- * and speculative decoding refuse it. */
-int coli_kv_whole(const coli_model *c, const char *dir, const char *what, coli_err *e);
+/* 0 when coli_kv_rollback can roll a sequence of model c back (speculative decoding's verify);
+ * else -1 with e (COLI_EUSAGE) naming what asked (what), dir and why: deepseek_v4's window and
+ * compressors' windows (fixed-size parts every token rewrites) are not replayed yet, so its
+ * rollback, MTP drafting and --draft K refuse it. */
+int coli_kv_rolls_back(const coli_model *c, const char *dir, const char *what, coli_err *e);
 
 /* o may be NULL (all in RAM, the best kernels, default threads). An unknown or unavailable
  * o->isa is an error (EUSAGE) naming it. */

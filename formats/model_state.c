@@ -13,9 +13,19 @@ int coli_model_state_range(const coli_model *m, int first, int last, coli_state_
 {
 	int n = 0;
 	for (int l = first; l < last; l++) {
-		if (m->attn == COLI_ATTN_V4) /* deepseek_v4's window and compressed rows: not declared yet (the
-					     * engine keeps them itself, nn/v4.c; sessions refuse the family) */
+		if (m->attn == COLI_ATTN_V4) {
+			int r = m->compress[l], hd = m->head_dim, ihd = m->index_head_dim, csa = m->index_full[l];
+			n = part(out, n, l, COLI_STATE_WINDOW, 0, m->sliding_window * hd);
+			if (r)
+				n = part(out, n, l, COLI_STATE_COMP_ROW, hd / r, 0);
+			if (r)
+				n = part(out, n, l, COLI_STATE_COMP_WINDOW, 0, 2 * 2 * r * (csa ? 2 * hd : hd));
+			if (r && csa)
+				n = part(out, n, l, COLI_STATE_INDEX_ROW, ihd / r, 0);
+			if (r && csa)
+				n = part(out, n, l, COLI_STATE_INDEX_WINDOW, 0, 2 * 2 * r * 2 * ihd);
 			continue;
+		}
 		if (m->is_linear[l]) {
 			int conv_dim = 2 * m->lin_k_heads * m->lin_k_dim + m->lin_v_heads * m->lin_v_dim;
 			n = part(out, n, l, COLI_STATE_CONV, 0, (m->lin_conv - 1) * conv_dim);
@@ -80,6 +90,8 @@ uint64_t coli_model_state_fixed_bytes(const coli_model *m)
 
 const char *coli_state_kind_name(int kind)
 {
-	static const char *const names[] = {"?", "key", "value", "latent", "rope_key", "index_key", "conv", "recurrent"};
+	static const char *const names[] = {"?",	 "key",	      "value",	   "latent",	     "rope_key",
+					    "index_key", "conv",      "recurrent", "window",	     "comp_row",
+					    "comp_window", "index_row", "index_window"};
 	return kind >= 1 && kind <= COLI_STATE_KIND_MAX ? names[kind] : "?";
 }

@@ -88,6 +88,10 @@ static int parse_schedule(const cfg *c, coli_model *m)
 			return coli_errf(c->e, COLI_EDATA, "%s: compress_ratios[%d]: %d, but layer_types[%d] '%s' has ratio %d "
 					 "(compress_rates)", c->name, i, r, i, kinds[kind], rate[kind]);
 		m->compress[i] = (uint16_t)rate[kind], m->index_full[i] = kind == 1;
+		if (rate[kind] && (m->head_dim % rate[kind] || (kind == 1 && m->index_head_dim % rate[kind])))
+			return coli_errf(c->e, COLI_EDATA, "%s: layer %d's compress ratio %d does not divide head_dim %d%s (coli "
+					 "keeps a compressed row as head_dim / ratio floats per token)", c->name, i, rate[kind],
+					 m->head_dim, kind == 1 ? " and index_head_dim" : "");
 	}
 	for (int i = 0; i < m->n_mtp_layers; i++) {
 		size_t at = (size_t)(m->n_layers + i);
@@ -98,6 +102,10 @@ static int parse_schedule(const cfg *c, coli_model *m)
 			return coli_errf(c->e, COLI_EDATA, "%s: compress_ratios[%zu]: %d for MTP layer %d is neither kind's ratio",
 					 c->name, at, r, i);
 		m->compress[at] = (uint16_t)r, m->index_full[at] = r != 0 && r == rate[1];
+		if (r && (m->head_dim % r || (m->index_full[at] && m->index_head_dim % r)))
+			return coli_errf(c->e, COLI_EDATA, "%s: compress_ratios[%zu]: %d does not divide head_dim %d or "
+					 "index_head_dim %d (coli keeps a compressed row as head_dim / ratio floats per token)",
+					 c->name, at, r, m->head_dim, m->index_head_dim);
 	}
 	return 0;
 }

@@ -1,8 +1,9 @@
 /* state.h: the state a model keeps per sequence, declared per layer as typed parts.
  *
  * Each decoder layer declares what it keeps for a sequence: GQA keys and values, MLA's latent and
- * rotated rope key, the DSA indexer's keys (all growing by one row per token), and, for the
- * families that have them, fixed-size parts (a recurrent state, a convolution tail). The KV cache,
+ * rotated rope key, the DSA indexer's keys (all growing by one row per token), DeepSeek V4's
+ * compressed rows (growing by a row's share per token), and, for the families that have them,
+ * fixed-size parts (a recurrent state, a convolution tail, a window of keys). The KV cache,
  * RAM budgets (coli-run --ram, coli-plan), sessions (.coli_kv, formats/kv.md) and speculative
  * decoding's rollback all work from this one declaration. */
 #ifndef COLI_STATE_H
@@ -21,7 +22,15 @@ typedef enum coli_state_kind {
 	COLI_STATE_INDEX_KEY = 5, /* DSA: the indexer's key after LayerNorm and RoPE, index_head_dim per token */
 	COLI_STATE_CONV = 6,      /* Gated DeltaNet: the causal conv's last kernel - 1 inputs [kernel - 1][conv_dim] (fixed) */
 	COLI_STATE_RECURRENT = 7, /* Gated DeltaNet: the delta rule's S^T, [v_heads][v_head_dim][k_head_dim] (fixed) */
-	COLI_STATE_KIND_MAX = 7
+	/* deepseek_v4 (docs/deepseek_v4.md, section 4): */
+	COLI_STATE_WINDOW = 8,    /* the last sliding_window keys (= values), [window][head_dim], slot p % window (fixed) */
+	COLI_STATE_COMP_ROW = 9,  /* the compressor's rows, head_dim / ratio per token: row w complete once its
+				   * window's ratio tokens are in (growing) */
+	COLI_STATE_COMP_WINDOW = 10, /* the compressor's kv and gate rows of its previous and current window,
+				      * [kv, gate][previous, current][ratio][cw] (fixed; cw head_dim, CSA 2 head_dim) */
+	COLI_STATE_INDEX_ROW = 11, /* CSA: the indexer's rows, index_head_dim / ratio per token (growing) */
+	COLI_STATE_INDEX_WINDOW = 12, /* CSA: the indexer compressor's, as COMP_WINDOW with cw 2 index_head_dim (fixed) */
+	COLI_STATE_KIND_MAX = 12
 } coli_state_kind;
 
 #define COLI_STATE_LAYER_MAX 8 /* parts one layer may declare, at most */

@@ -824,8 +824,6 @@ static int setup(runner *r, coli_err *e)
 		return coli_errf(e, COLI_ENOMEM, "out of memory for the sampler");
 	if (mask_untokened(r, e) < 0)
 		return -1;
-	if (o->session && coli_kv_whole(r->m.cfg, r->m.ct->dir, "--session", e) < 0)
-		return -1;
 	if (session_load(&r->s, &r->kv, &r->m, o->session, context_extra(o, n), e) < 0)
 		return kv_failed(r, context_extra(o, n), e);
 	r->resumed = r->s.n_tokens;

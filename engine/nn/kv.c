@@ -66,20 +66,20 @@ int kv_open_layers(coli_kv *kv, const coli_engine *m, int first, int last, int c
 	if (!kv->att)
 		return -1;
 	coli_model_state_range(c, first, last, kv->parts);
-	if (c->attn == COLI_ATTN_V4)
-		return v4_kv_open(kv, m, first, last, cap, e);
-	if (c->index_topk && !(kv->iscore = coli_calloc(2 * (size_t)cap, sizeof(float), e)))
+	if (c->attn != COLI_ATTN_V4 && c->index_topk && !(kv->iscore = coli_calloc(2 * (size_t)cap, sizeof(float), e)))
 		return -1;
-	return alloc_parts(kv, e);
+	if (alloc_parts(kv, e) < 0)
+		return -1;
+	return c->attn == COLI_ATTN_V4 ? v4_kv_open(kv, m, first, last, cap, e) : 0;
 }
 
 uint64_t kv_layers_bytes(const coli_model *c, int first, int last, int cap, int threads)
 {
 	uint64_t b = (uint64_t)threads * (uint64_t)attn_score_rows(c) * (uint64_t)cap * sizeof(float);
-	if (c->attn == COLI_ATTN_V4)
-		return b + v4_kv_bytes(c, first, last, cap);
 	for (int l = first; l < last; l++)
 		b += coli_model_layer_token_bytes(c, l) * (uint64_t)cap + coli_model_layer_fixed_bytes(c, l);
+	if (c->attn == COLI_ATTN_V4) /* its scratch; no DSA scores */
+		return b + v4_kv_bytes(c, first, last, cap);
 	return b + (c->index_topk ? 2 * (uint64_t)cap * sizeof(float) : 0);
 }
 
@@ -206,18 +206,18 @@ void kv_keep_rows(coli_kv *kv, const coli_model *c, int l, int i, const float *R
 	memcpy(k->A[l] + i * H, A, H * sizeof(float));
 }
 
-int coli_kv_whole(const coli_model *c, const char *dir, const char *what, coli_err *e)
+int coli_kv_rolls_back(const coli_model *c, const char *dir, const char *what, coli_err *e)
 {
 	if (c->attn != COLI_ATTN_V4)
 		return 0;
-	return coli_errf(e, COLI_EUSAGE, "%s: %s: deepseek_v4's state (its window, compressed rows and compressor "
-			 "windows) is not saved or rolled back by this version", what, dir);
+	return coli_errf(e, COLI_EUSAGE, "%s: %s: deepseek_v4's state (its window and compressor windows) is not rolled "
+			 "back by this version", what, dir);
 }
 
 int coli_kv_rollback(const coli_engine *m, coli_kv *kv, int n, coli_err *e)
 {
 	kv_keep *k = kv->keep;
-	if (coli_kv_whole(m->cfg, m->ct->dir, "rollback", e) < 0)
+	if (coli_kv_rolls_back(m->cfg, m->ct->dir, "rollback", e) < 0)
 		return -1;
 	if (n > kv->n || n < 0)
 		return coli_errf(e, COLI_EUSAGE, "rollback to %d tokens: the state holds %d", n, kv->n);

@@ -22,7 +22,7 @@ int coli_mtp_init(coli_mtp *s, const coli_engine *m, int cap, int kv_n, coli_err
 	if (c->n_mtp_layers < 1)
 		return coli_errf(e, COLI_EUSAGE, "%s: the container has no MTP layers (num_nextn_predict_layers 0, or none "
 				 "stored): nothing to draft with", m->ct->dir);
-	if (coli_kv_whole(c, m->ct->dir, "MTP drafting", e) < 0)
+	if (coli_kv_rolls_back(c, m->ct->dir, "MTP drafting", e) < 0)
 		return -1;
 	if (kv_n < 0 || kv_n > cap)
 		return coli_errf(e, COLI_EUSAGE, "MTP state: %d cached positions exceed the cache's %d", kv_n, cap);

@@ -15,14 +15,15 @@
 #include "nn/rope.h"
 #include "nn/weights.h"
 
-/* One layer's state: the window ring, and with a compressor its rows and the projections of
- * its previous and current window (the indexer's likewise on CSA layers). */
+/* One layer's views of its state parts (formats/state.h): the window ring, and with a
+ * compressor its rows and the projections of its previous and current window (the indexer's
+ * likewise on CSA layers). */
 typedef struct v4_layer {
-	float *ring;              /* [W][hd] keys (= values), slot p % W */
-	float *rows;              /* [cap / r + 1][hd] compressed rows */
-	float *cwin, *zwin;       /* [2][r][cw]: the compressor's kv and gate rows, previous and current window */
-	float *irows;             /* CSA: [cap / r + 1][index_hd] the indexer's rows */
-	float *icwin, *izwin;     /* CSA: [2][r][2 index_hd] */
+	float *ring;              /* [W][hd] keys (= values), slot p % W (COLI_STATE_WINDOW) */
+	float *rows;              /* [cap / r][hd] compressed rows (COMP_ROW: hd / r floats per token) */
+	float *cwin, *zwin;       /* [2][r][cw] each: the compressor's kv and gate rows, previous and current window */
+	float *irows;             /* CSA: [cap / r][index_hd] the indexer's rows */
+	float *icwin, *izwin;     /* CSA: [2][r][2 index_hd] each */
 } v4_layer;
 
 typedef struct v4_kv {
@@ -46,15 +47,9 @@ typedef struct v4_kv {
 	float *mem;
 } v4_kv;
 
-/* Widths of a layer's compressor rows: cw (its kv and gate rows: hd, or 2 hd overlapping). */
-static int cw_of(const coli_model *c, int l)
-{
-	return c->index_full[l] ? 2 * c->head_dim : c->head_dim;
-}
-
 static int64_t rows_cap(int cap, int r)
 {
-	return cap / r + 1;
+	return cap / r;
 }
 
 /* The most compressed rows one query attends over layers [first, last). */
@@ -69,27 +64,14 @@ static int64_t most_rows(const coli_model *c, int first, int last, int cap)
 	return m;
 }
 
-/* Lays the state and scratch out from base (NULL: counting); returns the floats (and pointers,
- * counted as two floats each) it takes. */
+/* Lays the scratch out from base (NULL: counting); returns the floats (and pointers, counted as
+ * two floats each) it takes. */
 static uint64_t lay_out(v4_kv *s, const coli_model *c, int first, int last, int cap, float *base)
 {
 	uint64_t at = 0;
 	int S = c->hc_mult, D = c->hidden_size, hd = c->head_dim, ihd = c->index_head_dim, H = c->n_heads;
 	int64_t W = c->sliding_window, wide = 2 * (hd > ihd ? hd : ihd), att = W + most_rows(c, first, last, cap);
 #define TAKE(p, n) ((p) = base ? (void *)(base + at) : NULL, at += (uint64_t)(n))
-	for (int l = first; l < last; l++) {
-		v4_layer *L = base ? &s->L[l - first] : &(v4_layer){0};
-		int r = c->compress[l], cw = cw_of(c, l);
-		TAKE(L->ring, W * hd);
-		if (r) {
-			TAKE(L->rows, rows_cap(cap, r) * hd);
-			TAKE(L->cwin, 2 * r * cw), TAKE(L->zwin, 2 * r * cw);
-		}
-		if (r && c->index_full[l]) {
-			TAKE(L->irows, rows_cap(cap, r) * ihd);
-			TAKE(L->icwin, 2 * r * 2 * ihd), TAKE(L->izwin, 2 * r * 2 * ihd);
-		}
-	}
 	v4_kv t;
 	v4_kv *d = base ? s : &t;
 	TAKE(d->st, S * D), TAKE(d->st2, S * D), TAKE(d->flat, S * D);
@@ -113,6 +95,25 @@ uint64_t v4_kv_bytes(const coli_model *c, int first, int last, int cap)
 	       sizeof(v4_kv);
 }
 
+/* Each layer's views of kv's parts. */
+static void views(v4_kv *s, const coli_kv *kv)
+{
+	for (int i = 0; i < kv->n_parts; i++) {
+		const coli_state_part *p = &kv->parts[i];
+		v4_layer *L = &s->L[p->layer - s->first];
+		float *at = kv->part[i];
+		int64_t half = p->fixed / 2; /* a window part: kv rows, then gate rows */
+		switch (p->kind) {
+		case COLI_STATE_WINDOW: L->ring = at; break;
+		case COLI_STATE_COMP_ROW: L->rows = at; break;
+		case COLI_STATE_COMP_WINDOW: L->cwin = at, L->zwin = at + half; break;
+		case COLI_STATE_INDEX_ROW: L->irows = at; break;
+		case COLI_STATE_INDEX_WINDOW: L->icwin = at, L->izwin = at + half; break;
+		default: break;
+		}
+	}
+}
+
 int v4_kv_open(coli_kv *kv, const coli_engine *m, int first, int last, int cap, coli_err *e)
 {
 	const coli_model *c = m->cfg;
@@ -125,6 +126,7 @@ int v4_kv_open(coli_kv *kv, const coli_engine *m, int first, int last, int cap, 
 	    rope_init_with(&s->comp, c, &c->rope_compress, e) < 0)
 		return -1;
 	lay_out(s, c, first, last, cap, s->mem);
+	views(s, kv);
 	return 0;
 }
 

@@ -30,9 +30,9 @@ int coli_spec_open(coli_spec *d, coli_engine *m, coli_kv *kv, const coli_spec_op
 	snprintf(d->why, sizeof(d->why), "off: no drafts");
 	if (d->want == 0)
 		return 0;
-	if (coli_kv_whole(m->cfg, m->ct->dir, "speculative decoding", NULL) < 0) {
+	if (coli_kv_rolls_back(m->cfg, m->ct->dir, "speculative decoding", NULL) < 0) {
 		if (d->want > 0)
-			return coli_kv_whole(m->cfg, m->ct->dir, "--draft", e);
+			return coli_kv_rolls_back(m->cfg, m->ct->dir, "--draft", e);
 		snprintf(d->why, sizeof(d->why), "off: auto, and deepseek_v4's state is not rolled back yet");
 		d->want = 0;
 		return 0;
@@ -65,7 +65,7 @@ int coli_spec_open(coli_spec *d, coli_engine *m, coli_kv *kv, const coli_spec_op
 
 uint64_t coli_spec_bytes(const coli_model *c, int cap, int batch, int threads, int oracle)
 {
-	if ((!oracle && c->n_mtp_layers < 1) || coli_kv_whole(c, "", "", NULL) < 0)
+	if ((!oracle && c->n_mtp_layers < 1) || coli_kv_rolls_back(c, "", "", NULL) < 0)
 		return 0;
 	return (oracle ? 0 : mtp_bytes(c, cap, batch, threads)) + kv_keep_bytes(c) +
 	       (uint64_t)(2 * COLI_DRAFT_MAX + 3) * (uint64_t)c->vocab_size * sizeof(float);

@@ -4,8 +4,9 @@
 # indexer included) and verifies; the FP4 fixture (as V4 Flash ships) converts at --expert-bits
 # 16 (its FP4 experts kept exactly as bf16, its FP8 matrices' UE8M0 scales read) and is refused
 # at 4 or 8 bits before any file is made (that would requantize them); coli-run gives the
-# reference's greedy ids on both, the same wherever the experts live; sessions and --draft K are
-# refused by name until the family's state is saved (docs/deepseek_v4.md).
+# reference's greedy ids on both, the same wherever the experts live; a session resumed
+# mid-window gives one run's ids; --draft K is refused by name until the family's state is rolled
+# back (docs/deepseek_v4.md).
 . "$(dirname "$0")/lib.sh"
 SQ="'"
 
@@ -53,12 +54,19 @@ test_expect_success "deepseek_v4: ids and step logits the same in RAM, streamed 
 		cmp ram s && cmp ram.bin s.bin || exit 1
 	done
 '
-test_expect_success "deepseek_v4: sessions and --draft K refused by name (its state is not saved yet); auto runs plainly" '
-	expect_exit 2 coli-run -m "$M" --prompt-ids "$P" -n 2 --session s.coli_kv &&
-	err_has "--session: " "deepseek_v4${SQ}s state (its window, compressed rows and compressor windows) is not saved" &&
-	test ! -e s.coli_kv &&
+test_expect_success "deepseek_v4: a session saved after 12 ids (mid-window) and resumed for 12 more equals one run of 24" '
+	coli-run -q -m "$M" --prompt-ids "$P" -n 24 --ignore-eos --print-ids >one &&
+	coli-run -q -m "$M" --prompt-ids "$P" -n 12 --ignore-eos --print-ids --session s.coli_kv >a &&
+	coli-run -q -m "$M" -n 12 --ignore-eos --print-ids --session s.coli_kv >b &&
+	test "$(cat a) $(cat b)" = "$(cat one)" &&
+	coli-run -q -m "$M" --prompt-ids "$P" -n 5 --ignore-eos --print-ids --session t.coli_kv >c &&
+	coli-run -q -m "$M" -n 7 --ignore-eos --print-ids --session t.coli_kv >d &&
+	coli-run -q -m "$M" -n 12 --ignore-eos --print-ids --session t.coli_kv >f &&
+	test "$(cat c) $(cat d) $(cat f)" = "$(cat one)"
+'
+test_expect_success "deepseek_v4: --draft K refused by name (its state is not rolled back yet); auto runs plainly" '
 	expect_exit 2 coli-run -m "$M" --prompt-ids "$P" -n 2 --draft 1 &&
-	err_has "--draft: " "is not saved or rolled back by this version" &&
+	err_has "--draft: " "deepseek_v4${SQ}s state (its window and compressor windows) is not rolled back" &&
 	coli-run -q -m "$M" --prompt-ids "$P" -n 24 --ignore-eos --print-ids >plain &&
 	coli-run -q -m "$M" --prompt-ids "$P" -n 24 --ignore-eos --print-ids --draft auto >auto &&
 	cmp plain auto

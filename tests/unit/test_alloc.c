@@ -165,7 +165,7 @@ static void check(const char *fam, const char *path, int stream)
 	if (rc == 0) {
 		coli_store_set_predict(m.store, 1);
 		rc = decode_allocs(&m, &n, &e);
-		rd = m.cfg->n_mtp_layers > 0 && coli_kv_whole(m.cfg, path, "", NULL) == 0 ? draft_allocs(&m, &nd, &e) : 1;
+		rd = m.cfg->n_mtp_layers > 0 && coli_kv_rolls_back(m.cfg, path, "", NULL) == 0 ? draft_allocs(&m, &nd, &e) : 1;
 		coli_engine_close(&m);
 	}
 	snprintf(name, sizeof(name), "alloc: %s %s: 8 decode tokens allocate nothing", fam, stream ? "streamed" : "in RAM");

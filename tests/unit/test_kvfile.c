@@ -269,8 +269,8 @@ static void test_crc_and_size(void)
 
 static void test_table(void)
 {
-	write_mixed(4, -1, 0, 0), patch32(TABLE(3, 1), 9, 1);
-	refused("kvfile: an unknown kind is refused", "parts[3].kind 9 unknown (kinds 1..7)", NULL);
+	write_mixed(4, -1, 0, 0), patch32(TABLE(3, 1), COLI_STATE_KIND_MAX + 1, 1);
+	refused("kvfile: an unknown kind is refused", "parts[3].kind 13 unknown (kinds 1..12)", NULL);
 	write_mixed(4, -1, 0, 0), patch32(TABLE(0, 1), 0, 1);
 	refused("kvfile: kind 0 is refused", "parts[0].kind 0 unknown", NULL);
 	write_mixed(4, -1, 0, 0), patch32(TABLE(3, 2), 4, 1);

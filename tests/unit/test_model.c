@@ -505,11 +505,14 @@ static void test_deepseek_v4(void)
 			 refused[i].extra);
 		expect_fail(refused[i].name, "deepseek_v4", buf, refused[i].want);
 	}
-	snprintf(buf, sizeof(buf), "%s, \"o_groups\": 2, \"compress_ratios\": [0, 128, 0]", base);
+	snprintf(buf, sizeof(buf), "%s, \"o_groups\": 2, \"compress_ratios\": [0, 4, 0]", base);
 	coli_model d;
 	rc = parse_with(&d, "deepseek_v4", buf, &e);
-	T_CHECK("model_v4_from_compress_ratios", rc == 0 && d.compress[0] == 0 && d.compress[1] == 128 &&
-		!d.index_full[1] && d.n_hash_layers == 3 && d.swiglu_limit == 10 && d.top_k == 6, "rc %d %s", rc, e.msg);
+	T_CHECK("model_v4_from_compress_ratios", rc == 0 && d.compress[0] == 0 && d.compress[1] == 4 &&
+		d.index_full[1] && d.n_hash_layers == 3 && d.swiglu_limit == 10 && d.top_k == 6, "rc %d %s", rc, e.msg);
+	snprintf(buf, sizeof(buf), "%s, \"o_groups\": 2, \"compress_ratios\": [0, 128]", base);
+	expect_fail("model_refuse_v4_ratio_width", "deepseek_v4", buf,
+		    "layer 1's compress ratio 128 does not divide head_dim 16");
 }
 
 /* Range checks need the field exactly once, so these use a hand-written config. */

@@ -55,7 +55,7 @@ static void check(const char *fam, const char *path)
 		return;
 	}
 	const coli_model *c = &ct->model;
-	int L = c->n_layers + c->n_mtp_layers, draft = c->n_mtp_layers > 0 && coli_kv_whole(c, path, "", NULL) == 0;
+	int L = c->n_layers + c->n_mtp_layers, draft = c->n_mtp_layers > 0 && coli_kv_rolls_back(c, path, "", NULL) == 0;
 	double *usage = calloc((size_t)L * (size_t)c->n_experts, sizeof(double));
 	for (size_t i = 0; usage && i < (size_t)L * (size_t)c->n_experts; i++)
 		usage[i] = 1 + (double)(i % 7);
