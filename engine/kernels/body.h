@@ -14,7 +14,9 @@
  * through the mapping's kv_nibbles (a 16-entry lookup, or arithmetic for an affine table), and x
  * is prepared once per product in the matching order (prep), so the weights are never reordered.
  * Lane i of a chunk belongs to its group i / 8; the chunk's sum is scaled by the groups' scales
- * spread over the lanes (a vector of them loaded once per 8 chunks, then permuted).
+ * spread over the lanes (a vector of them loaded once per 8 chunks, then permuted), or by the
+ * group's scale broadcast where a chunk is one group (KV_N 8: two more live registers cost AVX2
+ * spills).
  *
  * Every other encoding (and q4 when x is not prepared) decodes KV_N columns at a time (kdec) under
  * one scale: 4 x KV_N columns per step into four accumulators per token, one scale group at a
@@ -46,10 +48,11 @@
 
 /* The scales of row r (2 bytes per block), fetched a block of rows ahead: a scale that misses in
  * the cache stalls everything that depends on it (measured: -25% from RAM). */
-KV_INLINE void prefetch_scales(const coli_mat *W, int64_t r)
+KV_INLINE void prefetch_scales(coli_enc enc, const coli_mat *W, int64_t r)
 {
-	uintptr_t s = (uintptr_t)W->scales + (uintptr_t)(2 * r * kern_blocks(W));
-	for (int64_t o = 0; o < 2 * kern_blocks(W); o += 64)
+	const int64_t n = kern_enc_blocks(enc, W->cols);
+	uintptr_t s = (uintptr_t)W->scales + (uintptr_t)(2 * r * n);
+	for (int64_t o = 0; o < 2 * n; o += 64)
 		_mm_prefetch((const char *)(s + (uintptr_t)o), _MM_HINT_T0);
 }
 
@@ -206,7 +209,7 @@ KV_INLINE void nib_rows(coli_enc enc, const coli_mat *W, const float *xp, int64_
 			int64_t ys, int64_t r0, int64_t r1)
 {
 	const kern_enc *e = kern_enc_of(enc);
-	const int64_t G = kern_blocks(W), P = (G + GPC - 1) / GPC, full = G / GPC, cb = XL1 / (8 * KV_N) / T;
+	const int64_t G = kern_enc_blocks(enc, W->cols), P = (G + GPC - 1) / GPC, full = G / GPC, cb = XL1 / (8 * KV_N) / T;
 	const kv_i step = kv_iset1(GPC);
 	kv_f acc[RB][4];
 	for (int64_t b0 = r0; b0 < r1; b0 += RB) {
@@ -218,26 +221,34 @@ KV_INLINE void nib_rows(coli_enc enc, const coli_mat *W, const float *xp, int64_
 		for (int64_t p0 = 0; p0 < P; p0 += cb) {
 			int64_t p1 = P - p0 < cb ? P : p0 + cb;
 			for (int i = 0; i < nr; i++) {
-				const uint8_t *c = W->codes + (b0 + i) * W->row_bytes, *sr = kern_row_scales(W, b0 + i);
+				const uint8_t *c = W->codes + (b0 + i) * W->row_bytes, *sr = kern_enc_row_scales(enc, W, b0 + i);
 				kv_f s8 = kv_zero(), a[4];
 				kv_i idx = kv_lane8();
 				if (p0 == 0)
-					prefetch_scales(W, b0 + i + RB);
+					prefetch_scales(enc, W, b0 + i + RB);
 #pragma GCC unroll 4
 				for (int t = 0; t < T; t++)
 					a[t] = acc[i][t];
 				for (int64_t p = p0; p < p1; p++) {
-					if ((p - p0) % 8 == 0) {
-						s8 = kv_f16n(sr + 2 * GPC * p, G - GPC * p);
-						idx = kv_lane8();
+					kv_f sv;
+					if (GPC == 1) { /* a chunk is one group: its scale broadcast */
+						uint16_t h;
+						memcpy(&h, sr + 2 * p, 2);
+						sv = kv_set1(kv_f16(h));
+					} else {
+						if ((p - p0) % 8 == 0) {
+							s8 = kv_f16n(sr + 2 * GPC * p, G - GPC * p);
+							idx = kv_lane8();
+						}
+						sv = kv_perm(idx, s8);
+						idx = kv_iadd(idx, step);
 					}
 					/* a last chunk of fewer groups: its upper dwords are zero codes, x and scale */
-					kv_i v = p < full ? kv_iload(c + 4 * KV_N * p)
-							  : kv_iload_m(c + 4 * KV_N * p, kv_first(8 * (G - GPC * p)));
+					kv_i v = GPC == 1 || p < full ? kv_iload(c + 4 * KV_N * p)
+								      : kv_iload_m(c + 4 * KV_N * p, kv_first(8 * (G - GPC * p)));
 					if (((4 * KV_N * p) & 63) == 0)
 						prefetch_next(c + 4 * KV_N * p, &pf, whole);
-					nib_chunk(e, v, kv_perm(idx, s8), xp + 8 * KV_N * p, xs, T, a);
-					idx = kv_iadd(idx, step);
+					nib_chunk(e, v, sv, xp + 8 * KV_N * p, xs, T, a);
 				}
 #pragma GCC unroll 4
 				for (int t = 0; t < T; t++)
@@ -254,14 +265,14 @@ KV_INLINE void nib_rows(coli_enc enc, const coli_mat *W, const float *xp, int64_
 
 /* Columns sharing one scale (unscaled encodings: 1024), and columns per block for any T tokens:
  * whole scale groups, about XL1 / 4 (not XL1 / T: the sums' order is T's alone, kernels.h). */
-static inline int64_t gen_scale_width(const coli_mat *W)
+KV_INLINE int64_t gen_scale_width(coli_enc enc, const coli_mat *W)
 {
-	return kern_enc_of(W->enc)->scale == KS_NONE ? 1024 : kern_scale_width(W);
+	return kern_enc_of(enc)->scale == KS_NONE ? 1024 : kern_enc_scale_width(enc, W);
 }
 
-static inline int64_t gen_block_width(const coli_mat *W)
+KV_INLINE int64_t gen_block_width(coli_enc enc, const coli_mat *W)
 {
-	int64_t sw = gen_scale_width(W), cb = XL1 / 4;
+	int64_t sw = gen_scale_width(enc, W), cb = XL1 / 4;
 	return sw >= cb ? sw : cb / sw * sw;
 }
 
@@ -271,7 +282,7 @@ KV_INLINE void gen_rows(coli_enc enc, const coli_mat *W, const float *x, int64_t
 			int64_t ys, int64_t r0, int64_t r1)
 {
 	const kern_enc *e = kern_enc_of(enc);
-	const int64_t cols = W->cols, sw = gen_scale_width(W), bw = gen_block_width(W);
+	const int64_t cols = W->cols, sw = gen_scale_width(enc, W), bw = gen_block_width(enc, W);
 	const int64_t bpc = e->block_bytes >= e->block ? e->block_bytes / e->block : 1, step = 4 * KV_N * bpc;
 	kv_f acc[RB][4];
 	for (int64_t b0 = r0; b0 < r1; b0 += RB) {
@@ -283,10 +294,10 @@ KV_INLINE void gen_rows(coli_enc enc, const coli_mat *W, const float *x, int64_t
 		for (int64_t c0 = 0; c0 < cols; c0 += bw) {
 			int64_t c1 = cols - c0 < bw ? cols : c0 + bw;
 			for (int i = 0; i < nr; i++) {
-				const uint8_t *c = W->codes + (b0 + i) * W->row_bytes, *sr = kern_row_scales(W, b0 + i);
+				const uint8_t *c = W->codes + (b0 + i) * W->row_bytes, *sr = kern_enc_row_scales(enc, W, b0 + i);
 				kv_f a[4][4];
 				if (c0 == 0 && e->scale == KS_F16_BLOCK)
-					prefetch_scales(W, b0 + i + RB);
+					prefetch_scales(enc, W, b0 + i + RB);
 #pragma GCC unroll 4
 				for (int t = 0; t < T; t++) {
 					a[t][0] = acc[i][t];
@@ -369,7 +380,7 @@ static void vec(const coli_mat *W, const float *x, const kern_x *xp, float *y, i
 KV_INLINE void build(coli_enc enc, const coli_mat *W, int64_t p, int nr, int64_t k0, int64_t kc,
 		     const uint8_t *const *sr, float *wt)
 {
-	const int64_t sw = kern_scale_width(W), next = kern_code_bytes(enc, k0 + KC), nb = kern_code_bytes(enc, KC);
+	const int64_t sw = kern_enc_scale_width(enc, W), next = kern_code_bytes(enc, k0 + KC), nb = kern_code_bytes(enc, KC);
 	for (int i = 0; i < nr && k0 + KC < W->cols; i++)
 		for (int64_t o = 0; o < nb; o += 64)
 			_mm_prefetch((const char *)((uintptr_t)W->codes + (uintptr_t)((p + i) * W->row_bytes + next + o)),
@@ -464,7 +475,7 @@ KV_INLINE void gemm_enc(coli_enc enc, const coli_mat *W, const float *X, int n, 
 		int nr = r1 - p < MR ? (int)(r1 - p) : MR;
 		kv_m m0 = kv_first(nr), m1 = kv_first(nr - KV_N);
 		for (int i = 0; i < nr; i++)
-			sr[i] = kern_row_scales(W, p + i);
+			sr[i] = kern_enc_row_scales(enc, W, p + i);
 		for (int64_t k0 = 0; k0 < cols; k0 += KC) {
 			int64_t kc = cols - k0 < KC ? cols - k0 : KC;
 			build(enc, W, p, nr, k0, kc, sr, wt);
@@ -527,7 +538,7 @@ static void mul(const coli_mat *W, const float *X, const kern_x *XP, int n, floa
 KV_INLINE void gen_vec_t(coli_enc enc, const coli_mat *W, int64_t r0, int64_t nr, const float *a, float *y,
 			 int64_t c0, int64_t c1)
 {
-	const int64_t sw = kern_scale_width(W);
+	const int64_t sw = kern_enc_scale_width(enc, W);
 	for (int64_t k0 = c0; k0 < c1; k0 += 8 * KV_N) {
 		kv_f acc[8];
 		kv_m m[8];
@@ -543,7 +554,7 @@ KV_INLINE void gen_vec_t(coli_enc enc, const coli_mat *W, int64_t r0, int64_t nr
 			newg[i] = i == 0 || b[i] != b[i - 1];
 		}
 		for (int64_t r = r0; r < r0 + nr; r++) {
-			const uint8_t *c = W->codes + r * W->row_bytes, *sr = kern_row_scales(W, r);
+			const uint8_t *c = W->codes + r * W->row_bytes, *sr = kern_enc_row_scales(enc, W, r);
 			kv_f ar = kv_set1(a[r - r0]);
 			kgrp s = kgroup(enc, sr, b[0]);
 #pragma GCC unroll 8
@@ -571,7 +582,7 @@ KV_INLINE void nib_vec_t(coli_enc enc, const coli_mat *W, int64_t r0, int64_t nr
 {
 	enum { V = 128 / KV_N, L = 32 / KV_N };
 	const kv_f lut = kv_lut_of(kern_enc_of(enc));
-	const int64_t G = kern_blocks(W);
+	const int64_t G = kern_enc_blocks(enc, W->cols);
 	for (int64_t k0 = c0; k0 < c1; k0 += 128) {
 		const int64_t g0 = k0 / 64, ng = g0 + 1 < G && k0 + 64 < c1 ? 2 : 1;
 		kv_f acc[V];
@@ -582,7 +593,7 @@ KV_INLINE void nib_vec_t(coli_enc enc, const coli_mat *W, int64_t r0, int64_t nr
 			acc[i] = kv_load_m(y + k0 + KV_N * i, m[i]);
 		}
 		for (int64_t r = r0; r < r0 + nr; r++) {
-			const uint8_t *c = W->codes + r * W->row_bytes + 32 * g0, *sr = kern_row_scales(W, r) + 2 * g0;
+			const uint8_t *c = W->codes + r * W->row_bytes + 32 * g0, *sr = kern_enc_row_scales(enc, W, r) + 2 * g0;
 			for (int h = 0; h < ng; h++) {
 				uint16_t sh;
 				memcpy(&sh, sr + 2 * h, 2);

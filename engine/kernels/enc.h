@@ -79,11 +79,19 @@ static inline const kern_enc *kern_enc_of(coli_enc enc)
 	return &kern_encs[enc];
 }
 
-/* Blocks of a row (q4/q8: its scale groups). */
+/* The geometry below takes the encoding apart from the matrix, so that where a body is built for
+ * one encoding (a constant) the divisions by its block fold into shifts. */
+
+/* Blocks of a row of cols columns (q4/q8: its scale groups). */
+static inline int64_t kern_enc_blocks(coli_enc enc, int64_t cols)
+{
+	int64_t b = kern_encs[enc].block;
+	return (cols + b - 1) / b;
+}
+
 static inline int64_t kern_blocks(const coli_mat *W)
 {
-	int64_t b = kern_encs[W->enc].block;
-	return (W->cols + b - 1) / b;
+	return kern_enc_blocks(W->enc, W->cols);
 }
 
 /* Bytes of codes of n columns (n a whole number of blocks, or any n for element formats). */
@@ -92,24 +100,35 @@ static inline int64_t kern_code_bytes(coli_enc enc, int64_t n)
 	return n / kern_encs[enc].block * kern_encs[enc].block_bytes;
 }
 
-/* Scale groups: columns sharing one scale (the block, fp8's tile width, else the row). */
-static inline int64_t kern_scale_width(const coli_mat *W)
+/* Scale groups of W (of encoding enc): columns sharing one scale (the block, fp8's tile width,
+ * else the row). */
+static inline int64_t kern_enc_scale_width(coli_enc enc, const coli_mat *W)
 {
-	switch (kern_encs[W->enc].scale) {
-	case KS_F16_BLOCK: return kern_encs[W->enc].block;
+	switch (kern_encs[enc].scale) {
+	case KS_F16_BLOCK: return kern_encs[enc].block;
 	case KS_F32_TILE: return W->block[1];
 	default: return W->cols;
 	}
 }
 
-/* Row r's scales, indexed by scale group; NULL when unscaled. */
-static inline const uint8_t *kern_row_scales(const coli_mat *W, int64_t r)
+static inline int64_t kern_scale_width(const coli_mat *W)
 {
-	switch (kern_encs[W->enc].scale) {
-	case KS_F16_BLOCK: return W->scales + 2 * r * kern_blocks(W);
+	return kern_enc_scale_width(W->enc, W);
+}
+
+/* Row r's scales, indexed by scale group; NULL when unscaled. */
+static inline const uint8_t *kern_enc_row_scales(coli_enc enc, const coli_mat *W, int64_t r)
+{
+	switch (kern_encs[enc].scale) {
+	case KS_F16_BLOCK: return W->scales + 2 * r * kern_enc_blocks(enc, W->cols);
 	case KS_F32_TILE: return W->scales + 4 * (r / W->block[0]) * ((W->cols + W->block[1] - 1) / W->block[1]);
 	default: return NULL;
 	}
+}
+
+static inline const uint8_t *kern_row_scales(const coli_mat *W, int64_t r)
+{
+	return kern_enc_row_scales(W->enc, W, r);
 }
 
 /* The scale of group b of a row whose scales are sr: 1 when unscaled. Scales need not be
