@@ -5,9 +5,9 @@
  * computed by one call in an order that depends only on the matrix and the variant, never on
  * the range it was part of, so any split gives the same bits.
  *
- * Prepared activations: a variant may want x rearranged (q4 SIMD kernels read x in the order
- * the packed nibbles unpack to). prep_floats(W) is the floats it needs per token (0: none);
- * kernels.c calls prep once per token and passes the result; NULL means "not prepared" (the
+ * Prepared activations carry their type (ggml's vec_dot_type): xtype(W) is what the variant
+ * wants x turned into for W; kernels.c calls prep once per token into a buffer of prep_bytes(W)
+ * per token and passes it typed (kern_x). NULL means "not prepared" (no preparation wanted, or the
  * buffer could not be allocated) and the variant must still compute the same product.
  */
 #ifndef COLI_KERNELS_IMPL_H
@@ -17,17 +17,30 @@
 #include <string.h>
 
 #include "kernels.h"
-#include "quant.h"
+#include "kernels/enc.h"
+
+typedef enum kern_xtype {
+	KX_F32,     /* x as given: float32 in column order (nothing prepared) */
+	KX_F32_NIB, /* float32 in the order a 4-bit row's nibbles unpack to in the variant (body.h) */
+} kern_xtype;
+
+/* Prepared activations of one or more tokens. */
+typedef struct kern_x {
+	kern_xtype type;
+	int64_t stride; /* bytes from one token's to the next */
+	const void *data;
+} kern_x;
 
 typedef struct kern_ops {
 	const char *name;
-	int64_t (*prep_floats)(const coli_mat *W);
-	void (*prep)(const coli_mat *W, const float *x, float *xp);
-	/* y[r - r0] = W[r] . x for r in [r0, r1). */
-	void (*vec)(const coli_mat *W, const float *x, const float *xp, float *y, int64_t r0, int64_t r1);
-	/* Y[t][r] = W[r] . X[t] for t < n, r in [r0, r1), Y being [n][W->rows]; XP: n prepared
-	 * tokens or NULL. */
-	void (*mul)(const coli_mat *W, const float *X, const float *XP, int n, float *Y, int64_t r0,
+	kern_xtype (*xtype)(const coli_mat *W);
+	int64_t (*prep_bytes)(const coli_mat *W); /* per token; 0 for KX_F32 */
+	void (*prep)(const coli_mat *W, const float *x, void *xp);
+	/* y[r - r0] = W[r] . x for r in [r0, r1); xp: x prepared, or NULL. */
+	void (*vec)(const coli_mat *W, const float *x, const kern_x *xp, float *y, int64_t r0, int64_t r1);
+	/* Y[t][r] = W[r] . X[t] for t < n, r in [r0, r1), Y being [n][W->rows]; XP: the n tokens
+	 * prepared, or NULL. */
+	void (*mul)(const coli_mat *W, const float *X, const kern_x *XP, int n, float *Y, int64_t r0,
 		    int64_t r1);
 	/* y[c] += sum over r in [r0, r0 + nr) of a[r - r0] * W[r][c], for c in [c0, c1). */
 	void (*vec_t)(const coli_mat *W, int64_t r0, int64_t nr, const float *a, float *y, int64_t c0,
@@ -38,36 +51,5 @@ typedef struct kern_ops {
 } kern_ops;
 
 extern const kern_ops kern_scalar, kern_avx2, kern_avx512;
-
-/* Scale groups: columns sharing one scale (64 for q4/q8, block[1] for fp8, else the row). */
-static inline int64_t kern_scale_width(const coli_mat *W)
-{
-	if (W->enc == COLI_ENC_Q4 || W->enc == COLI_ENC_Q8)
-		return COLI_GS;
-	return W->enc == COLI_ENC_FP8 ? W->block[1] : W->cols;
-}
-
-static inline int64_t kern_groups(const coli_mat *W)
-{
-	return (W->cols + COLI_GS - 1) / COLI_GS;
-}
-
-/* The scale of row r, scale group b: fp16 for q4/q8, fp8's scale_inv, else 1. Scales need
- * not be aligned in a mapped file, hence memcpy. */
-static inline float kern_scale(const coli_mat *W, int64_t r, int64_t b)
-{
-	if (W->enc == COLI_ENC_Q4 || W->enc == COLI_ENC_Q8) {
-		uint16_t h;
-		memcpy(&h, W->scales + 2 * (r * kern_groups(W) + b), 2);
-		return coli_f16_to_f32(h);
-	}
-	if (W->enc == COLI_ENC_FP8) {
-		int64_t nb1 = (W->cols + W->block[1] - 1) / W->block[1];
-		float s;
-		memcpy(&s, W->scales + 4 * ((r / W->block[0]) * nb1 + b), 4);
-		return s;
-	}
-	return 1.0f;
-}
 
 #endif

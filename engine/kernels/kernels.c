@@ -20,8 +20,8 @@ struct coli_kernels {
 	const kern_ops *ops;
 	int threads;
 	kpool *pool;
-	float *xbuf;   /* prepared activations, shared read-only by the workers */
-	size_t xcap;   /* floats */
+	void *xbuf;    /* prepared activations, shared read-only by the workers */
+	size_t xcap;   /* bytes */
 };
 
 coli_mat coli_mat_of(const coli_blob *b, const uint8_t *base)
@@ -124,23 +124,24 @@ void coli_kernels_for(coli_kernels *k, int64_t total, int64_t grain, void (*fn)(
 	kpool_for(k->pool, k->threads, total, grain, fn, arg);
 }
 
-/* A buffer of n floats for prepared activations; NULL when it cannot be had. */
-static float *prep_buffer(coli_kernels *kc, size_t n)
+/* A buffer of n bytes for prepared activations; NULL when it cannot be had. */
+static uint8_t *prep_buffer(coli_kernels *kc, size_t n)
 {
 	if (n <= kc->xcap)
 		return kc->xbuf;
-	size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
-	float *p = aligned_alloc(64, bytes);
+	size_t bytes = (n + 63) & ~(size_t)63;
+	void *p = aligned_alloc(64, bytes);
 	if (!p)
 		return NULL;
 	free(kc->xbuf);
 	kc->xbuf = p;
-	kc->xcap = bytes / sizeof(float);
+	kc->xcap = bytes;
 	return kc->xbuf;
 }
 
-/* Prepared floats for products over max_cols columns: the 64 matrices of coli_mat_vec_batch, or the
- * small_n tokens (16 in every variant) of one coli_mat_mul. */
+/* Prepared activations for products over max_cols columns (at most a float32 per column, rounded
+ * up to 128 columns): the 64 matrices of coli_mat_vec_batch, or the small_n tokens (16 in every
+ * variant) of one coli_mat_mul. */
 #define RESERVE_ROWS 64
 
 uint64_t coli_kernels_reserve_bytes(uint64_t max_cols)
@@ -151,23 +152,27 @@ uint64_t coli_kernels_reserve_bytes(uint64_t max_cols)
 int coli_kernels_reserve(coli_kernels *k, int64_t max_cols, coli_err *e)
 {
 	int rows = k->ops->small_n > RESERVE_ROWS ? k->ops->small_n : RESERVE_ROWS;
-	int64_t n = (max_cols + 127) / 128 * 128 * rows;
+	int64_t n = (max_cols + 127) / 128 * 128 * rows * (int64_t)sizeof(float);
 	if (!prep_buffer(k, (size_t)n))
-		return coli_errf(e, COLI_ENOMEM, "out of memory for %lld floats of prepared activations", (long long)n);
+		return coli_errf(e, COLI_ENOMEM, "out of memory for %lld bytes of prepared activations", (long long)n);
 	return 0;
 }
 
-/* x of n tokens prepared for the variant, or NULL (no preparation wanted or no memory). */
-static const float *prepare(coli_kernels *kc, const coli_mat *W, const float *x, int n)
+/* x of n tokens prepared for the variant into *px; NULL when no preparation is wanted or there is
+ * no memory. */
+static const kern_x *prepare(coli_kernels *kc, const coli_mat *W, const float *x, int n, kern_x *px)
 {
 	const kern_ops *k = kc->ops;
-	int64_t per = k->prep_floats(W);
+	int64_t per = k->prep_bytes(W);
 	if (per == 0)
 		return NULL;
-	float *xp = prep_buffer(kc, (size_t)per * (size_t)n);
-	for (int t = 0; xp && t < n; t++)
+	uint8_t *xp = prep_buffer(kc, (size_t)per * (size_t)n);
+	if (!xp)
+		return NULL;
+	for (int t = 0; t < n; t++)
 		k->prep(W, x + (int64_t)t * W->cols, xp + (int64_t)t * per);
-	return xp;
+	*px = (kern_x){k->xtype(W), per, xp};
+	return px;
 }
 
 /* Threads for `work` multiply-adds and pieces of about a quarter of each thread's share. */
@@ -184,7 +189,8 @@ static int split(const coli_kernels *kc, int64_t work, int64_t total, int64_t un
 typedef struct job {
 	const kern_ops *k;
 	const coli_mat *W;
-	const float *x, *xp, *a;
+	const float *x, *a;
+	const kern_x *xp;
 	float *y;
 	int n;
 	int64_t r0, nr;
@@ -215,7 +221,8 @@ void coli_mat_vec_range(coli_kernels *kc, const coli_mat *W, int64_t r0, int64_t
 	if (nr <= 0)
 		return;
 	int t = split(kc, nr * W->cols, nr, VEC_UNIT, &grain);
-	j.xp = prepare(kc, W, x, 1);
+	kern_x px;
+	j.xp = prepare(kc, W, x, 1, &px);
 	kpool_for(kc->pool, t, nr, grain, vec_piece, &j);
 }
 
@@ -225,7 +232,7 @@ typedef struct batch_job {
 	const kern_ops *k;
 	const coli_mat *const *W;
 	const float *const *x;
-	const float **xp;
+	const kern_x *const *xp;
 	float *const *y;
 	const int64_t *first; /* first global row of each item; first[count] = total */
 	int count;
@@ -245,24 +252,28 @@ static void batch_piece(void *arg, int64_t b, int64_t e)
 int coli_mat_vec_batch(coli_kernels *kc, const coli_mat *const *W, const float *const *x, float *const *y, int count)
 {
 	const kern_ops *k = kc->ops;
-	int64_t first[65], per[64], total = 0, work = 0, floats = 0, grain;
-	const float *xp[64];
+	int64_t first[65], per[64], total = 0, work = 0, bytes = 0, grain;
+	kern_x px[64];
+	const kern_x *xp[64];
 	if (count <= 0 || count > 64)
 		return -1;
 	for (int i = 0; i < count; i++) {
 		first[i] = total;
 		total += W[i]->rows;
 		work += W[i]->rows * W[i]->cols;
-		floats += per[i] = k->prep_floats(W[i]);
+		bytes += per[i] = k->prep_bytes(W[i]);
 	}
 	first[count] = total;
-	float *buf = floats ? prep_buffer(kc, (size_t)floats) : NULL;
-	if (floats && !buf)
+	uint8_t *buf = bytes ? prep_buffer(kc, (size_t)bytes) : NULL;
+	if (bytes && !buf)
 		return -1;
-	for (int i = 0, at = 0; i < count; at += (int)per[i], i++) {
-		xp[i] = per[i] ? buf + at : NULL;
-		if (per[i])
+	for (int64_t i = 0, at = 0; i < count; at += per[i], i++) {
+		xp[i] = NULL;
+		if (per[i]) {
 			k->prep(W[i], x[i], buf + at);
+			px[i] = (kern_x){k->xtype(W[i]), per[i], buf + at};
+			xp[i] = &px[i];
+		}
 	}
 	batch_job j = {k, W, x, xp, y, first, count};
 	int t = split(kc, work, total, VEC_UNIT, &grain);
@@ -282,8 +293,9 @@ void coli_mat_mul(coli_kernels *kc, const coli_mat *W, const float *X, int n, fl
 	if (n <= 0)
 		return;
 	int t = split(kc, W->rows * W->cols * n, W->rows, MUL_UNIT, &grain);
+	kern_x px;
 	if (n <= j.k->small_n)
-		j.xp = prepare(kc, W, X, n);
+		j.xp = prepare(kc, W, X, n, &px);
 	kpool_for(kc->pool, t, W->rows, grain, mul_piece, &j);
 }
 

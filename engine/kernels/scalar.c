@@ -1,55 +1,18 @@
 /* scalar.c: the reference kernels: plain C, exact weights, double-precision sums. */
-#include <string.h>
-
 #include "kernels/impl.h"
 
 #define CHUNK 256 /* columns decoded at a time (a multiple of 64) */
 
-/* W'[r][c] for c in [c0, c1), c1 - c0 <= CHUNK: the float32 value the encoding defines. One
- * scale group at a time, one loop per encoding. */
+/* W'[r][c] for c in [c0, c1), c1 - c0 <= CHUNK: the float32 value the encoding defines, one
+ * scale group at a time through the encoding table's decode (enc.h). */
 static void decode(const coli_mat *W, int64_t r, int64_t c0, int64_t c1, float *w)
 {
-	const uint8_t *row = W->codes + r * W->row_bytes;
+	const uint8_t *row = W->codes + r * W->row_bytes, *sr = kern_row_scales(W, r);
 	const int64_t sw = kern_scale_width(W);
 	for (int64_t c = c0; c < c1;) {
 		const int64_t b = c / sw, end = (b + 1) * sw < c1 ? (b + 1) * sw : c1;
-		const float s = kern_scale(W, r, b);
-		uint16_t h;
-		switch (W->enc) {
-		case COLI_ENC_F32:
-			memcpy(w + (c - c0), row + 4 * c, (size_t)(4 * (end - c)));
-			c = end;
-			break;
-		case COLI_ENC_BF16:
-			for (; c < end; c++) {
-				memcpy(&h, row + 2 * c, 2);
-				w[c - c0] = coli_bf16_to_f32(h);
-			}
-			break;
-		case COLI_ENC_F16:
-			for (; c < end; c++) {
-				memcpy(&h, row + 2 * c, 2);
-				w[c - c0] = coli_f16_to_f32(h);
-			}
-			break;
-		case COLI_ENC_FP8:
-			for (; c < end; c++)
-				w[c - c0] = coli_fp8e4m3_to_f32(row[c]) * s;
-			break;
-		case COLI_ENC_Q8:
-			for (; c < end; c++)
-				w[c - c0] = (float)(int8_t)row[c] * s;
-			break;
-		case COLI_ENC_Q4: /* quant.h packing: group g, byte 32g + (c % 32), high nibble past 32 */
-			for (; c < end; c++) {
-				uint8_t byte = row[32 * b + (c & 31)];
-				w[c - c0] = (float)(((c & 32) ? byte >> 4 : byte & 15) - 8) * s;
-			}
-			break;
-		default:
-			for (; c < end; c++)
-				w[c - c0] = 0;
-		}
+		kern_enc_of(W->enc)->decode(row, c, end, kern_group_scale(W->enc, sr, b), w + (c - c0));
+		c = end;
 	}
 }
 
@@ -66,7 +29,7 @@ static double dot(const float *w, const float *x, int64_t n)
 	return (a[0] + a[1]) + (a[2] + a[3]);
 }
 
-static void vec(const coli_mat *W, const float *x, const float *xp, float *y, int64_t r0, int64_t r1)
+static void vec(const coli_mat *W, const float *x, const kern_x *xp, float *y, int64_t r0, int64_t r1)
 {
 	float w[CHUNK];
 	(void)xp;
@@ -84,7 +47,7 @@ static void vec(const coli_mat *W, const float *x, const float *xp, float *y, in
 /* Row by row, tokens in blocks of TB with a double accumulator each: a decoded chunk serves
  * every token of the block while the row stays in cache. */
 #define TB 32
-static void mul(const coli_mat *W, const float *X, const float *XP, int n, float *Y, int64_t r0,
+static void mul(const coli_mat *W, const float *X, const kern_x *XP, int n, float *Y, int64_t r0,
 		int64_t r1)
 {
 	float w[CHUNK];
@@ -132,6 +95,12 @@ static void row(const coli_mat *W, int64_t r, float *out)
 		decode(W, r, c0, c0 + CHUNK < W->cols ? c0 + CHUNK : W->cols, out + c0);
 }
 
+static kern_xtype xtype(const coli_mat *W)
+{
+	(void)W;
+	return KX_F32;
+}
+
 static int64_t no_prep(const coli_mat *W)
 {
 	(void)W;
@@ -140,7 +109,8 @@ static int64_t no_prep(const coli_mat *W)
 
 const kern_ops kern_scalar = {
 	.name = "scalar",
-	.prep_floats = no_prep,
+	.xtype = xtype,
+	.prep_bytes = no_prep,
 	.prep = NULL,
 	.vec = vec,
 	.mul = mul,

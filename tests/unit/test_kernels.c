@@ -449,6 +449,46 @@ static void check_fp8_nan(const char *isa)
 	tmat_free(&t);
 }
 
+/* The encoding table (kernels/enc.h) against the container's geometry (formats/layout.c): every row's
+ * blocks make the row_bytes coli_blob_init gives, its scales the scale bytes, and the scale width
+ * and a row's scales address what the blob holds. */
+static void check_table(void)
+{
+	static const int64_t shapes[][2] = {{1, 1}, {3, 64}, {5, 65}, {7, 1000}, {130, 300}};
+	for (int enc = 0; enc < COLI_ENC_COUNT; enc++)
+		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+			char name[96];
+			int64_t rows = shapes[s][0], cols = shapes[s][1], block[2] = {128, 128};
+			const kern_enc *k = kern_enc_of((coli_enc)enc);
+			coli_blob b;
+			coli_err e;
+			if (coli_blob_init(&b, (coli_enc)enc, rows, cols, block, &e) < 0) {
+				T_CHECK("blob geometry", 0, "%s", e.msg);
+				continue;
+			}
+			uint8_t *buf = calloc(1, b.nbytes);
+			if (!buf) {
+				T_CHECK("encoding table: memory", 0, "%llu bytes", (unsigned long long)b.nbytes);
+				continue;
+			}
+			coli_mat m = coli_mat_of(&b, buf);
+			int64_t blocks = kern_blocks(&m), groups = (cols + kern_scale_width(&m) - 1) / kern_scale_width(&m);
+			int64_t last = k->scale == KS_NONE ? 0 : kern_row_scales(&m, rows - 1) - m.scales;
+			int64_t per = k->scale == KS_F16_BLOCK ? 2 : 4, end = k->scale == KS_NONE ? 0 : last + per * groups;
+			snprintf(name, sizeof(name), "encoding table: %s %lldx%lld: row bytes and scales as the container's",
+				 coli_enc_name((coli_enc)enc), (long long)rows, (long long)cols);
+			T_CHECK(name,
+				(uint64_t)(blocks * k->block_bytes) == b.row_bytes &&
+					(uint64_t)kern_code_bytes((coli_enc)enc, blocks * k->block) == b.row_bytes &&
+					(uint64_t)end == b.scales_bytes && (k->scale == KS_NONE) == (b.scales_bytes == 0) &&
+					k->decode != NULL,
+				"row bytes %lld (container %llu), scales end at %lld (container %llu bytes)",
+				(long long)(blocks * k->block_bytes), (unsigned long long)b.row_bytes, (long long)end,
+				(unsigned long long)b.scales_bytes);
+			free(buf);
+		}
+}
+
 static const char *const isas[] = {"scalar", "avx2", "avx512"};
 
 static void check_isa(const char *isa)
@@ -621,6 +661,7 @@ int main(void)
 {
 	__builtin_cpu_init();
 	check_choice();
+	check_table();
 	for (size_t v = 0; v < sizeof(isas) / sizeof(isas[0]); v++)
 		check_isa(isas[v]);
 	const char *b = getenv("COLI_KERNEL_BENCH");

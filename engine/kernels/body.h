@@ -1,0 +1,664 @@
+/* body.h: the SIMD kernel bodies, written once over an ISA mapping (isa_avx2.h, isa_avx512.h: KV_N
+ * lanes, kv_* operations) and the encoding table (enc.h); internal. A variant's file includes its
+ * mapping, then this: avx2.c and avx512.c are the same bodies compiled for two ISAs, each summing
+ * in the order its vector width gives (kernels.h: variants differ only in summation order).
+ *
+ * Matrix-vector (1 to 4 tokens per pass): rows go in blocks of RB, read one after another
+ * (interleaving rows defeats the hardware prefetcher): whole when the tokens' x fits in L1 (XL1
+ * floats), else in column blocks, so x never streams from L2 (that halved the speed). From RAM two
+ * more things mattered on Zen 5: the scales are prefetched like the codes, and a code chunk is
+ * loaded once (nib_chunk).
+ *
+ * 4-bit codes in quant.h's packing (q4) with x prepared (KX_F32_NIB): a chunk of KV_N dwords (KV_N / 8
+ * groups of 64 columns) is loaded whole; nibble j of every dword (bits 4j .. 4j+3) becomes floats
+ * through the mapping's kv_nibbles (a 16-entry lookup, or arithmetic for an affine table), and x
+ * is prepared once per product in the matching order (prep), so the weights are never reordered.
+ * Lane i of a chunk belongs to its group i / 8; the chunk's sum is scaled by the groups' scales
+ * spread over the lanes (a vector of them loaded once per 8 chunks, then permuted), or by the
+ * group's scale broadcast where a chunk is one group (KV_N 8: two more live registers cost AVX2
+ * spills).
+ *
+ * Every other encoding (and q4 when x is not prepared) decodes KV_N columns at a time (kdec) under
+ * one scale: 4 x KV_N columns per step into four accumulators per token, one scale group at a
+ * time, the four summed at the end of each column block.
+ *
+ * GEMM (many tokens: prefill, verify): panels of MR = 2 x KV_N rows; a chunk of KC columns of
+ * the panel is decoded once into wt[k][MR] (KV_N x KV_N at a time, transposed in registers),
+ * then every block of tokens runs the micro-kernel: two vectors of weights times a broadcast x,
+ * 2 x KV_GEMM_NR accumulators, no horizontal sums. Y's tile is the accumulator between chunks,
+ * so each Y[t][r] is one in-order chain of fused multiply-adds over the columns: the same bits
+ * for any split of rows or tokens. The tokens go in blocks of even size (29 = 10 + 10 + 9, not
+ * 12 + 12 + 5): a small block keeps fewer chains in flight than two 4-5-cycle FMA pipes need.
+ * Whole panels move their tile with plain loads and stores (Zen 3's masked ones are microcoded).
+ */
+#ifndef KV_N
+#error "body.h: include an ISA mapping (kernels/isa_*.h) first"
+#endif
+
+#define RB 16         /* rows per block (the next block is prefetched meanwhile) */
+#define XL1 8192      /* floats of x kept in L1: a block has XL1 / T columns */
+#define SMALL_N 16    /* coli_mat_mul up to small_n(enc) <= SMALL_N tokens uses the matvec kernels */
+#define PF_AHEAD 8192 /* bytes, when rows are read whole: one stream */
+#define GPC (KV_N / 8) /* 64-column groups of 4-bit codes per chunk of KV_N dwords */
+#define MR (2 * KV_N) /* GEMM: rows of a panel */
+#define NR KV_GEMM_NR /* GEMM: tokens per micro-kernel call */
+#define KC 256        /* GEMM: columns per decoded chunk */
+
+/* ---- prefetching ---- */
+
+/* The scales of row r (2 bytes per block), fetched a block of rows ahead: a scale that misses in
+ * the cache stalls everything that depends on it (measured: -25% from RAM). */
+KV_INLINE void prefetch_scales(coli_enc enc, const coli_mat *W, int64_t r)
+{
+	const int64_t n = kern_enc_blocks(enc, W->cols);
+	uintptr_t s = (uintptr_t)W->scales + (uintptr_t)(2 * r * n);
+	for (int64_t o = 0; o < 2 * n; o += 64)
+		_mm_prefetch((const char *)(s + (uintptr_t)o), _MM_HINT_T0);
+}
+
+/* The code stream's prefetch for the 64 bytes at c. Rows read whole make one stream: fetch
+ * PF_AHEAD bytes ahead of c (an address derived from the load's own pointer: a separately
+ * advanced pointer halved the speed from RAM on Zen 5). Rows read in column blocks: fetch the
+ * next row block (its rows are contiguous) in address order through pf, spread over this
+ * block's work. Addresses may lie past the matrix: a prefetch never faults. */
+KV_INLINE void prefetch_next(const uint8_t *c, uintptr_t *pf, int whole)
+{
+	if (whole) {
+		_mm_prefetch((const char *)((uintptr_t)c + PF_AHEAD), _MM_HINT_T0);
+	} else {
+		_mm_prefetch((const char *)*pf, _MM_HINT_T1);
+		*pf += 64;
+	}
+}
+
+/* ---- decoding KV_N columns ---- */
+
+/* A row's multiplier in one scale group: s (fp8: scale_inv x 256, kv_e4m3 giving value / 256),
+ * m = s x lut_bias (affine 4-bit tables), f the scale itself (the table's decode). */
+typedef struct kgrp {
+	kv_f s, m;
+	float f;
+} kgrp;
+
+KV_INLINE kgrp kgroup(coli_enc enc, const uint8_t *sr, int64_t b)
+{
+	const kern_enc *e = kern_enc_of(enc);
+	kgrp g;
+	uint16_t h;
+	switch (e->scale) {
+	case KS_F16_BLOCK: memcpy(&h, sr + 2 * b, 2); g.f = kv_f16(h); break;
+	case KS_F32_TILE: memcpy(&g.f, sr + 4 * b, 4); break;
+	default: g.f = 1.0f; break;
+	}
+	g.s = kv_set1(e->code == KC_E4M3 ? g.f * 256.0f : g.f);
+	g.m = kv_mul(g.s, kv_set1((float)e->lut_bias));
+	return g;
+}
+
+static const kgrp kgrp_zero; /* a panel's rows past the matrix */
+
+/* Whether every KV_N-column slice lies in one scale group (else: the scalar kernels). */
+static inline int slices_ok(const coli_mat *W)
+{
+	return kern_enc_of(W->enc)->scale != KS_F32_TILE || W->block[1] % KV_N == 0;
+}
+
+/* W'[k .. k+KV_N) of the row whose codes start at c, a whole slice (k a multiple of KV_N). An
+ * encoding whose code type has no vector decode here goes through its row's decode. */
+KV_INLINE kv_f kdec(coli_enc enc, const uint8_t *c, int64_t k, const kgrp *g)
+{
+	const kern_enc *e = kern_enc_of(enc);
+	switch (e->code) {
+	case KC_F32: return kv_load((const float *)(const void *)(c + 4 * k));
+	case KC_BF16: return kv_bf16(c + 2 * k);
+	case KC_F16: return kv_f16x(c + 2 * k);
+	case KC_E4M3: return kv_mul(kv_e4m3_nan(c + k), g->s);
+	case KC_I8: return kv_mul(kv_i8(c + k), g->s);
+	case KC_U4_LUT: {
+		kv_i d = kv_u8(c + (k / 64) * 32 + (k & 31));
+		if (k & 32)
+			d = kv_srli(d, 4);
+#if KV_LUT16
+		return kv_mul(kv_lut(d, kv_lut_of(e)), g->s);
+#else
+		if (e->lut_affine)
+			return kv_u4_affine(d, g->s, g->m);
+		break;
+#endif
+	}
+	default: break;
+	}
+	float w[KV_N];
+	e->decode(c, k, k + KV_N, g->f, w);
+	return kv_load(w);
+}
+
+/* The first n (< KV_N; <= 0: none) columns of the slice at k, the rest zero. Rows padded to whole
+ * blocks (q4/q8, with zero codes) decode in place and lose the lanes past n; an unpadded row's
+ * codes are copied into a zeroed buffer first. */
+KV_INLINE kv_f kdec_part(coli_enc enc, const uint8_t *c, int64_t k, int64_t n, const kgrp *g)
+{
+	const kern_enc *e = kern_enc_of(enc);
+	if (e->block > 1)
+		return kv_keep(kdec(enc, c, k, g), kv_first(n));
+	uint8_t buf[4 * KV_N] = {0};
+	if (n > 0)
+		memcpy(buf, c + k * e->block_bytes, (size_t)(n * e->block_bytes));
+	return kdec(enc, buf, 0, g);
+}
+
+/* ---- 4-bit codes in the nibble order (x prepared) ---- */
+
+/* Encodings that take the nibble-order paths: 4-bit codes in quant.h's packing, fp16 scales per
+ * 64-column block, a table the mapping can turn into floats. */
+static inline int nib_enc(coli_enc enc)
+{
+	const kern_enc *e = kern_enc_of(enc);
+	return e->code == KC_U4_LUT && e->scale == KS_F16_BLOCK && e->block == 64 && (KV_LUT16 || e->lut_affine);
+}
+
+static int64_t nib_chunks(const coli_mat *W)
+{
+	return (kern_blocks(W) + GPC - 1) / GPC;
+}
+
+static kern_xtype xtype(const coli_mat *W)
+{
+	return nib_enc(W->enc) ? KX_F32_NIB : KX_F32;
+}
+
+static int64_t prep_bytes(const coli_mat *W)
+{
+	return nib_enc(W->enc) ? nib_chunks(W) * 8 * KV_N * (int64_t)sizeof(float) : 0;
+}
+
+/* xp[8 KV_N p + KV_N j + d] = x at the column of nibble j of dword d of chunk p; zero past cols. */
+static void prep(const coli_mat *W, const float *x, void *out)
+{
+	float *xp = out;
+	for (int64_t p = 0; p < nib_chunks(W); p++)
+		for (int j = 0; j < 8; j++)
+			for (int d = 0; d < KV_N; d++) {
+				int64_t byte = 4 * KV_N * p + 4 * d + (j >> 1), col = 64 * (byte / 32) + 32 * (j & 1) + byte % 32;
+				xp[8 * KV_N * p + KV_N * j + d] = col < W->cols ? x[col] : 0.0f;
+			}
+}
+
+/* acc[t] += (sum over the chunk's 8 KV_N weights of w * xp_t) * sv, for T tokens xs apart. */
+KV_INLINE void nib_chunk(const kern_enc *e, kv_i v, kv_f sv, const float *xp, int64_t xs, int T, kv_f *acc)
+{
+	kv_f w[8];
+	KV_PIN(v); /* folded into each nibble's shift as a memory operand, the chunk is loaded eight
+		    * times, and from RAM that halved the speed on Zen 5 */
+	kv_nibbles(v, e, w);
+#pragma GCC unroll 4
+	for (int t = 0; t < T; t++) {
+		const float *x = xp + t * xs;
+		kv_f s = kv_mul(w[0], kv_load_a(x));
+#pragma GCC unroll 8
+		for (int j = 1; j < 8; j++)
+			s = kv_fma(w[j], kv_load_a(x + KV_N * j), s);
+		acc[t] = kv_fma(s, sv, acc[t]);
+	}
+}
+
+/* y[t * ys + r - r0] = W[r] . x_t for T tokens of prepared x (xs floats apart), r in [r0, r1):
+ * blocks of RB rows x XL1 / T columns; the accumulators wait in acc between column blocks (each
+ * row's sum keeps its order), the next row block is prefetched one cache line per 64 bytes. */
+KV_INLINE void nib_rows(coli_enc enc, const coli_mat *W, const float *xp, int64_t xs, int T, float *y,
+			int64_t ys, int64_t r0, int64_t r1)
+{
+	const kern_enc *e = kern_enc_of(enc);
+	const int64_t G = kern_enc_blocks(enc, W->cols), P = (G + GPC - 1) / GPC, full = G / GPC, cb = XL1 / (8 * KV_N) / T;
+	const kv_i step = kv_iset1(GPC);
+	kv_f acc[RB][4];
+	for (int64_t b0 = r0; b0 < r1; b0 += RB) {
+		int nr = r1 - b0 < RB ? (int)(r1 - b0) : RB, whole = P <= cb;
+		uintptr_t pf = (uintptr_t)W->codes + (uintptr_t)((b0 + RB) * W->row_bytes);
+		for (int i = 0; i < nr; i++)
+			for (int t = 0; t < T; t++)
+				acc[i][t] = kv_zero();
+		for (int64_t p0 = 0; p0 < P; p0 += cb) {
+			int64_t p1 = P - p0 < cb ? P : p0 + cb;
+			for (int i = 0; i < nr; i++) {
+				const uint8_t *c = W->codes + (b0 + i) * W->row_bytes, *sr = kern_enc_row_scales(enc, W, b0 + i);
+				kv_f s8 = kv_zero(), a[4];
+				kv_i idx = kv_lane8();
+				if (p0 == 0)
+					prefetch_scales(enc, W, b0 + i + RB);
+#pragma GCC unroll 4
+				for (int t = 0; t < T; t++)
+					a[t] = acc[i][t];
+				for (int64_t p = p0; p < p1; p++) {
+					kv_f sv;
+					if (GPC == 1) { /* a chunk is one group: its scale broadcast */
+						uint16_t h;
+						memcpy(&h, sr + 2 * p, 2);
+						sv = kv_set1(kv_f16(h));
+					} else {
+						if ((p - p0) % 8 == 0) {
+							s8 = kv_f16n(sr + 2 * GPC * p, G - GPC * p);
+							idx = kv_lane8();
+						}
+						sv = kv_perm(idx, s8);
+						idx = kv_iadd(idx, step);
+					}
+					/* a last chunk of fewer groups: its upper dwords are zero codes, x and scale */
+					kv_i v = GPC == 1 || p < full ? kv_iload(c + 4 * KV_N * p)
+								      : kv_iload_m(c + 4 * KV_N * p, kv_first(8 * (G - GPC * p)));
+					if (((4 * KV_N * p) & 63) == 0)
+						prefetch_next(c + 4 * KV_N * p, &pf, whole);
+					nib_chunk(e, v, sv, xp + 8 * KV_N * p, xs, T, a);
+				}
+#pragma GCC unroll 4
+				for (int t = 0; t < T; t++)
+					acc[i][t] = a[t];
+			}
+		}
+		for (int i = 0; i < nr; i++)
+			for (int t = 0; t < T; t++)
+				y[t * ys + b0 + i - r0] = kv_reduce(acc[i][t]);
+	}
+}
+
+/* ---- every encoding through kdec ---- */
+
+/* Columns sharing one scale (unscaled encodings: 1024), and columns per block for any T tokens:
+ * whole scale groups, about XL1 / 4 (not XL1 / T: the sums' order is T's alone, kernels.h). */
+KV_INLINE int64_t gen_scale_width(coli_enc enc, const coli_mat *W)
+{
+	return kern_enc_of(enc)->scale == KS_NONE ? 1024 : kern_enc_scale_width(enc, W);
+}
+
+KV_INLINE int64_t gen_block_width(coli_enc enc, const coli_mat *W)
+{
+	int64_t sw = gen_scale_width(enc, W), cb = XL1 / 4;
+	return sw >= cb ? sw : cb / sw * sw;
+}
+
+/* y[t * ys + r - r0] = W[r] . x_t for T tokens of plain x (xs floats apart), r in [r0, r1), in the
+ * blocks of nib_rows; partial slices through kdec_part. */
+KV_INLINE void gen_rows(coli_enc enc, const coli_mat *W, const float *x, int64_t xs, int T, float *y,
+			int64_t ys, int64_t r0, int64_t r1)
+{
+	const kern_enc *e = kern_enc_of(enc);
+	const int64_t cols = W->cols, sw = gen_scale_width(enc, W), bw = gen_block_width(enc, W);
+	const int64_t bpc = e->block_bytes >= e->block ? e->block_bytes / e->block : 1, step = 4 * KV_N * bpc;
+	kv_f acc[RB][4];
+	for (int64_t b0 = r0; b0 < r1; b0 += RB) {
+		int nr = r1 - b0 < RB ? (int)(r1 - b0) : RB, whole = bw >= cols;
+		uintptr_t pf = (uintptr_t)W->codes + (uintptr_t)((b0 + RB) * W->row_bytes);
+		for (int i = 0; i < nr; i++)
+			for (int t = 0; t < T; t++)
+				acc[i][t] = kv_zero();
+		for (int64_t c0 = 0; c0 < cols; c0 += bw) {
+			int64_t c1 = cols - c0 < bw ? cols : c0 + bw;
+			for (int i = 0; i < nr; i++) {
+				const uint8_t *c = W->codes + (b0 + i) * W->row_bytes, *sr = kern_enc_row_scales(enc, W, b0 + i);
+				kv_f a[4][4];
+				if (c0 == 0 && e->scale == KS_F16_BLOCK)
+					prefetch_scales(enc, W, b0 + i + RB);
+#pragma GCC unroll 4
+				for (int t = 0; t < T; t++) {
+					a[t][0] = acc[i][t];
+					a[t][1] = a[t][2] = a[t][3] = kv_zero();
+				}
+				for (int64_t g0 = c0, g = c0 / sw; g0 < c1; g0 += sw, g++) {
+					kgrp s = kgroup(enc, sr, g);
+					int64_t g1 = c1 - g0 < sw ? c1 : g0 + sw, k = g0;
+					for (; k + 4 * KV_N <= g1; k += 4 * KV_N) {
+						for (int64_t o = 0; o < step; o += 64) /* a line per 64 bytes */
+							if (step >= 64 || ((k * bpc) & 32) == 0)
+								prefetch_next(c + k * bpc + o, &pf, whole);
+						int clean = e->code == KC_E4M3 && kv_e4m3_clean4(c + k);
+#pragma GCC unroll 4
+						for (int u = 0; u < 4; u++) {
+							kv_f w = clean ? kv_mul(kv_e4m3(c + k + KV_N * u), s.s) : kdec(enc, c, k + KV_N * u, &s);
+#pragma GCC unroll 4
+							for (int t = 0; t < T; t++)
+								a[t][u] = kv_fma(w, kv_load(x + t * xs + k + KV_N * u), a[t][u]);
+						}
+					}
+					for (; k < g1; k += KV_N) {
+						int64_t n = g1 - k;
+						kv_f w = n >= KV_N ? kdec(enc, c, k, &s) : kdec_part(enc, c, k, n, &s);
+#pragma GCC unroll 4
+						for (int t = 0; t < T; t++)
+							a[t][0] = kv_fma(w, kv_load_m(x + t * xs + k, kv_first(n)), a[t][0]);
+					}
+				}
+#pragma GCC unroll 4
+				for (int t = 0; t < T; t++)
+					acc[i][t] = kv_add(kv_add(a[t][0], a[t][1]), kv_add(a[t][2], a[t][3]));
+			}
+		}
+		for (int i = 0; i < nr; i++)
+			for (int t = 0; t < T; t++)
+				y[t * ys + b0 + i - r0] = kv_reduce(acc[i][t]);
+	}
+}
+
+/* One function per (encoding, token count), so the decoder and the token loop are constants. */
+typedef void (*rows_fn)(const coli_mat *W, const float *x, int64_t xs, float *y, int64_t ys,
+			int64_t r0, int64_t r1);
+
+#define ROWS_T(kind, E, T)                                                                          \
+	static void kind##_##E##_##T(const coli_mat *W, const float *x, int64_t xs, float *y, int64_t ys, \
+				     int64_t r0, int64_t r1)                                        \
+	{                                                                                           \
+		kind##_rows(COLI_ENC_##E, W, x, xs, T, y, ys, r0, r1);                               \
+	}
+#define ROWS(kind, E)                                                                              \
+	ROWS_T(kind, E, 1) ROWS_T(kind, E, 2) ROWS_T(kind, E, 3) ROWS_T(kind, E, 4)                 \
+	static const rows_fn kind##_##E[4] = {kind##_##E##_1, kind##_##E##_2, kind##_##E##_3, kind##_##E##_4};
+#define GEN_ROWS(E) ROWS(gen, E)
+#define GEN_ENTRY(E) [COLI_ENC_##E] = gen_##E,
+#define NIB_ROWS(E) ROWS(nib, E)
+#define NIB_ENTRY(E) [COLI_ENC_##E] = nib_##E,
+KERN_ENCS(GEN_ROWS)
+KERN_NIB_ENCS(NIB_ROWS)
+static const rows_fn *const plain_rows[COLI_ENC_COUNT] = {KERN_ENCS(GEN_ENTRY)};
+static const rows_fn *const nib_rows_of[COLI_ENC_COUNT] = {KERN_NIB_ENCS(NIB_ENTRY)};
+
+/* x as the rows functions read it: prepared (nibble order) when xp says so. */
+static const rows_fn *rows_for(const coli_mat *W, const kern_x *xp)
+{
+	return xp && xp->type == KX_F32_NIB && nib_rows_of[W->enc] ? nib_rows_of[W->enc] : plain_rows[W->enc];
+}
+
+static void vec(const coli_mat *W, const float *x, const kern_x *xp, float *y, int64_t r0, int64_t r1)
+{
+	const rows_fn *f = rows_for(W, xp);
+	f[0](W, f == plain_rows[W->enc] ? x : (const float *)xp->data, 0, y, 0, r0, r1);
+}
+
+/* ---- GEMM ---- */
+
+/* wt[k][i] = W'[p + i][k0 + k] for k < kc (rounded up to KV_N), i < MR; zero for i >= nr. The
+ * rows' next chunk is prefetched meanwhile: a panel reads its rows piecewise, which the hardware
+ * prefetcher alone serves poorly from RAM. A row's scale is widened once per scale group. */
+KV_INLINE void build(coli_enc enc, const coli_mat *W, int64_t p, int nr, int64_t k0, int64_t kc,
+		     const uint8_t *const *sr, float *wt)
+{
+	const int64_t sw = kern_enc_scale_width(enc, W), next = kern_code_bytes(enc, k0 + KC), nb = kern_code_bytes(enc, KC);
+	for (int i = 0; i < nr && k0 + KC < W->cols; i++)
+		for (int64_t o = 0; o < nb; o += 64)
+			_mm_prefetch((const char *)((uintptr_t)W->codes + (uintptr_t)((p + i) * W->row_bytes + next + o)),
+				     _MM_HINT_T0);
+	for (int h = 0; h < 2; h++) {
+		kgrp s[KV_N];
+		int64_t gb = -1;
+		for (int64_t kb = 0; kb < kc; kb += KV_N) {
+			int64_t n = kc - kb, b = (k0 + kb) / sw;
+			kv_f v[KV_N];
+			if (b != gb) {
+				gb = b;
+				for (int i = 0; i < KV_N; i++)
+					s[i] = KV_N * h + i < nr ? kgroup(enc, sr[KV_N * h + i], b) : kgrp_zero;
+			}
+#pragma GCC unroll 16
+			for (int i = 0; i < KV_N; i++) {
+				v[i] = kv_zero();
+				if (KV_N * h + i >= nr)
+					continue;
+				const uint8_t *c = W->codes + (p + KV_N * h + i) * W->row_bytes;
+				v[i] = n >= KV_N ? kdec(enc, c, k0 + kb, &s[i]) : kdec_part(enc, c, k0 + kb, n, &s[i]);
+			}
+			kv_transpose(v);
+#pragma GCC unroll 16
+			for (int j = 0; j < KV_N; j++)
+				kv_store_a(wt + (kb + j) * MR + KV_N * h, v[j]);
+		}
+	}
+}
+
+/* Y[t][p .. p+MR) (+)= sum over k < kc of wt[k] * x[t][k] for T tokens; m0/m1 mask the panel's
+ * rows; `first` starts from zero instead of Y. */
+KV_INLINE void micro(const float *wt, int64_t kc, const float *x, int64_t xs, int T, float *y,
+		     int64_t ys, kv_m m0, kv_m m1, int first)
+{
+	kv_f a0[NR], a1[NR];
+	int whole = kv_all(m1);
+#pragma GCC unroll 12
+	for (int t = 0; t < T; t++) {
+		a0[t] = first ? kv_zero() : whole ? kv_load(y + t * ys) : kv_load_m(y + t * ys, m0);
+		a1[t] = first ? kv_zero() : whole ? kv_load(y + t * ys + KV_N) : kv_load_m(y + t * ys + KV_N, m1);
+	}
+	for (int64_t k = 0; k < kc; k++) {
+		kv_f w0 = kv_load_a(wt + k * MR), w1 = kv_load_a(wt + k * MR + KV_N);
+#pragma GCC unroll 12
+		for (int t = 0; t < T; t++) {
+			kv_f b = kv_bcast(x + t * xs + k);
+			a0[t] = kv_fma(w0, b, a0[t]);
+			a1[t] = kv_fma(w1, b, a1[t]);
+		}
+	}
+#pragma GCC unroll 12
+	for (int t = 0; t < T; t++) {
+		if (whole) {
+			kv_store(y + t * ys, a0[t]);
+			kv_store(y + t * ys + KV_N, a1[t]);
+		} else {
+			kv_store_m(y + t * ys, m0, a0[t]);
+			kv_store_m(y + t * ys + KV_N, m1, a1[t]);
+		}
+	}
+}
+
+typedef void (*micro_fn)(const float *wt, int64_t kc, const float *x, int64_t xs, float *y,
+			 int64_t ys, kv_m m0, kv_m m1, int first);
+
+#define MICRO(T)                                                                                  \
+	static void micro_##T(const float *wt, int64_t kc, const float *x, int64_t xs, float *y,       \
+			      int64_t ys, kv_m m0, kv_m m1, int first)                                \
+	{                                                                                         \
+		micro(wt, kc, x, xs, T, y, ys, m0, m1, first);                                     \
+	}
+MICRO(1) MICRO(2) MICRO(3) MICRO(4) MICRO(5) MICRO(6)
+#if NR > 6
+MICRO(7) MICRO(8) MICRO(9) MICRO(10) MICRO(11) MICRO(12)
+#endif
+
+static const micro_fn micros[NR] = {micro_1, micro_2, micro_3, micro_4, micro_5, micro_6,
+#if NR > 6
+				    micro_7, micro_8, micro_9, micro_10, micro_11, micro_12,
+#endif
+};
+
+KV_INLINE void gemm_enc(coli_enc enc, const coli_mat *W, const float *X, int n, float *Y, int64_t r0,
+			int64_t r1)
+{
+	_Alignas(64) float wt[KC * MR];
+	const uint8_t *sr[MR];
+	const int64_t cols = W->cols, rows = W->rows;
+	for (int64_t p = r0; p < r1; p += MR) {
+		int nr = r1 - p < MR ? (int)(r1 - p) : MR;
+		kv_m m0 = kv_first(nr), m1 = kv_first(nr - KV_N);
+		for (int i = 0; i < nr; i++)
+			sr[i] = kern_enc_row_scales(enc, W, p + i);
+		for (int64_t k0 = 0; k0 < cols; k0 += KC) {
+			int64_t kc = cols - k0 < KC ? cols - k0 : KC;
+			build(enc, W, p, nr, k0, kc, sr, wt);
+			for (int t0 = 0, left = n, blocks = (n + NR - 1) / NR; left > 0; blocks--) {
+				int nt = (left + blocks - 1) / blocks;
+				micros[nt - 1](wt, kc, X + t0 * cols + k0, cols, Y + t0 * rows + p, rows, m0, m1, k0 == 0);
+				t0 += nt, left -= nt;
+			}
+		}
+	}
+}
+
+/* Y[t][r] for r in [r0, r1), any n. */
+static void gemm(const coli_mat *W, const float *X, int n, float *Y, int64_t r0, int64_t r1)
+{
+#define GEMM_CASE(E)                                                                              \
+	case COLI_ENC_##E: gemm_enc(COLI_ENC_##E, W, X, n, Y, r0, r1); break;
+	switch (W->enc) {
+	KERN_ENCS(GEMM_CASE)
+	default: break;
+	}
+#undef GEMM_CASE
+}
+
+/* Tokens up to which passes of the matvec kernels beat the GEMM's decoding and transposing
+ * (measured on 2048x7168 matrices, Zen 5); at least COLI_EXACT_N (kernels.h). */
+static int small_n(coli_enc enc)
+{
+	return nib_enc(enc) ? SMALL_N : COLI_EXACT_N;
+}
+
+/* Up to small_n tokens: the matvec kernels, up to 4 tokens per pass, the passes over one block
+ * of RB rows after another (the block stays in L2); more tokens: the GEMM. */
+static void mul(const coli_mat *W, const float *X, const kern_x *XP, int n, float *Y, int64_t r0, int64_t r1)
+{
+	if (n > small_n(W->enc)) {
+		if (slices_ok(W))
+			gemm(W, X, n, Y, r0, r1);
+		else
+			kern_scalar.mul(W, X, XP, n, Y, r0, r1);
+		return;
+	}
+	const rows_fn *f = rows_for(W, XP);
+	int plain = f == plain_rows[W->enc];
+	const float *x = plain ? X : (const float *)XP->data;
+	int64_t xs = plain ? W->cols : XP->stride / (int64_t)sizeof(float);
+	for (int64_t b0 = r0; b0 < r1; b0 += n > 4 ? RB : r1 - r0) {
+		int64_t b1 = n <= 4 || r1 - b0 < RB ? r1 : b0 + RB;
+		for (int t0 = 0; t0 < n; t0 += 4) {
+			int nt = n - t0 < 4 ? n - t0 : 4;
+			f[nt - 1](W, x + t0 * xs, xs, Y + t0 * W->rows + b0, W->rows, b0, b1);
+		}
+	}
+}
+
+/* ---- transposed product and rows ---- */
+
+/* y[k0 .. k0 + 8 KV_N) += sum_r a[r] W[r][...]: eight accumulators over every row of the range,
+ * then stored. A row's scale is widened once per scale group (newg), not per slice. */
+KV_INLINE void gen_vec_t(coli_enc enc, const coli_mat *W, int64_t r0, int64_t nr, const float *a, float *y,
+			 int64_t c0, int64_t c1)
+{
+	const int64_t sw = kern_enc_scale_width(enc, W);
+	for (int64_t k0 = c0; k0 < c1; k0 += 8 * KV_N) {
+		kv_f acc[8];
+		kv_m m[8];
+		int64_t b[8], n[8];
+		int newg[8];
+#pragma GCC unroll 8
+		for (int i = 0; i < 8; i++) {
+			int64_t k = k0 + KV_N * i < c1 ? k0 + KV_N * i : c1 - 1; /* empty slices: a valid group */
+			n[i] = c1 - k0 - KV_N * i;
+			m[i] = kv_first(n[i]);
+			acc[i] = kv_load_m(y + k0 + KV_N * i, m[i]);
+			b[i] = k / sw;
+			newg[i] = i == 0 || b[i] != b[i - 1];
+		}
+		for (int64_t r = r0; r < r0 + nr; r++) {
+			const uint8_t *c = W->codes + r * W->row_bytes, *sr = kern_enc_row_scales(enc, W, r);
+			kv_f ar = kv_set1(a[r - r0]);
+			kgrp s = kgroup(enc, sr, b[0]);
+#pragma GCC unroll 8
+			for (int i = 0; i < 8; i++) {
+				if (n[i] <= 0)
+					break;
+				if (i > 0 && newg[i])
+					s = kgroup(enc, sr, b[i]);
+				kv_f w = n[i] >= KV_N ? kdec(enc, c, k0 + KV_N * i, &s) : kdec_part(enc, c, k0 + KV_N * i, n[i], &s);
+				acc[i] = kv_fma(w, ar, acc[i]);
+			}
+		}
+#pragma GCC unroll 8
+		for (int i = 0; i < 8; i++)
+			kv_store_m(y + k0 + KV_N * i, m[i], acc[i]);
+	}
+}
+
+#if KV_LUT16
+/* 4-bit codes with a 16-entry lookup: per row and group the table is scaled by a[r] * s once, so
+ * KV_N weights cost a lookup and an add. k0 is a multiple of 64 (the pool splits at multiples of
+ * 128): a step covers two groups, 128 / KV_N vectors, 32 / KV_N loads of KV_N codes per half. */
+KV_INLINE void nib_vec_t(coli_enc enc, const coli_mat *W, int64_t r0, int64_t nr, const float *a, float *y,
+			 int64_t c0, int64_t c1)
+{
+	enum { V = 128 / KV_N, L = 32 / KV_N };
+	const kv_f lut = kv_lut_of(kern_enc_of(enc));
+	const int64_t G = kern_enc_blocks(enc, W->cols);
+	for (int64_t k0 = c0; k0 < c1; k0 += 128) {
+		const int64_t g0 = k0 / 64, ng = g0 + 1 < G && k0 + 64 < c1 ? 2 : 1;
+		kv_f acc[V];
+		kv_m m[V];
+#pragma GCC unroll 8
+		for (int i = 0; i < V; i++) {
+			m[i] = kv_first(c1 - k0 - KV_N * i);
+			acc[i] = kv_load_m(y + k0 + KV_N * i, m[i]);
+		}
+		for (int64_t r = r0; r < r0 + nr; r++) {
+			const uint8_t *c = W->codes + r * W->row_bytes + 32 * g0, *sr = kern_enc_row_scales(enc, W, r) + 2 * g0;
+			for (int h = 0; h < ng; h++) {
+				uint16_t sh;
+				memcpy(&sh, sr + 2 * h, 2);
+				kv_f t = kv_mul(lut, kv_set1(a[r - r0] * kv_f16(sh)));
+				kv_i d[L];
+#pragma GCC unroll 4
+				for (int q = 0; q < L; q++)
+					d[q] = kv_u8(c + 32 * h + KV_N * q);
+#pragma GCC unroll 4
+				for (int q = 0; q < L; q++)
+					acc[2 * L * h + q] = kv_add(acc[2 * L * h + q], kv_lut(d[q], t));
+#pragma GCC unroll 4
+				for (int q = 0; q < L; q++)
+					acc[2 * L * h + L + q] = kv_add(acc[2 * L * h + L + q], kv_lut(kv_srli(d[q], 4), t));
+			}
+		}
+#pragma GCC unroll 8
+		for (int i = 0; i < V; i++)
+			kv_store_m(y + k0 + KV_N * i, m[i], acc[i]);
+	}
+}
+#define VEC_T_OF(E) (nib_enc(COLI_ENC_##E) ? nib_vec_t : gen_vec_t)
+#else
+#define VEC_T_OF(E) gen_vec_t
+#endif
+
+static void vec_t(const coli_mat *W, int64_t r0, int64_t nr, const float *a, float *y, int64_t c0, int64_t c1)
+{
+#define VEC_T_CASE(E)                                                                             \
+	case COLI_ENC_##E: VEC_T_OF(E)(COLI_ENC_##E, W, r0, nr, a, y, c0, c1); break;
+	switch (slices_ok(W) ? W->enc : COLI_ENC_COUNT) {
+	KERN_ENCS(VEC_T_CASE)
+	default: kern_scalar.vec_t(W, r0, nr, a, y, c0, c1); break;
+	}
+#undef VEC_T_CASE
+}
+
+static void row(const coli_mat *W, int64_t r, float *out)
+{
+	const uint8_t *c = W->codes + r * W->row_bytes, *sr = kern_row_scales(W, r);
+	const int64_t sw = kern_scale_width(W);
+	if (!slices_ok(W)) {
+		kern_scalar.row(W, r, out);
+		return;
+	}
+	for (int64_t k = 0; k < W->cols; k += KV_N) {
+		int64_t n = W->cols - k;
+		kgrp s = kgroup(W->enc, sr, k / sw);
+		kv_f w = n >= KV_N ? kdec(W->enc, c, k, &s) : kdec_part(W->enc, c, k, n, &s);
+		kv_store_m(out + k, kv_first(n), w);
+	}
+}
+
+const kern_ops KV_OPS = {
+	.name = KV_ISA,
+	.xtype = xtype,
+	.prep_bytes = prep_bytes,
+	.prep = prep,
+	.vec = vec,
+	.mul = mul,
+	.vec_t = vec_t,
+	.row = row,
+	.small_n = SMALL_N,
+};
+
+#ifdef __clang__
+#pragma clang attribute pop
+#endif

@@ -1,0 +1,184 @@
+/* isa_avx2.h: the AVX2 (+FMA, F16C) mapping of the kernel bodies' vector operations; internal.
+ *
+ * Included first by avx2.c, then body.h: every function of that file is built for this ISA. An
+ * ISA mapping gives (ggml's simd-mappings.h is the model):
+ *   KV_N lanes of float32 (kv_f), their integer view (kv_i), a lane mask (kv_m) and its uses;
+ *   arithmetic, a horizontal sum (kv_reduce: its order is the variant's), an in-register
+ *   transpose of KV_N vectors (the GEMM);
+ *   conversions of KV_N codes: bf16, f16, e4m3 (value / 256, through binary16), int8, bytes;
+ *   4-bit codes: the 8 nibbles of every dword (kv_nibbles), and KV_LUT16 when a 16-entry float
+ *   lookup is one instruction (the bodies then take the table paths);
+ *   KV_GEMM_NR, the tokens of the GEMM's micro-kernel (2 x KV_GEMM_NR accumulators).
+ * AVX2 has no 16-entry permute: 4-bit codes of an affine table become floats by arithmetic.
+ */
+#ifndef COLI_KERNELS_ISA_AVX2_H
+#define COLI_KERNELS_ISA_AVX2_H
+
+/* Everything after this in the file is built for the ISA (body.h ends clang's push). */
+#define KV_TARGET "avx2,fma,f16c" /* also spelled out in the GCC pragma below (it expands no macros) */
+#ifdef __clang__
+#pragma clang attribute push(__attribute__((target(KV_TARGET))), apply_to = function)
+#else
+#pragma GCC target("avx2,fma,f16c")
+#endif
+
+#include <immintrin.h>
+#include <math.h>
+
+#include "kernels/impl.h"
+
+#define KV_ISA "avx2"
+#define KV_OPS kern_avx2
+#define KV_N 8
+#define KV_LUT16 0
+#define KV_GEMM_NR 6
+#define KV_INLINE static inline __attribute__((always_inline))
+
+typedef __m256 kv_f;
+typedef __m256i kv_i;
+typedef __m256i kv_m;
+
+KV_INLINE kv_f kv_zero(void) { return _mm256_setzero_ps(); }
+KV_INLINE kv_f kv_set1(float f) { return _mm256_set1_ps(f); }
+KV_INLINE kv_f kv_bcast(const float *p) { return _mm256_broadcast_ss(p); }
+KV_INLINE kv_f kv_load(const float *p) { return _mm256_loadu_ps(p); }
+KV_INLINE kv_f kv_load_a(const float *p) { return _mm256_load_ps(p); }
+KV_INLINE void kv_store(float *p, kv_f v) { _mm256_storeu_ps(p, v); }
+KV_INLINE void kv_store_a(float *p, kv_f v) { _mm256_store_ps(p, v); }
+KV_INLINE kv_f kv_add(kv_f a, kv_f b) { return _mm256_add_ps(a, b); }
+KV_INLINE kv_f kv_mul(kv_f a, kv_f b) { return _mm256_mul_ps(a, b); }
+KV_INLINE kv_f kv_fma(kv_f a, kv_f b, kv_f c) { return _mm256_fmadd_ps(a, b, c); } /* a * b + c */
+KV_INLINE float kv_f16(uint16_t h) { return _cvtsh_ss(h); }
+
+KV_INLINE float kv_reduce(kv_f a)
+{
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+/* ---- masks: the first n lanes (n <= 0: none) ---- */
+
+KV_INLINE kv_m kv_first(int64_t n)
+{
+	const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+	return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 8 ? n : 8)), lane);
+}
+KV_INLINE int kv_all(kv_m m) { return _mm256_testc_si256(m, _mm256_set1_epi32(-1)); }
+KV_INLINE kv_f kv_load_m(const float *p, kv_m m) { return _mm256_maskload_ps(p, m); }
+KV_INLINE void kv_store_m(float *p, kv_m m, kv_f v) { _mm256_maskstore_ps(p, m, v); }
+KV_INLINE kv_f kv_keep(kv_f v, kv_m m) { return _mm256_and_ps(v, _mm256_castsi256_ps(m)); }
+
+/* ---- codes ---- */
+
+KV_INLINE kv_f kv_bf16(const uint8_t *p)
+{
+	__m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128((const void *)p));
+	return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
+}
+KV_INLINE kv_f kv_f16x(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const void *)p)); }
+KV_INLINE kv_f kv_i8(const uint8_t *p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const void *)p))); }
+KV_INLINE kv_i kv_u8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const void *)p)); }
+KV_INLINE kv_i kv_srli(kv_i v, int n) { return _mm256_srli_epi32(v, n); }
+KV_INLINE kv_i kv_iload(const uint8_t *p) { return _mm256_loadu_si256((const void *)p); }
+KV_INLINE kv_i kv_iload_m(const uint8_t *p, kv_m m) { return _mm256_maskload_epi32((const int *)(const void *)p, m); }
+KV_INLINE kv_f kv_perm(kv_i idx, kv_f v) { return _mm256_permutevar8x32_ps(v, idx); }
+KV_INLINE kv_i kv_iadd(kv_i a, kv_i b) { return _mm256_add_epi32(a, b); }
+KV_INLINE kv_i kv_iset1(int v) { return _mm256_set1_epi32(v); }
+KV_INLINE kv_i kv_lane8(void) { return _mm256_setzero_si256(); } /* each lane's index / 8 */
+
+/* The first n (<= 0: none, else at most KV_N) binary16 values at p as floats, the rest zero. */
+KV_INLINE kv_f kv_f16n(const uint8_t *p, int64_t n)
+{
+	if (n >= 8)
+		return _mm256_cvtph_ps(_mm_loadu_si128((const void *)p));
+	uint16_t h[8] = {0};
+	memcpy(h, p, (size_t)(n > 0 ? 2 * n : 0));
+	return _mm256_cvtph_ps(_mm_loadu_si128((const void *)h));
+}
+
+/* e4m3 codes as binary16 (sign kept, exponent and mantissa moved up by 7): value / 256, but
+ * NaN codes (0x7F, 0xFF) come out finite (see kv_e4m3_nan). */
+KV_INLINE kv_f kv_e4m3(const uint8_t *p)
+{
+	__m128i h = _mm_slli_epi16(_mm_cvtepi8_epi16(_mm_loadl_epi64((const void *)p)), 7);
+	return _mm256_cvtph_ps(_mm_and_si128(h, _mm_set1_epi16((short)0xBFFF)));
+}
+
+/* kv_e4m3 with NaN in the lanes of NaN codes (rare: a slow path). */
+KV_INLINE kv_f kv_e4m3_nan(const uint8_t *p)
+{
+	__m128i b = _mm_loadl_epi64((const void *)p);
+	kv_f w = kv_e4m3(p);
+	__m128i nan = _mm_cmpeq_epi8(_mm_and_si128(b, _mm_set1_epi8(0x7F)), _mm_set1_epi8(0x7F));
+	if (_mm_movemask_epi8(nan) & 0xFF) {
+		float f[8];
+		_mm256_storeu_ps(f, w);
+		for (int i = 0; i < 8; i++)
+			if ((p[i] & 0x7F) == 0x7F)
+				f[i] = NAN;
+		w = _mm256_loadu_ps(f);
+	}
+	return w;
+}
+
+/* Whether none of the 4 x KV_N e4m3 codes at p is NaN: one test for four kv_e4m3. */
+KV_INLINE int kv_e4m3_clean4(const uint8_t *p)
+{
+	__m256i b = _mm256_and_si256(_mm256_loadu_si256((const void *)p), _mm256_set1_epi8(0x7F));
+	return _mm256_movemask_epi8(_mm256_cmpeq_epi8(b, _mm256_set1_epi8(0x7F))) == 0;
+}
+
+/* 4-bit codes d (a code in bits 0..3 of each lane, higher bits ignored) of an affine table as
+ * lut_bias + code, times s: fma(code, s, m) with m = lut_bias * s, exact (the result is
+ * representable). */
+KV_INLINE kv_f kv_u4_affine(kv_i d, kv_f s, kv_f m)
+{
+	return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(d, _mm256_set1_epi32(15))), s, m);
+}
+
+/* w[j] = lut_bias + nibble j (bits 4j .. 4j+3) of every dword of v, exactly: the nibble masked in
+ * place and given the exponent of 2^(23-4j) is the float 2^(23-4j) + n; subtracting
+ * 2^(23-4j) - lut_bias leaves n + lut_bias. The high half-word's nibbles go the same way after one
+ * shift by 16. */
+KV_INLINE void kv_nibbles(kv_i v, const kern_enc *e, kv_f *w)
+{
+	__m256i h = _mm256_srli_epi32(v, 16);
+#pragma GCC unroll 8
+	for (int j = 0; j < 8; j++) {
+		int q = j & 3;
+		__m256i f = _mm256_or_si256(_mm256_and_si256(j < 4 ? v : h, _mm256_set1_epi32(15 << (4 * q))),
+					    _mm256_set1_epi32((150 - 4 * q) << 23));
+		w[j] = _mm256_sub_ps(_mm256_castsi256_ps(f), _mm256_set1_ps((float)(1 << (23 - 4 * q)) - (float)e->lut_bias));
+	}
+}
+
+/* Keeps v in a register (a load folded into each use would repeat it). */
+#define KV_PIN(v) __asm__("" : "+x"(v))
+
+/* ---- the GEMM's transpose of KV_N vectors ---- */
+
+KV_INLINE void kv_transpose(kv_f *r)
+{
+	__m256 t[8], u[8];
+#pragma GCC unroll 4
+	for (int i = 0; i < 8; i += 2) {
+		t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+		t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+	}
+#pragma GCC unroll 2
+	for (int i = 0; i < 8; i += 4) {
+		u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+		u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+		u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+		u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+	}
+#pragma GCC unroll 4
+	for (int i = 0; i < 4; i++) {
+		r[i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x20);
+		r[4 + i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x31);
+	}
+}
+
+#endif

@@ -1,0 +1,150 @@
+/* isa_avx512.h: the AVX-512 (F, BW, VL + FMA, F16C) mapping of the kernel bodies' vector
+ * operations; internal. The operations are those of isa_avx2.h (its header comment lists them);
+ * here masks are mask registers and 4-bit codes become floats through vpermps, a 16-entry
+ * lookup (KV_LUT16).
+ */
+#ifndef COLI_KERNELS_ISA_AVX512_H
+#define COLI_KERNELS_ISA_AVX512_H
+
+/* Everything after this in the file is built for the ISA (body.h ends clang's push). */
+#define KV_TARGET "avx512f,avx512bw,avx512vl,fma,f16c" /* also in the GCC pragma below */
+#ifdef __clang__
+#pragma clang attribute push(__attribute__((target(KV_TARGET))), apply_to = function)
+#else
+#pragma GCC target("avx512f,avx512bw,avx512vl,fma,f16c")
+#endif
+
+#include <immintrin.h>
+#include <math.h>
+
+#include "kernels/impl.h"
+
+#define KV_ISA "avx512"
+#define KV_OPS kern_avx512
+#define KV_N 16
+#define KV_LUT16 1
+#define KV_GEMM_NR 12
+#define KV_INLINE static inline __attribute__((always_inline))
+
+typedef __m512 kv_f;
+typedef __m512i kv_i;
+typedef __mmask16 kv_m;
+
+KV_INLINE kv_f kv_zero(void) { return _mm512_setzero_ps(); }
+KV_INLINE kv_f kv_set1(float f) { return _mm512_set1_ps(f); }
+KV_INLINE kv_f kv_bcast(const float *p) { return _mm512_set1_ps(*p); }
+KV_INLINE kv_f kv_load(const float *p) { return _mm512_loadu_ps(p); }
+KV_INLINE kv_f kv_load_a(const float *p) { return _mm512_load_ps(p); }
+KV_INLINE void kv_store(float *p, kv_f v) { _mm512_storeu_ps(p, v); }
+KV_INLINE void kv_store_a(float *p, kv_f v) { _mm512_store_ps(p, v); }
+KV_INLINE kv_f kv_add(kv_f a, kv_f b) { return _mm512_add_ps(a, b); }
+KV_INLINE kv_f kv_mul(kv_f a, kv_f b) { return _mm512_mul_ps(a, b); }
+KV_INLINE kv_f kv_fma(kv_f a, kv_f b, kv_f c) { return _mm512_fmadd_ps(a, b, c); } /* a * b + c */
+KV_INLINE float kv_f16(uint16_t h) { return _cvtsh_ss(h); }
+KV_INLINE float kv_reduce(kv_f a) { return _mm512_reduce_add_ps(a); }
+
+/* ---- masks: the first n lanes (n <= 0: none) ---- */
+
+KV_INLINE kv_m kv_first(int64_t n)
+{
+	return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
+}
+KV_INLINE int kv_all(kv_m m) { return m == 0xFFFF; }
+KV_INLINE kv_f kv_load_m(const float *p, kv_m m) { return _mm512_maskz_loadu_ps(m, p); }
+KV_INLINE void kv_store_m(float *p, kv_m m, kv_f v) { _mm512_mask_storeu_ps(p, m, v); }
+KV_INLINE kv_f kv_keep(kv_f v, kv_m m) { return _mm512_maskz_mov_ps(m, v); }
+
+/* ---- codes ---- */
+
+KV_INLINE kv_f kv_bf16(const uint8_t *p)
+{
+	__m512i u = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)p));
+	return _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
+}
+KV_INLINE kv_f kv_f16x(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const void *)p)); }
+KV_INLINE kv_f kv_i8(const uint8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)p))); }
+KV_INLINE kv_i kv_u8(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)p)); }
+KV_INLINE kv_i kv_srli(kv_i v, int n) { return _mm512_srli_epi32(v, (unsigned)n); }
+KV_INLINE kv_i kv_iload(const uint8_t *p) { return _mm512_loadu_si512(p); }
+KV_INLINE kv_i kv_iload_m(const uint8_t *p, kv_m m) { return _mm512_maskz_loadu_epi32(m, p); }
+KV_INLINE kv_f kv_perm(kv_i idx, kv_f v) { return _mm512_permutexvar_ps(idx, v); }
+KV_INLINE kv_i kv_iadd(kv_i a, kv_i b) { return _mm512_add_epi32(a, b); }
+KV_INLINE kv_i kv_iset1(int v) { return _mm512_set1_epi32(v); }
+KV_INLINE kv_i kv_lane8(void) { return _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1); }
+
+KV_INLINE kv_f kv_f16n(const uint8_t *p, int64_t n)
+{
+	return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(kv_first(n), p));
+}
+
+KV_INLINE kv_f kv_e4m3(const uint8_t *p)
+{
+	__m256i h = _mm256_slli_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const void *)p)), 7);
+	return _mm512_cvtph_ps(_mm256_and_si256(h, _mm256_set1_epi16((short)0xBFFF)));
+}
+
+KV_INLINE kv_f kv_e4m3_nan(const uint8_t *p)
+{
+	__m128i b = _mm_loadu_si128((const void *)p);
+	__mmask16 nan = _mm_cmpeq_epi8_mask(_mm_and_si128(b, _mm_set1_epi8(0x7F)), _mm_set1_epi8(0x7F));
+	kv_f w = kv_e4m3(p);
+	return nan ? _mm512_mask_mov_ps(w, nan, _mm512_set1_ps(NAN)) : w;
+}
+
+KV_INLINE int kv_e4m3_clean4(const uint8_t *p)
+{
+	__m512i b = _mm512_and_si512(_mm512_loadu_si512(p), _mm512_set1_epi8(0x7F));
+	return _mm512_cmpeq_epi8_mask(b, _mm512_set1_epi8(0x7F)) == 0;
+}
+
+/* The table of a 4-bit encoding, for kv_lut. */
+KV_INLINE kv_f kv_lut_of(const kern_enc *e) { return _mm512_loadu_ps(e->lut); }
+
+/* lut[code] for the code in bits 0..3 of each lane of d (higher bits ignored). */
+KV_INLINE kv_f kv_lut(kv_i d, kv_f lut) { return _mm512_permutexvar_ps(d, lut); }
+
+/* w[j] = lut[nibble j (bits 4j .. 4j+3) of every dword of v]. */
+KV_INLINE void kv_nibbles(kv_i v, const kern_enc *e, kv_f *w)
+{
+	const kv_f lut = kv_lut_of(e);
+	w[0] = _mm512_permutexvar_ps(v, lut);
+#pragma GCC unroll 7
+	for (int j = 1; j < 8; j++)
+		w[j] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4 * j), lut);
+}
+
+#define KV_PIN(v) __asm__("" : "+v"(v))
+
+/* ---- the GEMM's transpose of KV_N vectors ---- */
+
+KV_INLINE void kv_transpose(kv_f *r)
+{
+	__m512 t[16], u[16];
+#pragma GCC unroll 8
+	for (int i = 0; i < 16; i += 2) {
+		t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+		t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+	}
+	/* u[4q + c], 128-bit lane L: column 4L + c of rows 4q .. 4q+3 */
+#pragma GCC unroll 4
+	for (int i = 0; i < 16; i += 4) {
+		__m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
+		__m512d c = _mm512_castps_pd(t[i + 2]), d = _mm512_castps_pd(t[i + 3]);
+		u[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+		u[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+		u[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+		u[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+	}
+#pragma GCC unroll 4
+	for (int c = 0; c < 4; c++) {
+		__m512 v = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), w = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+		__m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+		__m512 w2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+		r[c] = _mm512_shuffle_f32x4(v, v2, 0x88);
+		r[8 + c] = _mm512_shuffle_f32x4(v, v2, 0xDD);
+		r[4 + c] = _mm512_shuffle_f32x4(w, w2, 0x88);
+		r[12 + c] = _mm512_shuffle_f32x4(w, w2, 0xDD);
+	}
+}
+
+#endif
