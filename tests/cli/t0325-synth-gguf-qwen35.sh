@@ -3,11 +3,12 @@
 # GGUF (tests/gguf/check.mjs parses it), and llama.cpp (node-llama-cpp 3.21.1, make llama-deps)
 # runs it as the same model as coli: on exact weights (F32 GGUF, 16-bit container) the same
 # greedy ids and, teacher-forced, the same choice at every position (tests/gguf/agree.sh), with
-# value heads grouped differently from key heads and two full-attention layers. Refused: what
+# value heads grouped differently from key heads and two full-attention layers; a vocabulary the
+# tokenizer fills (coli never chooses an id without a token, llama.cpp's sampler does). Refused: what
 # llama.cpp's qwen35moe cannot hold. The llama.cpp part is skipped, saying so, without
 # node-llama-cpp in build/llama.
 . "$(dirname "$0")/lib.sh"
-SHAPE="--family qwen3_5_moe --layers 6 --full-attn-interval 3 --experts 8 --top-k 2 --mtp 0 --measure 0 -q"
+SHAPE="--family qwen3_5_moe --layers 6 --full-attn-interval 3 --experts 8 --top-k 2 --vocab 151669 --mtp 0 --measure 0 -q"
 CHECK="node $TOP/tests/gguf/check.mjs"
 LLAMA=${NODE_LLAMA_DIR:-$TOP/build/llama}
 

@@ -7,7 +7,9 @@
 #   tests/gguf/agree.sh MODEL.coli FILE.gguf "IDS" N [THREADS]
 #
 # Meant for weights both engines hold exactly (coli-synth --gguf-dense f32 --gguf-experts f32,
-# coli-convert --dense-bits 16 --expert-bits 16): two quantizers would give two models.
+# coli-convert --dense-bits 16 --expert-bits 16): two quantizers would give two models; and for
+# a vocabulary the tokenizer fills (coli-synth --vocab N, N its token count): coli-run never
+# chooses an id without a token, llama.cpp's greedy sampler does.
 # NODE_LLAMA_DIR: where node-llama-cpp is installed (default build/llama, make llama-deps).
 # Prints one line; exit status 0 when they agree, 1 when not (the first differing position
 # said), 2 on a usage error or a failed run.
