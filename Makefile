@@ -259,8 +259,8 @@ bench-draft: bench-deps
 	@tests/bench/draft.sh
 bench-dsa: bench-deps
 	@tests/bench/dsa.sh
-bench-qwen35: bench-deps
-	@tests/bench/qwen35.sh
+bench-qwen35: bench-deps llama-deps
+	@NODE_LLAMA_DIR=$(abspath $(LLAMA_DIR)) tests/bench/qwen35.sh
 
 # make bench-llama: coli against llama.cpp (tests/bench/llama.sh). Installs what only it needs, when
 # absent: fio (Debian) and node-llama-cpp 3.21.1 (npm, prebuilt CPU binaries) in build/llama.

@@ -23,17 +23,18 @@ cpu_desc() {
 		END {printf "%s (family %s, model %s; %s)\n", n, f, m, isa}'
 }
 
-# model_of NAME SHAPE: the container $dir/NAME.coli of that coli-synth shape, converted with
-# the defaults (int4 experts), regenerated only when the shape changes; the source is deleted.
+# model_of NAME SHAPE [CONVERT_ARGS]: the container $dir/NAME.coli of that coli-synth shape,
+# converted with the defaults (int4 experts) or CONVERT_ARGS, regenerated only when they change;
+# the source is deleted.
 model_of() {
-	local name=$1 shape=$2 model=$dir/$1.coli
-	if [ "$(cat "$dir/$name.args" 2>/dev/null)" != "$shape" ] || [ ! -e "$model/manifest.coli" ]; then
-		say "generating $name: coli-synth $shape, then coli-convert"
+	local name=$1 shape=$2 conv=${3:-} model=$dir/$1.coli args=$2${3:+ | coli-convert $3}
+	if [ "$(cat "$dir/$name.args" 2>/dev/null)" != "$args" ] || [ ! -e "$model/manifest.coli" ]; then
+		say "generating $name: coli-synth $shape, then coli-convert $conv"
 		rm -rf "$dir/$name-src" "$model"
 		bin/coli-synth $shape --out "$dir/$name-src" -q >&2 &&
-			bin/coli-convert -q "$dir/$name-src" "$model" || { say "model_of: $name could not be made"; exit 1; }
+			bin/coli-convert -q $conv "$dir/$name-src" "$model" || { say "model_of: $name could not be made"; exit 1; }
 		rm -rf "$dir/$name-src"
-		echo "$shape" >"$dir/$name.args"
+		echo "$args" >"$dir/$name.args"
 	fi
 	echo "$model"
 }
@@ -61,6 +62,71 @@ coli_json_run() {
 	echo "$out" | head -n -1 >"$ids"
 	echo "$out" | tail -n 1
 	return $st
+}
+
+# ---- the side by sides with llama.cpp (llama.sh, qwen35.sh) ----
+
+# timed OUT CMD...: runs CMD, its stdout into OUT, stderr into OUT.err; prints "STATUS SECONDS".
+timed() {
+	local out=$1 t0 st=0
+	shift
+	t0=$(date +%s.%N)
+	"$@" >"$out" 2>"$out.err" || st=$?
+	echo "$st $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.3f", b - a}')"
+}
+# The JSON line of a run's output (coli-run --json and tests/bench/llama/driver.mjs print it last).
+last_json() { tail -n 1 "$1"; }
+# fig OUT PATH FORMAT: the figure at PATH of OUT's JSON line; "-" when absent.
+fig() { local j; j=$(last_json "$1"); [ -n "$j" ] && jfmt "$j" "$2" "$3" || echo -; }
+# mmm COL: "median (min-max)" of column COL of $runs (one line per repetition); "-" when none.
+mmm() {
+	local v
+	v=$(echo "$runs" | awk -v c="$1" '{print $c}' | grep -v '^-$' || true)
+	[ -n "$v" ] || { echo -; return; }
+	echo "$(echo "$v" | median) ($(echo "$v" | sort -g | head -1)-$(echo "$v" | sort -g | tail -1))"
+}
+# ratio A B: median over the repetitions of $runs of column A / column B.
+ratio() { echo "$runs" | awk -v a="$1" -v b="$2" '$a != "-" && $b != "-" && $b > 0 {printf "%.2f\n", $a / $b}' | median; }
+# The llama.cpp a driver.mjs output (its JSON line) ran: release, build, CPU variant, features.
+engine_line() {
+	local j
+	j=$(last_json "$1")
+	echo "llama.cpp: $(jget "$j" llama_cpp) ($(jget "$j" build), node-llama-cpp $(jget "$j" node_llama_cpp)), CPU variant loaded: libggml-cpu-$(jget "$j" cpu_variant).so; $(jget "$j" system_info)"
+}
+# warm_pair MODEL GGUF TAG: one repetition of a warm side by side (every weight in RAM), coli
+# and llama.cpp alternating: the memory read bandwidth (coli-membench), coli's then llama.cpp's
+# decode of $ntok tokens after the prompt $short, coli's then llama.cpp's prefill of the prompt
+# $long, $threads threads; outputs in $dir/TAG-{c,l,cp,lp}.out (driver: $driver). Prints "membw
+# coli_decode llama_decode coli_prefill llama_prefill coli_rss llama_rss coli_weight_gbs
+# coli_weight_mib_per_token coli_prefill_rss".
+warm_pair() {
+	local model=$1 gguf=$2 c=$dir/$3-c.out l=$dir/$3-l.out cp=$dir/$3-cp.out lp=$dir/$3-lp.out bw f
+	bw=$(bin/coli-membench 2048 "$threads" | tail -1 | sed 's/.*read_gbs=//')
+	timed "$c" bin/coli-run -m "$model" --threads "$threads" --prompt-ids "$short" -n $((ntok + 1)) --ignore-eos --print-ids --json >/dev/null
+	timed "$l" node "$driver" --model "$gguf" --threads "$threads" --prompt-ids "$short" -n $((ntok + 1)) >/dev/null
+	timed "$cp" bin/coli-run -m "$model" --threads "$threads" --prompt-ids "$long" -n 1 --print-ids --json >/dev/null
+	timed "$lp" node "$driver" --model "$gguf" --threads "$threads" --prompt-ids "$long" -n 1 >/dev/null
+	for f in "$c" "$l" "$cp" "$lp"; do [ -n "$(last_json "$f")" ] || { say "warm_pair: a run failed: $(cat "$f.err")"; exit 1; }; done
+	say "  coli decode $(fig "$c" decode.tokens_per_s %.2f) tok/s, prefill $(fig "$cp" prompt.tokens_per_s %.1f); llama.cpp decode $(fig "$l" decode.tokens_per_s %.2f), prefill $(fig "$lp" prompt.tokens_per_s %.1f)"
+	echo "$bw $(fig "$c" decode.tokens_per_s %.2f) $(fig "$l" decode.tokens_per_s %.2f) $(fig "$cp" prompt.tokens_per_s %.1f)" \
+		"$(fig "$lp" prompt.tokens_per_s %.1f) $(fig "$c" peak_rss_mib %.0f) $(fig "$l" peak_rss_mib %.0f) $(fig "$c" decode.weights_gb_per_s %.2f)" \
+		"$(fig "$c" decode.weights_mib_per_token %.1f) $(fig "$cp" peak_rss_mib %.0f)"
+}
+# agreement GGUF IDS_FILE THREADS: llama.cpp teacher-forced over $short and the ids coli
+# generated after it (IDS_FILE: coli-run --print-ids --json's output); prints how often its
+# greedy choice is coli's next id, and records the command.
+agreement() {
+	local ids j
+	ids="$short $(head -n -1 "$2" | tr '\n' ' ')"
+	node "$driver" --model "$1" --threads "$3" --prompt-ids "$short" -n 1 --agree "$ids" --agree-from 4 >"$dir/agree.out"
+	j=$(cat "$dir/agree.out")
+	echo "llama.cpp teacher-forced over the same ids: its greedy choice equals coli's at $(jget "$j" agree.same) of $(jget "$j" agree.positions) positions."
+	record "node $driver --model $1 --threads $3 --prompt-ids \"$short\" -n 1 --agree \"$short + GENERATED\" --agree-from 4"
+}
+# need_llama SCRIPT: exits 1 unless node-llama-cpp is installed in $NODE_LLAMA_DIR.
+need_llama() {
+	[ -e "$NODE_LLAMA_DIR/node_modules/node-llama-cpp/package.json" ] ||
+		{ say "$1: node-llama-cpp is not installed in $NODE_LLAMA_DIR (make llama-deps installs it)"; exit 1; }
 }
 
 # ---- for the benchmarks that set up cgroups, loop devices and mounts (stream.sh, plan.sh) ----
@@ -125,10 +191,10 @@ copy_to() {
 	fi
 }
 
-# gguf_of NAME SHAPE EXPERTS: $dir/NAME.gguf of that coli-synth shape, experts q4_0 or q4_1,
-# regenerated only when they change.
+# gguf_of NAME SHAPE EXPERTS [DENSE]: $dir/NAME.gguf of that coli-synth shape, experts q4_0, q4_1
+# or f32, the other matrices q4_0 or DENSE (f32), regenerated only when they change.
 gguf_of() {
-	local f=$dir/$1.gguf args="$2 --gguf-experts $3"
+	local f=$dir/$1.gguf args="$2 --gguf-experts $3${4:+ --gguf-dense $4}"
 	if [ "$(cat "$f.args" 2>/dev/null)" != "$args" ] || [ ! -e "$f" ]; then
 		say "generating $f: coli-synth $args --gguf"
 		rm -f "$f"

@@ -44,8 +44,7 @@ clayers=${COLI_BENCH_COLD_LAYERS:-48}
 caps=${COLI_BENCH_CAPS_MIB:-4096 8192}
 llama_ra=${COLI_BENCH_LLAMA_RA_KB:-128}
 export NODE_LLAMA_DIR=${NODE_LLAMA_DIR:-$PWD/build/llama}
-[ -e "$NODE_LLAMA_DIR/node_modules/node-llama-cpp/package.json" ] ||
-	{ say "llama.sh: node-llama-cpp is not installed in $NODE_LLAMA_DIR (make llama-deps, or make bench-llama, installs it)"; exit 1; }
+need_llama llama.sh
 driver=tests/bench/llama/driver.mjs
 short="1 2 3 4"
 long=$(seq 1000 $((999 + plen)) | tr '\n' ' ')
@@ -56,45 +55,7 @@ trap cleanup EXIT
 trap 'trap - INT TERM; kill_tree $$; exit 130' INT TERM
 [[ " $parts " != *" cold "* ]] || need_root llama.sh "drop_caches and memory cgroups for the cold runs"
 
-# timed OUT CMD...: runs CMD, its stdout into OUT, stderr into OUT.err; prints "STATUS SECONDS".
-timed() {
-	local out=$1 t0 st=0
-	shift
-	t0=$(date +%s.%N)
-	"$@" >"$out" 2>"$out.err" || st=$?
-	echo "$st $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.3f", b - a}')"
-}
-# The JSON line of a run's output (coli-run --json prints it last, after the ids).
-last_json() { tail -n 1 "$1"; }
-fig() { local j; j=$(last_json "$1"); [ -n "$j" ] && jfmt "$j" "$2" "$3" || echo -; }
-# mmm COL: "median (min-max)" of column COL of $runs; "-" when none.
-mmm() {
-	local v
-	v=$(echo "$runs" | awk -v c="$1" '{print $c}' | grep -v '^-$' || true)
-	[ -n "$v" ] || { echo -; return; }
-	echo "$(echo "$v" | median) ($(echo "$v" | sort -g | head -1)-$(echo "$v" | sort -g | tail -1))"
-}
-# ratio A B: median over repetitions of column A / column B.
-ratio() { echo "$runs" | awk -v a="$1" -v b="$2" '$a != "-" && $b != "-" && $b > 0 {printf "%.2f\n", $a / $b}' | median; }
-
 # ---- warm: everything in RAM ----
-
-warm_rep() {
-	local bw c l cp lp
-	bw=$(bin/coli-membench 2048 "$threads" | tail -1 | sed 's/.*read_gbs=//')
-	timed "$dir/llama-c.out" bin/coli-run -m "$model" --threads "$threads" --prompt-ids "$short" -n $((ntok + 1)) --ignore-eos --print-ids --json >/dev/null
-	c=$dir/llama-c.out
-	timed "$dir/llama-l.out" node "$driver" --model "$gguf" --threads "$threads" --prompt-ids "$short" -n $((ntok + 1)) >/dev/null
-	l=$dir/llama-l.out
-	timed "$dir/llama-cp.out" bin/coli-run -m "$model" --threads "$threads" --prompt-ids "$long" -n 1 --print-ids --json >/dev/null
-	cp=$dir/llama-cp.out
-	timed "$dir/llama-lp.out" node "$driver" --model "$gguf" --threads "$threads" --prompt-ids "$long" -n 1 >/dev/null
-	lp=$dir/llama-lp.out
-	for f in "$c" "$l" "$cp" "$lp"; do [ -n "$(last_json "$f")" ] || { say "llama.sh: a run failed: $(cat "$f.err")"; exit 1; }; done
-	say "  coli decode $(fig "$c" decode.tokens_per_s %.2f) tok/s, prefill $(fig "$cp" prompt.tokens_per_s %.1f); llama.cpp decode $(fig "$l" decode.tokens_per_s %.2f), prefill $(fig "$lp" prompt.tokens_per_s %.1f)"
-	echo "$bw $(fig "$c" decode.tokens_per_s %.2f) $(fig "$l" decode.tokens_per_s %.2f) $(fig "$cp" prompt.tokens_per_s %.1f)" \
-		"$(fig "$lp" prompt.tokens_per_s %.1f) $(fig "$c" peak_rss_mib %.0f) $(fig "$l" peak_rss_mib %.0f) $(fig "$c" decode.weights_gb_per_s %.2f)"
-}
 
 # coli's routing over the prompt and its continuation (coli-profile replay's collapse table), and
 # llama.cpp's greedy choices over the same ids.
@@ -107,16 +68,8 @@ routing() {
 	bin/coli-run -m "$m" --stream --prompt-ids "$ids" --teacher-force --dump-routing "$dir/llama-routing.i32" -q >/dev/null
 	bin/coli-profile replay --layers "$L" --experts "$e" --top-k "$k" --slots "$k" --from 1 "$dir/llama-routing.i32" | sed -n '/^| run | trace/,/^$/p'
 	echo "Expected overlap with the previous token for independent uniform routing: k/E = $(awk -v k="$k" -v e="$e" 'BEGIN {printf "%.3f", k / e}')."
-	node "$driver" --model "$g" --threads "$th" --prompt-ids "$short" -n 1 --agree "$ids" --agree-from 4 >"$dir/llama-agree.out"
-	echo "llama.cpp teacher-forced over the same ids: its greedy choice equals coli's at $(jget "$(cat "$dir/llama-agree.out")" agree.same) of $(jget "$(cat "$dir/llama-agree.out")" agree.positions) positions."
+	agreement "$g" "$ids_file" "$th"
 	record "coli-run -m $m --stream --prompt-ids \"$short + GENERATED\" --teacher-force --dump-routing $dir/llama-routing.i32; coli-profile replay --layers $L --experts $e --top-k $k --slots $k --from 1 $dir/llama-routing.i32"
-	record "node $driver --model $g --threads $th --prompt-ids \"$short\" -n 1 --agree \"$short + GENERATED\" --agree-from 4"
-}
-
-engine_line() {
-	local j
-	j=$(last_json "$1")
-	echo "llama.cpp: $(jget "$j" llama_cpp) ($(jget "$j" build), node-llama-cpp $(jget "$j" node_llama_cpp)), CPU variant loaded: libggml-cpu-$(jget "$j" cpu_variant).so; $(jget "$j" system_info)"
 }
 
 if [[ " $parts " == *" warm "* ]]; then
@@ -129,7 +82,7 @@ if [[ " $parts " == *" warm "* ]]; then
 	record "NODE_LLAMA_DIR=$NODE_LLAMA_DIR node $driver --model $gguf --threads $threads --prompt-ids \"$short\" -n $((ntok + 1))"
 	record "coli-run -m $model --threads $threads --prompt-ids \"\$(seq 1000 $((999 + plen)))\" -n 1 --print-ids --json"
 	record "NODE_LLAMA_DIR=$NODE_LLAMA_DIR node $driver --model $gguf --threads $threads --prompt-ids \"\$(seq 1000 $((999 + plen)))\" -n 1"
-	runs=$(for i in $(seq "$reps"); do say "warm: repetition $i/$reps"; warm_rep; done)
+	runs=$(for i in $(seq "$reps"); do say "warm: repetition $i/$reps"; warm_pair "$model" "$gguf" llama; done)
 	gib() { awk -v b="$1" 'BEGIN {printf "%.2f", b / 2^30}'; }
 	echo "### Warm, all in RAM: qwen3_moe $layers layers x 128 experts (coli $(gib "$(bytes_of "$model")") GiB, GGUF Q4_0 $(gib "$(stat -c %s "$gguf")") GiB), $threads threads"
 	echo

@@ -271,12 +271,20 @@ static json_t *hybrid_layer_types(const synth_opts *o)
 /* Qwen3.5's rope_parameters: rope_theta and the partial rotary factor again, and the multimodal
  * rope's sections of the rotated half (text ignores them): [11, 11, 10] for 32 (Qwen3.6's),
  * [2, 1, 1] for 4 (the fixture's). */
+void synth_mrope_sections(const synth_opts *o, int s[3])
+{
+	int half = o->head_dim / 8;
+	s[0] = (half + 2) / 3;
+	s[1] = (half - s[0] + 1) / 2;
+	s[2] = half - s[0] - s[1];
+}
+
 static json_t *hybrid_rope(const synth_opts *o)
 {
-	int half = o->head_dim / 8, s0 = (half + 2) / 3, s1 = (half - s0 + 1) / 2;
-	return json_pack("{s:b, s:[i,i,i], s:f, s:f, s:s}", "mrope_interleaved", 1, "mrope_section", s0, s1,
-			 half - s0 - s1, "partial_rotary_factor", 0.25, "rope_theta", 10000000.0, "rope_type",
-			 "default");
+	int s[3];
+	synth_mrope_sections(o, s);
+	return json_pack("{s:b, s:[i,i,i], s:f, s:f, s:s}", "mrope_interleaved", 1, "mrope_section", s[0], s[1],
+			 s[2], "partial_rotary_factor", 0.25, "rope_theta", 10000000.0, "rope_type", "default");
 }
 
 /* Qwen3.5/3.6 text_config: the keys of the common set that a nested text model has, and its own. */

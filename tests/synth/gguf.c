@@ -156,6 +156,11 @@ static void q4_1_block(const float *x, uint8_t *out)
 	}
 }
 
+static const char *gg_type_name(int type)
+{
+	return type == GG_Q4_0 ? "Q4_0" : type == GG_Q4_1 ? "Q4_1" : "F32";
+}
+
 uint64_t gg_row_bytes(int type, int64_t cols)
 {
 	return type == GG_Q4_0 ? (uint64_t)cols / 32 * 18 : type == GG_Q4_1 ? (uint64_t)cols / 32 * 20
@@ -197,6 +202,20 @@ int gg_add(gg_model *g, const char *name, int type, int n_dims, const int64_t *n
 	snprintf(t->hf_tail, sizeof(t->hf_tail), "%s", hf_tail ? hf_tail : "");
 	t->nbytes = gg_row_bytes(t->type, t->ne[0]) * (uint64_t)(t->ne[1] * t->ne[2]);
 	return 0;
+}
+
+gg_tensor *gg_last(gg_model *g)
+{
+	return &g->t[g->n - 1];
+}
+
+int64_t gg_vperm_src(const gg_vperm *p, int64_t i)
+{
+	int64_t k = i - p->start;
+	if (p->axis == GG_AXIS_NONE || k < 0 || k >= (int64_t)p->nk * p->r * p->dim)
+		return i;
+	int64_t head = k / p->dim; /* tiled: head j nk + g holds the grouped head g r + j */
+	return p->start + (head % p->nk * p->r + head / p->nk) * p->dim + k % p->dim;
 }
 
 void gg_part_name(const gg_tensor *t, int i, char *buf, size_t cap)
@@ -302,6 +321,30 @@ static int pwrite_all(const gg_writer *w, const uint8_t *p, uint64_t n, uint64_t
 	return 0;
 }
 
+/* Rows [row0, row0 + n) of part name of t as the conversion makes them: rows or columns
+ * reordered (t->perm), values transformed (t->xform). tmp: scratch of cols floats. */
+static int job_rows(const gg_writer *w, const gg_tensor *t, const char *name, int64_t row0,
+		    int64_t n, float *x, float *tmp, coli_err *e)
+{
+	int64_t cols = t->ne[0];
+	if (t->perm.axis == GG_AXIS_ROWS) {
+		for (int64_t r = 0; r < n; r++)
+			if (w->src.rows(&w->src, name, gg_vperm_src(&t->perm, row0 + r), 1, x + r * cols, e))
+				return -1;
+	} else if (w->src.rows(&w->src, name, row0, n, x, e)) {
+		return -1;
+	}
+	for (int64_t r = 0; t->perm.axis == GG_AXIS_COLS && r < n; r++) {
+		float *row = x + r * cols;
+		memcpy(tmp, row, (size_t)cols * sizeof(float));
+		for (int64_t c = 0; c < cols; c++)
+			row[c] = tmp[gg_vperm_src(&t->perm, c)];
+	}
+	for (int64_t k = 0; t->xform != GG_X_NONE && k < n * cols; k++)
+		x[k] = t->xform == GG_X_PLUS1 ? x[k] + 1 : -expf(x[k]);
+	return 0;
+}
+
 static int run_job(void *ctx, int i, coli_err *e)
 {
 	const gg_writer *w = ctx;
@@ -313,9 +356,9 @@ static int run_job(void *ctx, int i, coli_err *e)
 	if (synth_interrupted)
 		return coli_errf(e, COLI_EIO, "interrupted");
 	gg_part_name(t, j->part, name, sizeof(name));
-	float *x = coli_malloc((size_t)(j->nrows * cols) * sizeof(float), e);
+	float *x = coli_malloc((size_t)((j->nrows + 1) * cols) * sizeof(float), e);
 	uint8_t *q = x ? coli_malloc((size_t)(rb * (uint64_t)j->nrows), e) : NULL;
-	int rc = q ? w->src.rows(&w->src, name, j->row0, j->nrows, x, e) : -1;
+	int rc = q ? job_rows(w, t, name, j->row0, j->nrows, x, x + j->nrows * cols, e) : -1;
 	for (int64_t r = 0; rc == 0 && r < j->nrows; r++)
 		gg_encode_row(t->type, x + r * cols, cols, q + rb * (uint64_t)r);
 	uint64_t off = w->data_off + t->offset + rb * (uint64_t)(j->part * rows_per_part + j->row0);
@@ -400,14 +443,16 @@ int synth_gguf_write(const char *path, const synth_plan *p, const synth_table *t
 	uint64_t bytes = 0;
 	double t0 = coli_now();
 	synth_src_regen(&src, p, tb);
-	int rc = gg_qwen_tensors(&g, p->m, o->gguf_experts, e) ||
-		 gg_qwen_metadata(&kv, o, p->m, tok, s, e) ||
+	int q35 = p->m->family == COLI_FAM_QWEN3_5_MOE;
+	int rc = (q35 ? gg_qwen35_tensors(&g, p->m, o->gguf_dense, o->gguf_experts, e)
+		      : gg_qwen_tensors(&g, p->m, o->gguf_dense, o->gguf_experts, e)) ||
+		 (q35 ? gg_qwen35_metadata(&kv, o, p->m, tok, s, e) : gg_qwen_metadata(&kv, o, p->m, tok, s, e)) ||
 		 write_gguf(path, &g, &kv, &src, o->threads, &bytes, e) ? -1 : 0;
 	if (rc == 0) {
 		double dt = coli_now() - t0;
-		fprintf(stderr, SYNTH_TOOL ": wrote %.2f GB (GGUF, %d tensors, experts %s) to %s in "
-			"%.2f s\n", bytes / 1e9, g.n, o->gguf_experts == SYNTH_GGUF_Q4_1 ? "Q4_1" : "Q4_0",
-			path, dt);
+		fprintf(stderr, SYNTH_TOOL ": wrote %.2f GB (GGUF, %d tensors, experts %s, dense %s) to %s "
+			"in %.2f s\n", bytes / 1e9, g.n, gg_type_name(o->gguf_experts),
+			gg_type_name(o->gguf_dense), path, dt);
 	}
 	free(g.t);
 	free(kv.p);

@@ -1,11 +1,12 @@
 /* gguf_qwen.c: the qwen3_moe checkpoint as llama.cpp's "qwen3moe" GGUF: tensor names and shapes,
- * hyperparameter keys and the tokenizer (tokenizer.json as a gpt2 BPE vocabulary).
+ * hyperparameter keys; and what every GGUF of coli-synth shares: general.* and the tokenizer
+ * (tokenizer.json as a gpt2 BPE vocabulary).
  *
  * A HF linear [out, in] is a GGUF tensor of ne = [in, out] with the same bytes in the same order
  * (rows of `in` values); a layer's routed experts are stacked into one tensor of ne = [in, out,
  * n_experts], expert e's rows at e x out. Qwen3 rotates halves (neox RoPE in llama.cpp), so q and
  * k need no permutation. Routers and norms stay F32 (as llama.cpp's own quantizer leaves routers),
- * every other matrix is Q4_0, the routed experts Q4_0 or Q4_1.
+ * every other matrix is Q4_0 (or F32: --gguf-dense), the routed experts Q4_0, Q4_1 or F32.
  */
 #include "gguf.h"
 
@@ -18,24 +19,24 @@ enum { TT_NORMAL = 1, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5 }; /* llama.cpp
 
 /* ---- tensors ---------------------------------------------------------------------------------- */
 
-static int add2(gg_model *g, const char *name, int type, int64_t in, int64_t out, const char *hf,
-		coli_err *e)
+int gg_add2(gg_model *g, const char *name, int type, int64_t in, int64_t out, const char *hf,
+	    coli_err *e)
 {
 	int64_t ne[2] = {in, out};
 	return gg_add(g, name, type, out > 1 ? 2 : 1, ne, hf, 1, NULL, e);
 }
 
-static int attention(gg_model *g, const coli_model *m, int l, coli_err *e)
+static int attention(gg_model *g, const coli_model *m, int l, int dense, coli_err *e)
 {
 	int64_t h = m->hidden_size, q = (int64_t)m->n_heads * m->head_dim,
 		kv = (int64_t)m->n_kv_heads * m->head_dim;
 	char n[64], hf[160];
 	struct { const char *gg, *hf; int64_t in, out; int type; } t[] = {
 		{"attn_norm", "input_layernorm", h, 1, GG_F32},
-		{"attn_q", "self_attn.q_proj", h, q, GG_Q4_0},
-		{"attn_k", "self_attn.k_proj", h, kv, GG_Q4_0},
-		{"attn_v", "self_attn.v_proj", h, kv, GG_Q4_0},
-		{"attn_output", "self_attn.o_proj", q, h, GG_Q4_0},
+		{"attn_q", "self_attn.q_proj", h, q, dense},
+		{"attn_k", "self_attn.k_proj", h, kv, dense},
+		{"attn_v", "self_attn.v_proj", h, kv, dense},
+		{"attn_output", "self_attn.o_proj", q, h, dense},
 		{"attn_q_norm", "self_attn.q_norm", m->head_dim, 1, GG_F32},
 		{"attn_k_norm", "self_attn.k_norm", m->head_dim, 1, GG_F32},
 		{"ffn_norm", "post_attention_layernorm", h, 1, GG_F32},
@@ -44,13 +45,13 @@ static int attention(gg_model *g, const coli_model *m, int l, coli_err *e)
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
 		snprintf(n, sizeof(n), "blk.%d.%s.weight", l, t[i].gg);
 		snprintf(hf, sizeof(hf), "model.layers.%d.%s.weight", l, t[i].hf);
-		if (add2(g, n, t[i].type, t[i].in, t[i].out, hf, e))
+		if (gg_add2(g, n, t[i].type, t[i].in, t[i].out, hf, e))
 			return -1;
 	}
 	return 0;
 }
 
-static int experts(gg_model *g, const coli_model *m, int l, int type, coli_err *e)
+int gg_experts(gg_model *g, const coli_model *m, int l, int type, coli_err *e)
 {
 	static const char *const gg[3] = {"gate", "up", "down"};
 	int64_t h = m->hidden_size, f = m->moe_intermediate_size;
@@ -66,22 +67,22 @@ static int experts(gg_model *g, const coli_model *m, int l, int type, coli_err *
 	return 0;
 }
 
-int gg_qwen_tensors(gg_model *g, const coli_model *m, int expert_type, coli_err *e)
+int gg_qwen_tensors(gg_model *g, const coli_model *m, int dense_type, int expert_type, coli_err *e)
 {
 	int64_t h = m->hidden_size, v = m->vocab_size;
 	if (m->family != COLI_FAM_QWEN3_MOE || m->tie_word_embeddings)
 		return coli_errf(e, COLI_EUSAGE, "--gguf: family '%s' is not qwen3_moe (the only one "
 				 "written as GGUF)", coli_family_name(m->family));
-	if (add2(g, "token_embd.weight", GG_Q4_0, h, v, "model.embed_tokens.weight", e))
+	if (gg_add2(g, "token_embd.weight", dense_type, h, v, "model.embed_tokens.weight", e))
 		return -1;
 	for (int l = 0; l < m->n_layers; l++) {
 		if (!m->is_moe[l])
 			return coli_errf(e, COLI_EUSAGE, "--gguf: layer %d is dense (not written)", l);
-		if (attention(g, m, l, e) || experts(g, m, l, expert_type, e))
+		if (attention(g, m, l, dense_type, e) || gg_experts(g, m, l, expert_type, e))
 			return -1;
 	}
-	return add2(g, "output_norm.weight", GG_F32, h, 1, "model.norm.weight", e) ||
-	       add2(g, "output.weight", GG_Q4_0, h, v, "lm_head.weight", e) ? -1 : 0;
+	return gg_add2(g, "output_norm.weight", GG_F32, h, 1, "model.norm.weight", e) ||
+	       gg_add2(g, "output.weight", dense_type, h, v, "lm_head.weight", e) ? -1 : 0;
 }
 
 /* ---- hyperparameters ------------------------------------------------------------------------- */
@@ -178,8 +179,8 @@ static int put_merges(gg_buf *b, json_t *root, const char *path, coli_err *e)
 	return 0;
 }
 
-static int tokenizer(gg_buf *b, const synth_tok *tok, int64_t n_vocab, const synth_shape *s,
-		     coli_err *e)
+int gg_tokenizer(gg_buf *b, const synth_tok *tok, int64_t n_vocab, const synth_shape *s,
+		 const char *pre, coli_err *e)
 {
 	json_error_t je;
 	json_t *root = json_load_file(tok->json_path, 0, &je);
@@ -191,7 +192,7 @@ static int tokenizer(gg_buf *b, const synth_tok *tok, int64_t n_vocab, const syn
 	if (rc == 0) {
 		fill_vocab(&v, root);
 		gg_kv_str(b, "tokenizer.ggml.model", "gpt2");
-		gg_kv_str(b, "tokenizer.ggml.pre", "qwen2");
+		gg_kv_str(b, "tokenizer.ggml.pre", pre);
 		put_tokens(b, &v);
 		rc = put_merges(b, root, tok->json_path, e);
 		gg_kv_u32(b, "tokenizer.ggml.bos_token_id", (uint32_t)s->bos);
@@ -205,19 +206,28 @@ static int tokenizer(gg_buf *b, const synth_tok *tok, int64_t n_vocab, const syn
 	return rc;
 }
 
-int gg_qwen_metadata(gg_buf *b, const synth_opts *o, const coli_model *m, const synth_tok *tok,
-		     const synth_shape *s, coli_err *e)
+/* general.file_type: 2 (mostly Q4_0), 3 (mostly Q4_1) or 0 (all F32), as the experts are. */
+int gg_general(gg_buf *b, const synth_opts *o, const synth_tok *tok, const char *arch,
+	       const char *family, coli_err *e)
 {
 	char name[96];
 	if (!tok || !tok->json_path)
 		return coli_errf(e, COLI_EUSAGE, "--gguf needs the tokenizer (not --no-tokenizer)");
-	snprintf(name, sizeof(name), "coli-synth qwen3_moe seed %llu", (unsigned long long)o->seed);
-	gg_kv_str(b, "general.architecture", "qwen3moe");
+	snprintf(name, sizeof(name), "coli-synth %s seed %llu", family, (unsigned long long)o->seed);
+	gg_kv_str(b, "general.architecture", arch);
 	gg_kv_str(b, "general.name", name);
 	gg_kv_u32(b, "general.alignment", GG_ALIGN);
-	gg_kv_u32(b, "general.file_type", o->gguf_experts == SYNTH_GGUF_Q4_1 ? 3 : 2); /* mostly Q4_1, Q4_0 */
+	gg_kv_u32(b, "general.file_type", (uint32_t)o->gguf_experts);
+	return 0;
+}
+
+int gg_qwen_metadata(gg_buf *b, const synth_opts *o, const coli_model *m, const synth_tok *tok,
+		     const synth_shape *s, coli_err *e)
+{
+	if (gg_general(b, o, tok, "qwen3moe", "qwen3_moe", e))
+		return -1;
 	hparams(b, m);
-	if (tokenizer(b, tok, m->vocab_size, s, e))
+	if (gg_tokenizer(b, tok, m->vocab_size, s, "qwen2", e))
 		return -1;
 	return b->oom ? coli_errf(e, COLI_ENOMEM, "out of memory building the GGUF metadata") : 0;
 }

