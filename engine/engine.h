@@ -135,18 +135,21 @@ int coli_forward(coli_engine *m, coli_kv *kv, const int32_t *tokens, int n, floa
 
 /* Decode's attention core (scores, softmax, the weighted values; not the projections), for a
  * planner's cost model: its multiply-adds for one token at KV position pos over all layers (DSA:
- * over the index_topk selected positions once there are more), and in *threaded whether the
- * engine shares them over its threads (else one thread does them). */
+ * over the index_topk selected positions once there are more; deepseek_v4: the window's keys and
+ * the compressed rows attended, CSA's index_topk at most), and in *threaded whether the engine
+ * shares them over its threads (else one thread does them). */
 double coli_attn_decode_fmas(const coli_model *c, int pos, int *threaded);
 /* DSA: the lightning indexer's scan at pos over all layers (index heads x index_head_dim per
- * earlier position on each full layer; 0 while every position is attended). The engine shares
- * it over its threads. */
+ * earlier position on each full layer; 0 while every position is attended); deepseek_v4: per
+ * complete compressed row of each CSA layer. The engine shares it over its threads (deepseek_v4's
+ * runs on one). */
 double coli_attn_index_fmas(const coli_model *c, int pos);
 /* Gated DeltaNet: the delta rule's multiply-adds per token over its layers (4 per element of each
  * value head's state, in one pass over it), shared over the threads; the same at every position. */
 double coli_attn_linear_fmas(const coli_model *c);
-/* Bytes of state decode moves at pos: what attention looks at (DSA: index_topk positions), the
- * index keys the indexer scans, and fixed-size state (a Gated DeltaNet's) read and written. */
+/* Bytes of state decode moves at pos: what attention looks at (DSA: index_topk positions;
+ * deepseek_v4: the window and the rows attended), the index keys the indexer scans, and
+ * fixed-size state (a Gated DeltaNet's) read and written. */
 double coli_attn_decode_bytes(const coli_model *c, int pos);
 /* Multiply-adds per second of the engine's attention core on the calling thread: one query head
  * of hd dimensions against n cached positions, repeated for seconds (0 when memory is short). */

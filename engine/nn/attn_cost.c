@@ -21,9 +21,35 @@ static int index_layers(const coli_model *c)
 	return n;
 }
 
+/* deepseek_v4's keys one query of layer l looks at from pos: the window's, and the compressed
+ * rows complete so far (CSA: the indexer's index_topk best of them). */
+static double v4_keys(const coli_model *c, int l, int pos)
+{
+	double window = pos + 1 < c->sliding_window ? pos + 1.0 : c->sliding_window;
+	int r = c->compress[l];
+	double rows = r ? (double)((pos + 1) / r) : 0;
+	return window + (c->index_full[l] && rows > c->index_topk ? c->index_topk : rows);
+}
+
+/* deepseek_v4's CSA rows the indexer scores at pos, over its layers. */
+static double v4_scanned(const coli_model *c, int pos)
+{
+	double n = 0;
+	for (int l = 0; l < c->n_layers; l++)
+		n += c->index_full[l] ? (double)((pos + 1) / c->compress[l]) : 0;
+	return n;
+}
+
 double coli_attn_decode_fmas(const coli_model *c, int pos, int *threaded)
 {
 	double per; /* multiply-adds per (query head, cached position) */
+	if (c->attn == COLI_ATTN_V4) { /* one shared KV head: scores and values over head_dim each */
+		double keys = 0;
+		for (int l = 0; l < c->n_layers; l++)
+			keys += v4_keys(c, l, pos);
+		*threaded = 0;
+		return keys * c->n_heads * 2.0 * c->head_dim;
+	}
 	if (c->attn == COLI_ATTN_MLA) {
 		per = 2.0 * c->kv_lora_rank + c->qk_rope_head_dim; /* scores on the latent and the rope part, values */
 		*threaded = 0;
@@ -48,6 +74,8 @@ double coli_attn_linear_fmas(const coli_model *c)
 
 double coli_attn_index_fmas(const coli_model *c, int pos)
 {
+	if (c->attn == COLI_ATTN_V4) /* every complete CSA row scored by every index head */
+		return v4_scanned(c, pos) * c->index_n_heads * c->index_head_dim;
 	if (!c->index_topk || pos + 1 <= c->index_topk) /* every position attended: no scan */
 		return 0;
 	return (double)index_layers(c) * (pos + 1.0) * c->index_n_heads * c->index_head_dim;
@@ -56,6 +84,12 @@ double coli_attn_index_fmas(const coli_model *c, int pos)
 double coli_attn_decode_bytes(const coli_model *c, int pos)
 {
 	coli_state_part p[COLI_STATE_LAYER_MAX];
+	if (c->attn == COLI_ATTN_V4) { /* the keys attended, the index rows scanned (the windows' few rows aside) */
+		double keys = 0;
+		for (int l = 0; l < c->n_layers; l++)
+			keys += v4_keys(c, l, pos);
+		return sizeof(float) * (keys * c->head_dim + v4_scanned(c, pos) * c->index_head_dim);
+	}
 	double b = 0, scanned = coli_attn_index_fmas(c, pos) > 0 ? pos + 1.0 : 0, rows = attended(c, pos);
 	for (int l = 0; l < c->n_layers; l++) {
 		int n = coli_model_state_range(c, l, l + 1, p);

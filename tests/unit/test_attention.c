@@ -113,6 +113,27 @@ static void check_counts(void)
 		f == 2.0 * 16 * 10000 * (2 * 512 + 64) && th_mla == 0, "%g %d", f, th_mla);
 }
 
+/* deepseek_v4 (the fixture's shape: window 8; layers window, window, CSA 4, HCA 16, CSA 4; index
+ * top 8) at position 99: keys 8, 8, 8 + 8 (of 25 rows), 8 + 6, 8 + 8; the indexer scores 25 rows
+ * on each CSA layer; bytes those keys and index rows. */
+static void check_v4_counts(void)
+{
+	coli_model v;
+	memset(&v, 0, sizeof(v));
+	v.attn = COLI_ATTN_V4, v.n_layers = 5, v.n_heads = 4, v.head_dim = 32, v.sliding_window = 8, v.index_topk = 8;
+	v.index_n_heads = 8, v.index_head_dim = 16;
+	v.compress[2] = v.compress[4] = 4, v.compress[3] = 16, v.index_full[2] = v.index_full[4] = 1;
+	int th = -1;
+	double f = coli_attn_decode_fmas(&v, 99, &th), ix = coli_attn_index_fmas(&v, 99), b = coli_attn_decode_bytes(&v, 99);
+	T_CHECK("v4: keys (window and compressed rows attended) x heads x 2 head_dim, one thread",
+		f == 62.0 * 4 * 2 * 32 && th == 0, "%g %d", f, th);
+	T_CHECK("v4: the indexer's complete rows x index heads x index_head_dim", ix == 50.0 * 8 * 16, "%g", ix);
+	T_CHECK("v4: bytes of the keys attended and the index rows scanned", b == 4.0 * (62 * 32 + 50 * 16), "%g", b);
+	f = coli_attn_decode_fmas(&v, 3, &th);
+	T_CHECK("v4: at position 3, 4 window keys a layer and the CSA layers' first row (complete at 3)",
+		f == (4.0 * 5 + 2) * 4 * 2 * 32, "%g", f);
+}
+
 int main(void)
 {
 	check_head(128, 256);
@@ -121,6 +142,7 @@ int main(void)
 	check_head(33, 130);
 	check_two_parts(72, 8, 13);
 	check_counts();
+	check_v4_counts();
 	double r = coli_attn_core_rate(128, 256, 0.01);
 	T_CHECK("rate: the core's timing gives multiply-adds per second", r > 1e6 && r < 1e13, "%g", r);
 	T_EXIT();
