@@ -74,6 +74,7 @@ static uint64_t lay_out(v4_kv *s, const coli_model *c, int first, int last, int 
 #define TAKE(p, n) ((p) = base ? (void *)(base + at) : NULL, at += (uint64_t)(n))
 	v4_kv t;
 	v4_kv *d = base ? s : &t;
+	TAKE(d->keys, 2 * att); /* first: pointers, 8-aligned at the (calloc'd) base */
 	TAKE(d->st, S * D), TAKE(d->st2, S * D), TAKE(d->flat, S * D);
 	TAKE(d->x, D), TAKE(d->xn, D), TAKE(d->y, D);
 	TAKE(d->mix, (2 + S) * S), TAKE(d->post, S), TAKE(d->comb, S * S);
@@ -82,7 +83,7 @@ static uint64_t lay_out(v4_kv *s, const coli_model *c, int first, int last, int 
 	TAKE(d->c, wide), TAKE(d->z, wide), TAKE(d->r, wide);
 	TAKE(d->qi, c->index_n_heads * ihd), TAKE(d->iw, c->index_n_heads), TAKE(d->isc, cap / 4 + 1);
 	TAKE(d->isel, c->index_topk);
-	TAKE(d->sc, att), TAKE(d->keys, 2 * att);
+	TAKE(d->sc, att);
 	TAKE(d->rl, c->n_experts), TAKE(d->rs, c->n_experts), TAKE(d->ids, c->top_k), TAKE(d->wts, c->top_k);
 	TAKE(d->g, c->moe_intermediate_size), TAKE(d->u, c->moe_intermediate_size), TAKE(d->ey, D);
 #undef TAKE
