@@ -11,6 +11,11 @@ void rmsnorm(float *y, const float *x, const float *w, int n, float eps)
 	for (int i = 0; i < n; i++)
 		ss += (double)x[i] * x[i];
 	float r = 1.0f / sqrtf((float)(ss / n) + eps);
+	if (!w) {
+		for (int i = 0; i < n; i++)
+			y[i] = x[i] * r;
+		return;
+	}
 	for (int i = 0; i < n; i++)
 		y[i] = w[i] * (x[i] * r);
 }

@@ -7,7 +7,8 @@
 
 #include "kernels.h"
 
-/* y = w * (x / sqrt(mean(x^2) + eps)) over n values (HF RMSNorm, float32); y may be x. */
+/* y = w * (x / sqrt(mean(x^2) + eps)) over n values (HF RMSNorm, float32); y may be x; w NULL:
+ * the unweighted norm (transformers' weightless RMSNorm). */
 void rmsnorm(float *y, const float *x, const float *w, int n, float eps);
 
 /* The logistic function and x * sigmoid(x), in float32 as torch computes them. */

@@ -9,8 +9,7 @@
 #include "nn/ws.h"
 #include "fileio.h"
 
-/* Indices of the k largest v[0..n) (ties: lower index first), largest first. */
-static void top_k(const float *v, int n, int k, int32_t *idx)
+void top_k(const float *v, int n, int k, int32_t *idx)
 {
 	for (int j = 0; j < k; j++) {
 		int best = -1;
@@ -25,8 +24,7 @@ static void top_k(const float *v, int n, int k, int32_t *idx)
 	}
 }
 
-/* Sorts (id, weight) pairs by weight descending, ties by lower id. */
-static void sort_pairs(int32_t *ids, float *w, int k)
+void sort_pairs(int32_t *ids, float *w, int k)
 {
 	for (int i = 1; i < k; i++)
 		for (int j = i; j > 0 && (w[j] > w[j - 1] || (w[j] == w[j - 1] && ids[j] < ids[j - 1])); j--) {

@@ -9,6 +9,12 @@
 #include "nn/rope.h"
 #include "nn/weights.h"
 
+/* Indices of the k largest v[0..n) (ties: lower index first), largest first. */
+void top_k(const float *v, int n, int k, int32_t *idx);
+
+/* Sorts (id, weight) pairs by weight descending, ties by lower id. */
+void sort_pairs(int32_t *ids, float *w, int k);
+
 /* Experts and weights for one token from its router logits [n_experts]; ids sorted by weight
  * descending, ties by lower id. scratch: 2 x n_experts + n_group floats; gsel: n_group. */
 void route(const coli_model *c, const float *corr_bias, const float *logits, int32_t *ids, float *w,

@@ -11,6 +11,7 @@
 
 #include "fileio.h"
 #include "nn/blocks.h"
+#include "nn/dsa.h"
 #include "nn/moe.h"
 #include "nn/rope.h"
 #include "nn/weights.h"
@@ -36,7 +37,7 @@ typedef struct v4_kv {
 	float *mix, *post, *comb; /* [(2 + S) S], [S], [S][S] */
 	float *qr, *q, *kv, *o, *og; /* [q_lora], [H hd], [hd], [H hd], [G o_lora] */
 	float *c, *z, *r;         /* [2 max(hd, index_hd)] a compressor's projections; [2 max(...)] a row */
-	float *qi, *iw, *isc;     /* [IH index_hd], [IH], [cap / 4 + 1] */
+	float *qi, *iw, *isc, *itmp; /* [IH index_hd], [IH], [cap / 4 + 1] scores and dsa_top's scratch */
 	int32_t *isel;            /* [index_topk] */
 	float *sc;                /* [W + most rows attended] scores */
 	const float **keys;       /* [W + most rows attended] */
@@ -81,7 +82,7 @@ static uint64_t lay_out(v4_kv *s, const coli_model *c, int first, int last, int 
 	TAKE(d->qr, c->q_lora_rank), TAKE(d->q, H * hd), TAKE(d->kv, hd), TAKE(d->o, H * hd);
 	TAKE(d->og, c->o_groups * c->o_lora_rank);
 	TAKE(d->c, wide), TAKE(d->z, wide), TAKE(d->r, wide);
-	TAKE(d->qi, c->index_n_heads * ihd), TAKE(d->iw, c->index_n_heads), TAKE(d->isc, cap / 4 + 1);
+	TAKE(d->qi, c->index_n_heads * ihd), TAKE(d->iw, c->index_n_heads), TAKE(d->isc, cap / 4 + 1), TAKE(d->itmp, cap / 4 + 1);
 	TAKE(d->isel, c->index_topk);
 	TAKE(d->sc, att);
 	TAKE(d->rl, c->n_experts), TAKE(d->rs, c->n_experts), TAKE(d->ids, c->top_k), TAKE(d->wts, c->top_k);
@@ -146,17 +147,6 @@ void v4_kv_close(coli_kv *kv)
 
 /* ---- mHC ---------------------------------------------------------------------------------- */
 
-/* y = x / sqrt(mean(x^2) + eps) (transformers' unweighted RMSNorm). */
-static void rms_plain(float *y, const float *x, int n, float eps)
-{
-	double ss = 0;
-	for (int i = 0; i < n; i++)
-		ss += (double)x[i] * x[i];
-	float r = 1.0f / sqrtf((float)(ss / n) + eps);
-	for (int i = 0; i < n; i++)
-		y[i] = x[i] * r;
-}
-
 /* The block input x = sum_j pre_j st_j from the streams, and (post non-NULL) the mixing after
  * the block: post and comb made doubly stochastic by Sinkhorn. fn [rows][S D], rows 2S + S^2
  * (S at the head), base [rows], scale [3] (1 at the head). */
@@ -165,7 +155,7 @@ static void hc_pre(const coli_model *c, v4_kv *s, const float *fn, const float *
 {
 	int S = c->hc_mult, D = c->hidden_size, rows = post ? (2 + S) * S : S;
 	float eps = (float)c->hc_eps, *comb = s->comb;
-	rms_plain(s->flat, s->st, S * D, (float)c->rms_norm_eps);
+	rmsnorm(s->flat, s->st, NULL, S * D, (float)c->rms_norm_eps);
 	for (int r = 0; r < rows; r++)
 		s->mix[r] = dot(fn + (int64_t)r * S * D, s->flat, S * D);
 	memset(x, 0, (size_t)D * sizeof(float));
@@ -249,7 +239,7 @@ static int comp_push(coli_engine *m, v4_kv *s, const coli_mat *wkv, const coli_m
 static int index_select(coli_engine *m, v4_kv *s, const layer_w *W, const v4_layer *L, int n, int p)
 {
 	const coli_model *c = m->cfg;
-	int IH = c->index_n_heads, ihd = c->index_head_dim, rd = c->qk_rope_head_dim, k = 0;
+	int IH = c->index_n_heads, ihd = c->index_head_dim, rd = c->qk_rope_head_dim;
 	coli_mat_vec(m->kc, &W->idx_wq_b, s->qr, s->qi);
 	rope_apply(&s->comp, s->qi + ihd - rd, IH, ihd, p);
 	coli_mat_vec(m->kc, &W->idx_weights, s->xn, s->iw);
@@ -262,21 +252,7 @@ static int index_select(coli_engine *m, v4_kv *s, const layer_w *W, const v4_lay
 		}
 		s->isc[r] = v;
 	}
-	int want = n < c->index_topk ? n : c->index_topk;
-	for (; k < want; k++) { /* a chosen row's score becomes -inf (scores are finite) */
-		int best = -1;
-		for (int r = 0; r < n; r++)
-			if (s->isc[r] != -INFINITY && (best < 0 || s->isc[r] > s->isc[best]))
-				best = r;
-		s->isel[k] = best;
-		s->isc[best] = -INFINITY;
-	}
-	for (int a = 1; a < k; a++) /* ascending */
-		for (int b = a; b > 0 && s->isel[b - 1] > s->isel[b]; b--) {
-			int32_t t = s->isel[b];
-			s->isel[b] = s->isel[b - 1], s->isel[b - 1] = t;
-		}
-	return k;
+	return dsa_top(s->isc, n, c->index_topk, s->itmp, s->isel);
 }
 
 /* ---- attention ----------------------------------------------------------------------------- */
@@ -295,7 +271,7 @@ static void v4_attention(coli_engine *m, v4_kv *s, int l, int p)
 	rmsnorm(s->qr, s->qr, W->q_a_norm, c->q_lora_rank, eps);
 	coli_mat_vec(m->kc, &W->q_b, s->qr, s->q);
 	for (int h = 0; h < H; h++)
-		rms_plain(s->q + (int64_t)h * hd, s->q + (int64_t)h * hd, hd, eps);
+		rmsnorm(s->q + (int64_t)h * hd, s->q + (int64_t)h * hd, NULL, hd, eps);
 	rope_apply(ro, s->q + hd - rd, H, hd, p);
 	float *key = L->ring + (int64_t)(p % Wn) * hd;
 	coli_mat_vec(m->kc, &W->wkv, s->xn, key);
@@ -360,6 +336,13 @@ static void v4_expert(coli_engine *m, v4_kv *s, const coli_mat *gate, const coli
 	axpy(y, weight, s->ey, c->hidden_size);
 }
 
+/* A hash layer's k experts for token tok (its tid2eid row, stored as floats). */
+static void hash_ids(const layer_w *W, int32_t tok, int k, int32_t *ids)
+{
+	for (int j = 0; j < k; j++)
+		ids[j] = (int32_t)W->tid2eid[(int64_t)tok * k + j];
+}
+
 /* The router of layer l for token tok: hash layers' table, else the top-k of sqrt(softplus)
  * scores plus the correction bias (ties to the lower id); weights the chosen scores
  * renormalised x routed_scaling_factor, sorted by weight (ties lower id). */
@@ -374,33 +357,18 @@ static void v4_route(coli_engine *m, v4_kv *s, int l, int32_t tok)
 		s->rs[x] = sqrtf(v > 20.0f ? v : log1pf(expf(v)));
 	}
 	if (W->tid2eid) {
-		for (int j = 0; j < k; j++)
-			s->ids[j] = (int32_t)W->tid2eid[(int64_t)tok * k + j];
+		hash_ids(W, tok, k, s->ids);
 	} else {
-		for (int j = 0; j < k; j++) {
-			int best = -1;
-			for (int x = 0; x < E; x++) {
-				int used = 0;
-				for (int i = 0; i < j; i++)
-					used |= s->ids[i] == x;
-				if (!used && (best < 0 || s->rs[x] + W->corr_bias[x] > s->rs[best] + W->corr_bias[best]))
-					best = x;
-			}
-			s->ids[j] = best;
-		}
+		for (int x = 0; x < E; x++) /* the choice: score + correction bias (the logits no longer needed) */
+			s->rl[x] = s->rs[x] + W->corr_bias[x];
+		top_k(s->rl, E, k, s->ids);
 	}
 	float sum = 0;
 	for (int j = 0; j < k; j++)
 		sum += s->rs[s->ids[j]];
 	for (int j = 0; j < k; j++)
 		s->wts[j] = s->rs[s->ids[j]] / (sum + 1e-20f) * (float)c->routed_scaling_factor;
-	for (int a = 1; a < k; a++)
-		for (int b = a; b > 0 && (s->wts[b] > s->wts[b - 1] || (s->wts[b] == s->wts[b - 1] && s->ids[b] < s->ids[b - 1])); b--) {
-			float tw = s->wts[b];
-			int32_t ti = s->ids[b];
-			s->wts[b] = s->wts[b - 1], s->ids[b] = s->ids[b - 1];
-			s->wts[b - 1] = tw, s->ids[b - 1] = ti;
-		}
+	sort_pairs(s->ids, s->wts, k);
 }
 
 /* The MoE of layer l for token tok (input s->xn, output s->y); its routing into ids, wts when
@@ -445,8 +413,7 @@ static int token(coli_engine *m, coli_kv *kv, int32_t tok, int p, float *logits,
 	float eps = (float)c->rms_norm_eps;
 	coli_mat_row(m->kc, &w->embed, tok, s->x);
 	for (int l = 0; l < c->n_hash_layers && l < c->n_layers; l++) { /* known from the token: read ahead */
-		for (int j = 0; j < k; j++)
-			s->ids[j] = (int32_t)w->layers[l].tid2eid[(int64_t)tok * k + j];
+		hash_ids(&w->layers[l], tok, k, s->ids);
 		coli_store_prefetch(m->store, l, s->ids, k);
 	}
 	for (int j = 0; j < S; j++)

@@ -30,9 +30,9 @@ int coli_spec_open(coli_spec *d, coli_engine *m, coli_kv *kv, const coli_spec_op
 	snprintf(d->why, sizeof(d->why), "off: no drafts");
 	if (d->want == 0)
 		return 0;
-	if (coli_kv_rolls_back(m->cfg, m->ct->dir, "speculative decoding", NULL) < 0) {
+	if (coli_kv_rolls_back(m->cfg, m->ct->dir, "--draft", d->want > 0 ? e : NULL) < 0) {
 		if (d->want > 0)
-			return coli_kv_rolls_back(m->cfg, m->ct->dir, "--draft", e);
+			return -1;
 		snprintf(d->why, sizeof(d->why), "off: auto, and deepseek_v4's state is not rolled back yet");
 		d->want = 0;
 		return 0;
