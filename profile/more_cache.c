@@ -107,10 +107,23 @@ static void add_pinned(seq *q, int32_t x)
 	q->pinned[q->n_pinned++] = x;
 }
 
+/* A batch's experts ascending: the order of the store's request (moe.c asks for a decode step's
+ * experts ascending, and the store's recency follows the request); the trace has them in the
+ * order their reads completed. */
+static void sort_batch(coli_sim_batch *b)
+{
+	int32_t *x = (int32_t *)b->experts;
+	for (int a = 1; a < b->n; a++)
+		for (int j = a; j > 0 && x[j] < x[j - 1]; j--) {
+			int32_t t = x[j];
+			x[j] = x[j - 1], x[j - 1] = t;
+		}
+}
+
 /* Each MoE layer's batches: a call of one position (a decode step) one batch, a longer call (a
  * prompt, a verify: the store gets their experts one at a time) one batch per expert, in the
  * trace's order; and the experts it shows pinned. */
-static void layer_seqs(const prof_trace *t, const int *moe_of, seq *q)
+static void layer_seqs(const prof_trace *t, const int *moe_of, seq *q, int n)
 {
 	for (size_t i = 0; i < t->n_routes; i++) {
 		const prof_route *r = &t->routes[i];
@@ -128,6 +141,9 @@ static void layer_seqs(const prof_trace *t, const int *moe_of, seq *q)
 		if (r->outcome == COLI_X_PIN)
 			add_pinned(s, r->expert);
 	}
+	for (int j = 0; j < n; j++)
+		for (int i = 0; i < q[j].n; i++)
+			sort_batch(&q[j].b[i]);
 }
 
 /* The decode hits and gets of q replayed through policy at slots (beside its pins). */
@@ -246,7 +262,7 @@ int prof_cache_estimate(const prof_trace *t, prof_cache_est *c, coli_err *e)
 	int *sizes = q ? coli_calloc(3 * (size_t)n + 1, sizeof(*sizes), e) : NULL;
 	rc = sizes ? alloc_seqs(t, moe_of, q, n, e) : -1;
 	if (rc == 0) {
-		layer_seqs(t, moe_of, q);
+		layer_seqs(t, moe_of, q, n);
 		rc = estimate(t, st, q, n, sizes, c, e);
 	}
 	for (int j = 0; q && j < n; j++)

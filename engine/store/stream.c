@@ -27,6 +27,7 @@ static void evict(stream_layer *L, int i)
 	L->where[L->slots[i].expert] = -1;
 	L->slots[i].expert = -1;
 	L->slots[i].state = S_EMPTY;
+	L->slots[i].asked = 0;
 	L->resident--;
 }
 
@@ -167,7 +168,7 @@ static int queue_read(stream_store *s, stream_layer *L, int i, int x, int prio, 
 	slot *p = &L->slots[i];
 	if (!p->buf && slot_buffers(p, L->arena + (size_t)i * L->x->record_size, e) < 0)
 		return -1;
-	p->expert = x, p->state = S_FLIGHT, p->last = ++s->tick, p->next = NULL, p->stale = 0;
+	p->expert = x, p->state = S_FLIGHT, p->last = ++s->tick, p->next = NULL, p->stale = 0, p->asked = 0;
 	p->next_chunk = p->chunks_done = 0, p->used = 0, p->io_rc = 0, p->origin = prio;
 	L->where[x] = i;
 	L->resident++;
@@ -305,7 +306,9 @@ static const coli_expert *use_slot(stream_store *s, stream_layer *L, int i, coli
 	s->st.misses += p->state != S_READY;
 	p->refs++;
 	p->stale = 0;
-	p->last = ++s->tick;
+	if (!p->asked)
+		p->last = ++s->tick;
+	p->asked = 0;
 	if (L->count)
 		L->count[p->expert] += 1;
 	stream_trace_outcome(s, p, 0);
@@ -347,22 +350,36 @@ static const coli_expert *stream_try_get(coli_store *base, int layer, int expert
 	return get((stream_store *)base, layer, expert, 0, e);
 }
 
+static int cached(const stream_layer *L, int x)
+{
+	return x >= 0 && x < L->x->n_experts && !(L->pinned && L->pinned[x] >= 0) && L->where[x] >= 0;
+}
+
 /* Queues reads of the listed experts not resident, as many as slots allow without evicting an
  * expert in use, in flight, not yet got (unless stale) or listed; queued[j] (may be NULL): 1
- * when expert j's read was queued. Queued reads of listed experts move up to prio. */
+ * when expert j's read was queued. Queued reads of listed experts move up to prio. A request
+ * (Q_GET) is also the use's recency, in the simulator's order (policy/cachesim.c): the
+ * resident experts in the list's order, then the others, whenever their reads complete and
+ * their gets come (a decode step's gets follow its reads' completion: the order would vary
+ * from run to run). */
 static void prefetch_locked(stream_store *s, stream_layer *L, const int *experts, int n, int prio, int *queued)
 {
 	for (int j = 0; queued && j < n; j++)
 		queued[j] = 0;
-	for (int j = 0, i; j < n; j++) {
-		if (experts[j] < 0 || experts[j] >= L->x->n_experts || (L->pinned && L->pinned[experts[j]] >= 0))
-			continue;
-		if ((i = L->where[experts[j]]) >= 0) {
-			promote(s, &L->slots[i], prio);
-			continue;
+	for (int j = 0; j < n; j++)
+		if (cached(L, experts[j])) {
+			slot *p = &L->slots[L->where[experts[j]]];
+			promote(s, p, prio);
+			if (prio == Q_GET)
+				p->last = ++s->tick, p->asked = 1;
 		}
+	for (int j = 0, i; j < n; j++) {
+		if (experts[j] < 0 || experts[j] >= L->x->n_experts || (L->pinned && L->pinned[experts[j]] >= 0) ||
+		    L->where[experts[j]] >= 0)
+			continue;
 		if ((i = pick_slot(L, experts, n, 1)) < 0 || queue_read(s, L, i, experts[j], prio, NULL) < 0)
 			break;
+		L->slots[i].asked = prio == Q_GET;
 		if (queued)
 			queued[j] = 1;
 	}

@@ -27,7 +27,8 @@ typedef struct slot {
 	int expert;               /* -1 when empty */
 	int state;                /* S_*: in flight never evicted; read and not yet got: not trimmed */
 	int refs;                 /* gets not yet released: never evicted while > 0 */
-	uint64_t last;            /* LRU tick of the last get or prefetch */
+	uint64_t last;            /* LRU tick of the last request, get or prefetch */
+	int asked;                /* a request set last for the get to come: the get keeps it */
 	int n_chunks, next_chunk, chunks_done; /* chunks of the record; claimed by a reader; read */
 	unsigned used;            /* copies (bit per replica) its chunks were read from */
 	int io_rc;                /* the read's result (S_FILLED) */

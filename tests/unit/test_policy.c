@@ -371,22 +371,17 @@ static int run_cmd(const char *cmd)
 
 #define STEPS 40
 
-/* A decode step's experts asked of the store in the simulator's order of use: the resident ones
- * got first (try_get, in batch order), then the rest prefetched together (as coli-run's MoE
- * block does, so that none evicts another) and got in batch order; all released. (The MoE block
- * itself gets them as their reads land, an order the simulator cannot know.) */
-static int store_step(coli_store *st, const coli_sim_batch *b, coli_err *e)
+/* A decode step as coli-run's MoE block asks it: the batch requested (its reads queued, none
+ * evicting another), then got in the order the reads land (here reversed when backwards: the
+ * recency must not depend on it), all released. */
+static int store_step(coli_store *st, const coli_sim_batch *b, int backwards, coli_err *e)
 {
-	const coli_expert *got[8] = {0};
 	int ids[8];
-	for (int j = 0; j < b->n; j++) {
-		coli_err te = {0, ""};
-		ids[j] = b->experts[j];
-		got[j] = coli_store_try_get(st, b->layer, ids[j], &te);
-	}
-	coli_store_prefetch(st, b->layer, ids, b->n);
 	for (int j = 0; j < b->n; j++)
-		if (!got[j] && !(got[j] = coli_store_get(st, b->layer, ids[j], e)))
+		ids[j] = b->experts[j];
+	coli_store_request(st, b->layer, ids, b->n);
+	for (int i = 0; i < b->n; i++)
+		if (!coli_store_get(st, b->layer, ids[backwards ? b->n - 1 - i : i], e))
 			return -1;
 	for (int j = 0; j < b->n; j++)
 		coli_store_release(st, b->layer, ids[j]);
@@ -418,7 +413,7 @@ static int make_steps(const coli_container *c, coli_sim_batch *seq, int32_t (*id
 /* The store and the simulator on the same steps, one step at a time: after each, the same hits,
  * misses, pin hits and evictions so far (both evict in coli_evict_before's order). */
 static void compare_store(const coli_container *c, const coli_sim_batch *seq, int n, const double *usage,
-			  int slots, int pins, int policy)
+			  int slots, int pins, int policy, int backwards)
 {
 	coli_err e = {0, ""};
 	coli_store *st = NULL;
@@ -433,7 +428,7 @@ static void compare_store(const coli_container *c, const coli_sim_batch *seq, in
 	coli_sim_stats want = {0, 0, 0, 0};
 	int step = 0, same = 1;
 	for (; rc == 0 && same && step < n; step++) {
-		rc = store_step(st, &seq[step], &e);
+		rc = store_step(st, &seq[step], backwards, &e);
 		rc = rc == 0 ? coli_sim_run(s, &seq[step], 1, &e) : rc;
 		if (rc == 0)
 			coli_store_get_stats(st, &got), want = coli_sim_stats_of(s, -1);
@@ -441,8 +436,9 @@ static void compare_store(const coli_container *c, const coli_sim_batch *seq, in
 		       got.evictions == want.evictions;
 	}
 	char name[160];
-	snprintf(name, sizeof(name), "sim: the streaming store's decode steps, %s, %d slots + %d pins: the same hits, misses "
-		 "and evictions after every step", policy == COLI_SIM_LFU ? "LFU" : "LRU", slots, pins);
+	snprintf(name, sizeof(name), "sim: the streaming store's decode steps, %s, %d slots + %d pins, got %s: the same "
+		 "hits, misses and evictions after every step", policy == COLI_SIM_LFU ? "LFU" : "LRU", slots, pins,
+		 backwards ? "backwards" : "in order");
 	T_CHECK(name, rc == 0 && same && want.misses > 0 && want.hits > want.pin_hits && want.evictions > 0,
 		"rc %d (%s): after step %d of %d: store %llu/%llu/%llu/%llu evicted, sim %llu/%llu/%llu/%llu evicted", rc,
 		e.msg, step, n, (unsigned long long)got.hits, (unsigned long long)got.misses,
@@ -477,12 +473,13 @@ static void test_store(void)
 		static const int policies[] = {COLI_SIM_LRU, COLI_SIM_LFU};
 		T_CHECK("sim: coli-run's default policy is one the store has (checked below)",
 			COLI_CACHE_DEFAULT == COLI_SIM_LRU || COLI_CACHE_DEFAULT == COLI_SIM_LFU, "%d", COLI_CACHE_DEFAULT);
-		for (int i = 0; i < 2; i++) {
-			compare_store(c, seq, n, usage, c->model.top_k, 0, policies[i]);
-			compare_store(c, seq, n, usage, c->model.top_k * 2, 0, policies[i]);
-			compare_store(c, seq, n, usage, c->model.top_k + 1, 3, policies[i]);
-			compare_store(c, seq, n, usage, c->model.top_k * 2, c->model.top_k, policies[i]);
-			compare_store(c, seq, n, NULL, c->model.top_k + 2, 0, policies[i]);
+		for (int i = 0; i < 4; i++) {
+			int p = policies[i / 2], bw = i % 2;
+			compare_store(c, seq, n, usage, c->model.top_k, 0, p, bw);
+			compare_store(c, seq, n, usage, c->model.top_k * 2, 0, p, bw);
+			compare_store(c, seq, n, usage, c->model.top_k + 1, 3, p, bw);
+			compare_store(c, seq, n, usage, c->model.top_k * 2, c->model.top_k, p, bw);
+			compare_store(c, seq, n, NULL, c->model.top_k + 2, 0, p, bw);
 		}
 	}
 	free(seq), free(ids), free(usage);
