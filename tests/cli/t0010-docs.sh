@@ -13,7 +13,7 @@ for tool in coli-convert coli-run coli-synth; do
 	'
 done
 
-for tool in coli-diskbench coli-membench coli-crcbench coli-json coli-tracestat; do
+for tool in coli-diskbench coli-membench coli-fmapeak coli-crcbench coli-json coli-tracestat; do
 	test_expect_success "$tool: --help exits 0 and docs/tools.md carries it verbatim" '
 		$tool --help >help &&
 		while IFS= read -r line; do
@@ -42,7 +42,7 @@ for tool in coli-convert coli-run; do
 	'
 done
 
-for tool in coli-convert coli-run coli-synth coli-diskbench coli-membench coli-crcbench coli-json coli-tracestat \
+for tool in coli-convert coli-run coli-synth coli-diskbench coli-membench coli-fmapeak coli-crcbench coli-json coli-tracestat \
 	"coli-plan" "coli-plan probe" "coli-plan mirror stage" "coli-plan mirror verify" \
 	"coli-profile" "coli-profile report" "coli-profile replay" "coli-profile datapoint" "coli-profile compare"; do
 	test_expect_success "$tool: no line of --help is wider than 100 columns" '

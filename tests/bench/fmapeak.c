@@ -1,0 +1,109 @@
+/* fmapeak.c: one core's float32 multiply-add peak for a kernel variant's vector width, the
+ * compute limit the GEMM kernels are measured against (tests/bench/roofline.sh,
+ * docs/benchmarks.md, "Kernels against the machine's limits").
+ * usage: coli-fmapeak ISA   prints "X GFLOP/s" (one thread, its CPU time) */
+#include <immintrin.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static const char usage[] =
+	"usage: coli-fmapeak ISA\n"
+	"\n"
+	"One thread's float32 multiply-add peak at the vector width of kernel variant ISA (avx2: 8 lanes,\n"
+	"avx512: 16, fused; scalar: a multiply and an add as baseline x86-64 code compiles them, as the\n"
+	"scalar kernels are), counting a multiply-add as two operations: twelve independent chains (enough\n"
+	"to cover the latency of two FMA units), timed by the thread's CPU time, the best of five runs of\n"
+	"about 5 x 10^7 instructions. Prints \"X GFLOP/s\"; exit 1 when this CPU lacks ISA.\n"
+	"\n"
+	"  -h, --help  this text\n";
+
+#define CHAINS 12
+#define ROUNDS (1L << 22) /* x CHAINS instructions per run */
+
+static double cpu_now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Each returns the run's multiply-adds (lanes x instructions); the sums keep the chains live. */
+static volatile float sink;
+
+static double run_scalar(void)
+{
+	float a[CHAINS], m = 0.999999f, c = 1e-7f;
+	for (int j = 0; j < CHAINS; j++)
+		a[j] = (float)j;
+	for (long i = 0; i < ROUNDS; i++)
+#pragma GCC unroll 12 /* the chains in registers */
+		for (int j = 0; j < CHAINS; j++)
+			a[j] = a[j] * m + c;
+	float s = 0;
+	for (int j = 0; j < CHAINS; j++)
+		s += a[j];
+	sink = s;
+	return (double)ROUNDS * CHAINS;
+}
+
+__attribute__((target("avx2,fma"))) static double run_avx2(void)
+{
+	__m256 a[CHAINS], m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+	for (int j = 0; j < CHAINS; j++)
+		a[j] = _mm256_set1_ps((float)j);
+	for (long i = 0; i < ROUNDS; i++)
+#pragma GCC unroll 12 /* the chains in registers */
+		for (int j = 0; j < CHAINS; j++)
+			a[j] = _mm256_fmadd_ps(a[j], m, c);
+	__m256 s = a[0];
+	for (int j = 1; j < CHAINS; j++)
+		s = _mm256_add_ps(s, a[j]);
+	float out[8];
+	_mm256_storeu_ps(out, s);
+	sink = out[0];
+	return (double)ROUNDS * CHAINS * 8;
+}
+
+__attribute__((target("avx512f"))) static double run_avx512(void)
+{
+	__m512 a[CHAINS], m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+	for (int j = 0; j < CHAINS; j++)
+		a[j] = _mm512_set1_ps((float)j);
+	for (long i = 0; i < ROUNDS; i++)
+#pragma GCC unroll 12 /* the chains in registers */
+		for (int j = 0; j < CHAINS; j++)
+			a[j] = _mm512_fmadd_ps(a[j], m, c);
+	__m512 s = a[0];
+	for (int j = 1; j < CHAINS; j++)
+		s = _mm512_add_ps(s, a[j]);
+	sink = _mm512_reduce_add_ps(s);
+	return (double)ROUNDS * CHAINS * 16;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")))
+		return fputs(usage, stdout), 0;
+	if (argc != 2)
+		return fputs(usage, stderr), 2;
+	double (*run)(void) = NULL;
+	__builtin_cpu_init();
+	if (!strcmp(argv[1], "scalar"))
+		run = run_scalar;
+	else if (!strcmp(argv[1], "avx2"))
+		run = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? run_avx2 : NULL;
+	else if (!strcmp(argv[1], "avx512"))
+		run = __builtin_cpu_supports("avx512f") ? run_avx512 : NULL;
+	else
+		return fprintf(stderr, "coli-fmapeak: ISA '%s': expected scalar, avx2 or avx512\n%s", argv[1], usage), 2;
+	if (!run)
+		return fprintf(stderr, "coli-fmapeak: this CPU has no %s\n", argv[1]), 1;
+	double best = 0;
+	for (int r = 0; r < 5; r++) {
+		double t0 = cpu_now(), n = run(), g = 2.0 * n / (cpu_now() - t0) / 1e9;
+		best = g > best ? g : best;
+	}
+	printf("%.1f GFLOP/s\n", best);
+	return 0;
+}
