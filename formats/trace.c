@@ -65,10 +65,11 @@ __attribute__((format(printf, 3, 4))) static const char *fault(char *why, size_t
 	return why;
 }
 
-/* sub's range by kind; a version 1 file has no BETWEEN span. */
+/* sub's range by kind; a version 1 file has no BETWEEN span, a version 2 file no INDEXER or MIX. */
 static const char *sub_fault(const coli_trace_rec *r, int version, char *why, size_t n)
 {
-	const int sub_n[] = {0, 2, version == 1 ? COLI_SPAN_N_V1 : COLI_SPAN_N, 8, COLI_X_N, 2};
+	const int spans = version == 1 ? COLI_SPAN_N_V1 : version == 2 ? COLI_SPAN_N_V2 : COLI_SPAN_N;
+	const int sub_n[] = {0, 2, spans, 8, COLI_X_N, 2};
 	static const char *const what[] = {"", "phase", "span kind", "read flags", "outcome", "phase"};
 	if (r->kind == COLI_TR_READ && r->sub >= 8)
 		return fault(why, n, "sub (read flags) 0x%02x: reserved bits 3..7 must be 0", r->sub);

@@ -22,7 +22,7 @@
 
 #include "error.h"
 
-#define COLI_TRACE_VERSION 2u          /* what the writer writes; readers take 1 and 2 */
+#define COLI_TRACE_VERSION 3u          /* what the writer writes; readers take 1 to 3 */
 #define COLI_TRACE_VERSION_MIN 1u
 #define COLI_TRACE_HEADER 128u
 #define COLI_TRACE_REC_SIZE 40u
@@ -37,10 +37,13 @@
 /* kind; WALL (version 2): a phase as its caller timed it, n the tokens it counts */
 enum { COLI_TR_TOKEN = 1, COLI_TR_SPAN = 2, COLI_TR_READ = 3, COLI_TR_EXPERT = 4, COLI_TR_WALL = 5 };
 enum { COLI_PHASE_PREFILL = 0, COLI_PHASE_DECODE = 1 };                                  /* TOKEN sub */
-/* SPAN sub; BETWEEN (version 2): the caller's time between forward calls (sampling, printing) */
+/* SPAN sub; BETWEEN (version 2): the caller's time between forward calls (sampling, printing);
+ * INDEXER (version 3): a sparse attention's selection (DSA's indexer, DeepSeek V4's compressors
+ * and indexer); MIX (version 3): DeepSeek V4's hyper-connections */
 enum { COLI_SPAN_ATTENTION, COLI_SPAN_ROUTER, COLI_SPAN_EXPERTS, COLI_SPAN_IO_WAIT,
-       COLI_SPAN_OTHER, COLI_SPAN_BETWEEN, COLI_SPAN_LINEAR, COLI_SPAN_N };
+       COLI_SPAN_OTHER, COLI_SPAN_BETWEEN, COLI_SPAN_LINEAR, COLI_SPAN_INDEXER, COLI_SPAN_MIX, COLI_SPAN_N };
 #define COLI_SPAN_N_V1 5 /* span kinds a version 1 file may hold */
+#define COLI_SPAN_N_V2 7 /* a version 2 file */
 /* EXPERT sub: a routed expert's outcome when its layer got it */
 enum { COLI_X_PIN, COLI_X_HIT, COLI_X_MISS, COLI_X_PREFETCHED, COLI_X_PREDICTED,
        COLI_X_PREDICT_WASTED, COLI_X_N };

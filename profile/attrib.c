@@ -9,17 +9,29 @@
 #include "fileio.h"
 #include "policy.h"
 
-const char *const prof_part_names[PART_N] = {"I/O wait", "expert products", "attention", "linear attention", "router",
-					     "other", "between calls", "untraced"};
-const char *const prof_part_keys[PART_N] = {"io_wait", "experts", "attention", "linear_attention", "router", "other",
-					    "between_calls", "untraced"};
+const char *const prof_part_names[PART_N] = {"I/O wait", "expert products", "attention", "linear attention",
+					     "sparse selection", "hyper-connections", "router", "other", "between calls",
+					     "untraced"};
+const char *const prof_part_keys[PART_N] = {"io_wait", "experts", "attention", "linear_attention", "sparse_selection",
+					    "hyper_connections", "router", "other", "between_calls", "untraced"};
 
 /* The part each span kind counts in. */
 static const int part_of_span[COLI_SPAN_N] = {
 	[COLI_SPAN_ATTENTION] = PART_ATTENTION, [COLI_SPAN_ROUTER] = PART_ROUTER, [COLI_SPAN_EXPERTS] = PART_EXPERTS,
 	[COLI_SPAN_IO_WAIT] = PART_IO_WAIT, [COLI_SPAN_OTHER] = PART_OTHER, [COLI_SPAN_BETWEEN] = PART_BETWEEN,
-	[COLI_SPAN_LINEAR] = PART_LINEAR,
+	[COLI_SPAN_LINEAR] = PART_LINEAR, [COLI_SPAN_INDEXER] = PART_INDEXER, [COLI_SPAN_MIX] = PART_MIX,
 };
+
+double prof_attention_s(const prof_phase *p)
+{
+	return p->part[PART_ATTENTION] + p->part[PART_LINEAR] + p->part[PART_INDEXER];
+}
+
+double prof_other_s(const prof_phase *p)
+{
+	return p->part[PART_MIX] + p->part[PART_ROUTER] + p->part[PART_OTHER] + p->part[PART_BETWEEN] +
+	       p->part[PART_UNTRACED];
+}
 
 /* A call into its phase; the untraced part in whole nanoseconds, so the parts sum to the wall. */
 static void add_call(prof_attrib *a, const prof_call *c)

@@ -14,7 +14,8 @@
 #include "tracesum.h"
 
 /* The parts of the table, in the order printed: the span kinds reordered, then the remainder. */
-enum { PART_IO_WAIT, PART_EXPERTS, PART_ATTENTION, PART_LINEAR, PART_ROUTER, PART_OTHER, PART_BETWEEN, PART_UNTRACED, PART_N };
+enum { PART_IO_WAIT, PART_EXPERTS, PART_ATTENTION, PART_LINEAR, PART_INDEXER, PART_MIX, PART_ROUTER, PART_OTHER,
+       PART_BETWEEN, PART_UNTRACED, PART_N };
 extern const char *const prof_part_names[PART_N];  /* "I/O wait", "expert products", ... */
 extern const char *const prof_part_keys[PART_N];   /* "io_wait", "experts", ... (JSON) */
 
@@ -29,6 +30,11 @@ typedef struct prof_phase {
 	double read_bytes;
 	uint64_t out[COLI_X_N];    /* the EXPERT outcomes */
 } prof_phase;
+
+/* What coli-plan's attention figure counts of a phase (attention, linear attention, the sparse
+ * selection), and its "other" (the rest but I/O wait and expert products): seconds. */
+double prof_attention_s(const prof_phase *p);
+double prof_other_s(const prof_phase *p);
 
 typedef struct prof_disk {
 	const char *dir, *dev;     /* the trace's (not copied) */

@@ -142,11 +142,9 @@ static int predicted_rows(const prof_attrib *a, const coli_plan *plan, double v[
 	if (!plan || p->positions <= 0)
 		return 0;
 	double per = 1e3 / p->positions;
-	double rest = p->part[PART_ROUTER] + p->part[PART_OTHER] + p->part[PART_BETWEEN] + p->part[PART_UNTRACED];
 	const coli_plan_speed *w = &plan->warm, *c = &plan->cold;
 	double rows[4][3] = {{w->disk_s, c->disk_s, p->part[PART_IO_WAIT]}, {w->experts_s, c->experts_s, p->part[PART_EXPERTS]},
-			     {w->attention_s, c->attention_s, p->part[PART_ATTENTION] + p->part[PART_LINEAR]},
-			     {w->other_s, c->other_s, rest}}; /* the plan counts linear attention as attention */
+			     {w->attention_s, c->attention_s, prof_attention_s(p)}, {w->other_s, c->other_s, prof_other_s(p)}};
 	for (int r = 0; r < 4; r++)
 		v[r][0] = 1e3 * rows[r][0], v[r][1] = 1e3 * rows[r][1], v[r][2] = per * rows[r][2];
 	return 1;

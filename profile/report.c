@@ -98,7 +98,6 @@ static void predicted(FILE *f, const prof_attrib *a, const coli_plan *p)
 	if (!p || d->positions <= 0)
 		return;
 	double per = 1e3 / d->positions;
-	double rest = d->part[PART_ROUTER] + d->part[PART_OTHER] + d->part[PART_BETWEEN] + d->part[PART_UNTRACED];
 	fprintf(f, "## Predicted against measured\n\n| decode | tokens/s | disk ms/token | expert products ms | attention "
 		"ms | other ms |\n|---|---:|---:|---:|---:|---:|\n");
 	fprintf(f, "| plan, warm | %.2f | %.4f | %.4f | %.4f | %.4f |\n", p->warm.tok_s, 1e3 * p->warm.disk_s,
@@ -106,8 +105,7 @@ static void predicted(FILE *f, const prof_attrib *a, const coli_plan *p)
 	fprintf(f, "| plan, cold | %.2f | %.4f | %.4f | %.4f | %.4f |\n", p->cold.tok_s, 1e3 * p->cold.disk_s,
 		1e3 * p->cold.experts_s, 1e3 * p->cold.attention_s, 1e3 * p->cold.other_s);
 	fprintf(f, "| measured | %.2f | %.4f | %.4f | %.4f | %.4f |\n\n", d->positions / d->wall,
-		per * d->part[PART_IO_WAIT], per * d->part[PART_EXPERTS], per * (d->part[PART_ATTENTION] + d->part[PART_LINEAR]),
-		per * rest);
+		per * d->part[PART_IO_WAIT], per * d->part[PART_EXPERTS], per * prof_attention_s(d), per * prof_other_s(d));
 	fprintf(f, "Measured against the warm prediction: %.2fx; hit rate %.1f%% against the plan's %.1f%%.\n\n",
 		d->positions / d->wall / (p->warm.tok_s > 0 ? p->warm.tok_s : 1), 100 * prof_hit_rate(d->out),
 		100 * p->hit_rate);

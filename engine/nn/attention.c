@@ -370,8 +370,11 @@ int attn_mla(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, fl
 	fwd_ws *w = m->ws;
 	(void)e;
 	mla_project(m, L, kv, l, X, n, w);
-	if (c->index_topk)
+	if (c->index_topk) {
+		coli_tracer_mark(m->tr, COLI_SPAN_ATTENTION, l);
 		dsa_index(m, L, kv, l, X, w->QA, n);
+		coli_tracer_mark(m->tr, COLI_SPAN_INDEXER, l);
+	}
 	for (int i = 0; i < n; i++) {
 		const float *lat, *rk;
 		int rows = mla_rows(m, kv, l, i, kv->n + i, &lat, &rk);

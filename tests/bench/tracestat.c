@@ -54,7 +54,8 @@ static void add(sums *s, const coli_trace_rec *r)
 
 static json_t *summary(const sums *s, const coli_trace_info *in)
 {
-	static const char *const span_names[] = {"attention", "router", "experts", "io_wait", "other", "between", "linear"};
+	static const char *const span_names[COLI_SPAN_N] = {"attention", "router", "experts", "io_wait", "other",
+							    "between", "linear", "indexer", "mix"};
 	static const char *const x_names[] = {"pin", "hit", "miss", "prefetched", "predicted", "predict_wasted"};
 	json_t *sp = json_object(), *x = json_object();
 	for (int k = 0; k < COLI_SPAN_N; k++)

@@ -61,4 +61,12 @@ test_expect_success "glm_moe_dsa: a session resumed with --draft 2 gives the ids
 	done &&
 	cmp a0 a2 && cmp b0 b2 && cmp d0.kv d2.kv
 '
+test_expect_success "glm_moe_dsa: the trace gives the lightning indexer its own span (the report's sparse_selection)" '
+	coli-run -q -m "$M" --prompt-ids "$P" -n 8 --ignore-eos --print-ids --trace t.coli_trace >/dev/null &&
+	coli-profile report -q --json t.coli_trace -o rep >j &&
+	python3 -c "import json,sys; d=json.load(open(\"j\"))[\"phases\"]; \
+sys.exit(0 if all(d[p][\"parts_s\"][\"sparse_selection\"] > 0 and d[p][\"parts_s\"][\"attention\"] > 0 and \
+d[p][\"parts_s\"][\"hyper_connections\"] == 0 for p in (\"prefill\", \"decode\")) else 1)" &&
+	grep -q "^| sparse selection |" rep/report.md
+'
 test_done

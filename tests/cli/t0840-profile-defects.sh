@@ -33,7 +33,7 @@ test_expect_success "defect 6: the report's tokens/s and wall are coli-run's --j
 	near "$(coli-json verdict.tokens_per_s <j)" "$(coli-json decode.tokens_per_s <run.json)" &&
 	test "$(coli-json phases.decode.tokens <j)" = "$(coli-json decode.tokens <run.json)" &&
 	awk "BEGIN { exit !($(coli-json phases.decode.parts_s.between_calls <j) > 0) }" &&
-	test "$(coli-json trace_version <j)" = 2 &&
+	test "$(coli-json trace_version <j)" = 3 &&
 	grep -q "^| between calls |" rep/report.md && ! grep -q "version 1 trace" rep/report.md
 '
 

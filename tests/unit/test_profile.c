@@ -216,14 +216,21 @@ static void test_policy_replay(void)
 		prof_attrib_release(&a), prof_trace_release(&t);
 }
 
+/* recs written as a one-layer trace (version 3), loaded and attributed: 1 when all went well. */
+static int attributed(const coli_trace_rec *recs, size_t n, prof_trace *t, prof_attrib *a, coli_err *e)
+{
+	coli_trace_info in = {{1}, 1, 8, 1, 0, 1, copies, NULL, 0};
+	coli_trace_writer *w;
+	return coli_trace_writer_open(&w, path, &in, e) == 0 && coli_trace_append_n(w, recs, n, e) == 0 &&
+	       coli_trace_writer_close(w, e) == 0 && prof_trace_load(t, path, e) == 0 && prof_attrib_make(a, t, NULL, e) == 0;
+}
+
 /* Defect 6: the caller's time between calls (BETWEEN spans) is a part of the wall, and tokens/s
  * counts it and the tokens the caller counted (the WALL: 3 tokens, as two calls of drafts and a
  * verify make). Two decode calls of 300 ns, each 100 ns of it between calls. */
 static void test_between(void)
 {
 	coli_err e = {0, ""};
-	coli_trace_info in = {{1}, 1, 8, 1, 0, 1, copies, NULL, 0};
-	coli_trace_writer *w;
 	prof_trace t;
 	prof_attrib a;
 	coli_trace_rec r[] = {
@@ -232,10 +239,8 @@ static void test_between(void)
 		rec(COLI_TR_SPAN, COLI_SPAN_BETWEEN, 1, -1, -1, 350, 400, 0), rec(COLI_TR_TOKEN, COLI_PHASE_DECODE, 1, -1, -1, 100, 400, 1),
 		rec(COLI_TR_SPAN, COLI_SPAN_EXPERTS, 2, 0, -1, 400, 600, 0), rec(COLI_TR_SPAN, COLI_SPAN_BETWEEN, 2, -1, -1, 600, 700, 0),
 		rec(COLI_TR_TOKEN, COLI_PHASE_DECODE, 2, -1, -1, 400, 700, 1), rec(COLI_TR_WALL, COLI_PHASE_DECODE, 3, -1, -1, 100, 700, 3)};
-	int ok = coli_trace_writer_open(&w, path, &in, &e) == 0 && coli_trace_append_n(w, r, 10, &e) == 0 &&
-		 coli_trace_writer_close(w, &e) == 0 && prof_trace_load(&t, path, &e) == 0 &&
-		 prof_attrib_make(&a, &t, NULL, &e) == 0;
-	T_CHECK("between calls: written (version 2) and attributed", ok && t.version == 2, "%s", e.msg);
+	int ok = attributed(r, 10, &t, &a, &e);
+	T_CHECK("between calls: written (version 3) and attributed", ok && t.version == 3, "%s", e.msg);
 	if (!ok)
 		return;
 	const prof_phase *d = &a.ph[COLI_PHASE_DECODE];
@@ -261,6 +266,42 @@ static void test_between(void)
 	json_decref(j);
 	T_CHECK("a run with no I/O wait: no disk-2x offer", !strstr(a.v.text, "disk 2x") &&
 		strstr(a.v.text, "No I/O wait"), "%s", a.v.text);
+	prof_attrib_release(&a);
+	prof_trace_release(&t);
+}
+
+/* Version 3's spans: the sparse selection (INDEXER) counts in what the plan calls attention, the
+ * hyper-connections (MIX) in its "other"; each its own row and JSON key. One decode call of 100 ns
+ * whose largest part is the selection. */
+static void test_new_spans(void)
+{
+	coli_err e = {0, ""};
+	prof_trace t;
+	prof_attrib a;
+	coli_trace_rec r[] = {
+		rec(COLI_TR_SPAN, COLI_SPAN_MIX, 0, 0, -1, 0, 10, 0), rec(COLI_TR_SPAN, COLI_SPAN_ATTENTION, 0, 0, -1, 10, 30, 0),
+		rec(COLI_TR_SPAN, COLI_SPAN_INDEXER, 0, 0, -1, 30, 60, 0), rec(COLI_TR_SPAN, COLI_SPAN_EXPERTS, 0, 0, -1, 60, 85, 0),
+		rec(COLI_TR_SPAN, COLI_SPAN_MIX, 0, 0, -1, 85, 100, 0), rec(COLI_TR_TOKEN, COLI_PHASE_DECODE, 0, -1, -1, 0, 100, 1)};
+	int ok = attributed(r, 6, &t, &a, &e);
+	T_CHECK("version 3 spans: written and attributed", ok, "%s", e.msg);
+	if (!ok)
+		return;
+	const prof_phase *d = &a.ph[COLI_PHASE_DECODE];
+	T_CHECK("version 3 spans: sparse selection and hyper-connections parts; the plan's attention and other",
+		near(d->part[PART_INDEXER], 30e-9) && near(d->part[PART_MIX], 25e-9) && near(d->part[PART_ATTENTION], 20e-9) &&
+		near(prof_attention_s(d), 50e-9) && near(prof_other_s(d), 25e-9) && a.v.bound == PART_INDEXER,
+		"indexer %g mix %g attention %g", d->part[PART_INDEXER], d->part[PART_MIX], prof_attention_s(d));
+	prof_inputs in2 = {.path = path, .trace = t};
+	char *md = prof_report_md(&in2, &a, NULL, "none");
+	T_CHECK("version 3 spans: their rows in the table", md && strstr(md, "| sparse selection | 0.000000 | 0.0% | 0.000000 | 30.0% |") &&
+		strstr(md, "| hyper-connections | 0.000000 | 0.0% | 0.000000 | 25.0% |"), "%s", md);
+	free(md);
+	json_t *j = prof_attrib_json(&a, &t);
+	json_t *parts = json_object_get(json_object_get(json_object_get(j, "phases"), "decode"), "parts_s");
+	T_CHECK("version 3 spans: JSON parts_s.sparse_selection and hyper_connections",
+		near(json_number_value(json_object_get(parts, "sparse_selection")), 30e-9) &&
+		near(json_number_value(json_object_get(parts, "hyper_connections")), 25e-9), "bad JSON");
+	json_decref(j);
 	prof_attrib_release(&a);
 	prof_trace_release(&t);
 }
@@ -313,6 +354,7 @@ int main(void)
 	test_cache_estimate();
 	test_policy_replay();
 	test_between();
+	test_new_spans();
 	test_order();
 	test_html();
 	unlink(path);

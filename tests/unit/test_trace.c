@@ -262,7 +262,7 @@ static void writer_refuses(void)
 	x[2].kind = 9;
 	rc = rc == 0 ? coli_trace_append_n(w, x, 3, &e) : 0;
 	T_CHECK("writer: refuses an invalid record, naming its index",
-		rc == -1 && e.code == COLI_EUSAGE && strstr(e.msg, "record 2: kind 9 is not a v2 record kind"), "rc %d: %s",
+		rc == -1 && e.code == COLI_EUSAGE && strstr(e.msg, "record 2: kind 9 is not a v3 record kind"), "rc %d: %s",
 		rc, e.msg);
 	rc = coli_trace_writer_close(w, &e);
 	coli_trace_reader *r = NULL;
@@ -275,8 +275,9 @@ static void writer_refuses(void)
 	coli_trace_writer_abort(w);
 }
 
-/* A trace of recs written (version 2), then its header made version 1: read by version 1's rules. */
-static void version1_case(const char *name, const coli_trace_rec *recs, size_t n, const char *want)
+/* A trace of recs written (version 3), then its header made an older version: read by that
+ * version's rules. */
+static void older_case(const char *name, int version, const coli_trace_rec *recs, size_t n, const char *want)
 {
 	coli_err e = {0, ""};
 	coli_trace_info in = info_of(NULL);
@@ -284,27 +285,29 @@ static void version1_case(const char *name, const coli_trace_rec *recs, size_t n
 	coli_trace_reader *r = NULL;
 	coli_trace_rec x[8];
 	size_t len;
+	char as[32];
 	int rc = coli_trace_writer_open(&w, path, &in, &e);
 	rc = rc == 0 ? coli_trace_append_n(w, recs, n, &e) : -1;
 	rc = rc == 0 ? coli_trace_writer_close(w, &e) : (coli_trace_writer_abort(w), -1);
 	uint8_t *b = slurp(path, &len);
-	int was2 = rc == 0 && le_get32(b + 8) == 2;
-	le_put32(b + 8, 1);
+	int was3 = rc == 0 && le_get32(b + 8) == 3;
+	le_put32(b + 8, (uint32_t)version);
 	le_put32(b + 124, (uint32_t)crc32(0, b, 124));
-	long got = coli_trace_reader_open_mem(&r, b, len, "v1.coli_trace", &e) == 0 ? 0 : -2, k = 0;
+	snprintf(as, sizeof(as), "v%d.coli_trace", version);
+	long got = coli_trace_reader_open_mem(&r, b, len, as, &e) == 0 ? 0 : -2, k = 0;
 	while (got >= 0 && (k = coli_trace_next_n(r, x, 8, &e)) > 0)
 		got += k;
 	got = k < 0 ? -1 : got;
-	int version = r ? coli_trace_reader_info(r)->version : 0;
-	T_CHECK(name, was2 && (want ? got == -1 && strstr(e.msg, want) != NULL : got == (long)n && version == 1),
-		"written as version 2: %d; got %ld, version %d: %s", was2, got, version, e.msg);
+	int read_as = r ? coli_trace_reader_info(r)->version : 0;
+	T_CHECK(name, was3 && (want ? got == -1 && strstr(e.msg, want) != NULL : got == (long)n && read_as == version),
+		"written as version 3: %d; got %ld, version %d: %s", was3, got, read_as, e.msg);
 	coli_trace_reader_close(r);
 	free(b);
 	unlink(path);
 }
 
-/* Version 2 is written; a version 1 file is still read, and a BETWEEN span (version 2) in it is
- * refused. */
+/* Version 3 is written; version 1 and 2 files are still read, and a span kind a later version
+ * added (BETWEEN in 2, INDEXER and MIX in 3) is refused by the older version's rules. */
 static void versions(void)
 {
 	const coli_trace_rec v1[2] = {{COLI_TR_SPAN, COLI_SPAN_OTHER, 0, 0, -1, -1, 10, 30, 0},
@@ -312,12 +315,20 @@ static void versions(void)
 	const coli_trace_rec v2[3] = {{COLI_TR_SPAN, COLI_SPAN_OTHER, 0, 0, -1, -1, 10, 20, 0},
 				      {COLI_TR_SPAN, COLI_SPAN_BETWEEN, 0, 0, -1, -1, 20, 30, 0},
 				      {COLI_TR_TOKEN, COLI_PHASE_DECODE, 0, 0, -1, -1, 10, 30, 1}};
-	version1_case("version 1: a file without BETWEEN spans is read, its version said", v1, 2, NULL);
-	version1_case("version 1: a BETWEEN span is refused by version 1's rules", v2, 3,
-		      "v1.coli_trace: record 1: sub (span kind) 5 out of range [0, 4] for version 1");
+	const coli_trace_rec v3[4] = {{COLI_TR_SPAN, COLI_SPAN_INDEXER, 0, 0, 0, -1, 10, 15, 0},
+				      {COLI_TR_SPAN, COLI_SPAN_ATTENTION, 0, 0, 0, -1, 15, 20, 0},
+				      {COLI_TR_SPAN, COLI_SPAN_MIX, 0, 0, 0, -1, 20, 30, 0},
+				      {COLI_TR_TOKEN, COLI_PHASE_DECODE, 0, 0, -1, -1, 10, 30, 1}};
+	older_case("version 1: a file without BETWEEN spans is read, its version said", 1, v1, 2, NULL);
+	older_case("version 1: a BETWEEN span is refused by version 1's rules", 1, v2, 3,
+		   "v1.coli_trace: record 1: sub (span kind) 5 out of range [0, 4] for version 1");
 	const coli_trace_rec wall[3] = {v1[0], v1[1], {COLI_TR_WALL, COLI_PHASE_DECODE, 0, 1, -1, -1, 5, 30, 1}};
-	version1_case("version 1: a WALL record is refused by version 1's rules", wall, 3,
-		      "v1.coli_trace: record 2: kind 5 is not a v1 record kind");
+	older_case("version 1: a WALL record is refused by version 1's rules", 1, wall, 3,
+		   "v1.coli_trace: record 2: kind 5 is not a v1 record kind");
+	older_case("version 2: a file with BETWEEN spans and a WALL is read, its version said", 2, wall, 3, NULL);
+	older_case("version 2: an INDEXER span is refused by version 2's rules", 2, v3, 4,
+		   "v2.coli_trace: record 0: sub (span kind) 7 out of range [0, 6] for version 2");
+	older_case("version 3: INDEXER and MIX spans are read", 3, v3, 4, NULL);
 }
 
 /* ---- the engine's tracer: the caller's wall ---- */
@@ -549,7 +560,7 @@ static void truncations(void)
 static void header_cases(void)
 {
 	header_case("header: bad magic", 1, 1, 'X', 0, "bad magic");
-	header_case("header: a future version", 8, 4, 3, 1, "version 3 unsupported (this reader knows 1 and 2)");
+	header_case("header: a future version", 8, 4, 4, 1, "version 4 unsupported (this reader knows 1 to 3)");
 	header_case("header: version 0", 8, 4, 0, 1, "version 0 unsupported");
 	header_case("header: a flipped byte (header_crc32)", 50, 1, 0x7f, 0, "header_crc32");
 	header_case("header: header_size", 12, 4, 256, 1, "header_size 256");
@@ -580,10 +591,10 @@ static void header_cases(void)
 
 static void record_cases(void)
 {
-	record_case("record: an unknown kind", 7, 0, 1, 9, 0, "record 7: kind 9 is not a v2 record kind");
+	record_case("record: an unknown kind", 7, 0, 1, 9, 0, "record 7: kind 9 is not a v3 record kind");
 	record_case("record: kind 0", 3, 0, 1, 0, 0, "record 3: kind 0 is not");
 	record_case("record: TOKEN phase out of range", 0, 1, 1, 2, 0, "record 0: sub (phase) 2 out of range");
-	record_case("record: SPAN kind out of range", 1, 1, 1, COLI_SPAN_N, 0, "record 1: sub (span kind) 7 out of range [0, 6] for version 2");
+	record_case("record: SPAN kind out of range", 1, 1, 1, COLI_SPAN_N, 0, "record 1: sub (span kind) 9 out of range [0, 8] for version 3");
 	record_case("record: READ reserved flag bits", 2, 1, 1, 0x09, 0, "record 2: sub (read flags) 0x09: reserved");
 	record_case("record: EXPERT outcome out of range", 3, 1, 1, COLI_X_N, 0, "record 3: sub (outcome) 6");
 	record_case("record: READ copy beyond n_copies", 6, 2, 2, NC, 0, "record 6: copy 3 out of range [0, 2] for kind READ");
