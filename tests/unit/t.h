@@ -24,6 +24,15 @@ static int t_failed;
 
 #define T_EXIT() return t_failed ? 1 : 0
 
+/* A reproducible xorshift stream for test data: the next 32 bits of *state (any nonzero start). */
+static inline unsigned t_rand(unsigned long long *state)
+{
+	*state ^= *state << 13;
+	*state ^= *state >> 7;
+	*state ^= *state << 17;
+	return (unsigned)(*state >> 16);
+}
+
 /* Directory of the reference fixtures copied into the tree (tests/fixtures/hf). */
 static inline const char *t_fixtures(void)
 {
