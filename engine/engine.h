@@ -111,12 +111,13 @@ uint64_t coli_kv_token_bytes(const coli_model *c);
 void coli_kv_release(coli_kv *kv);
 
 /* Speculative decoding's rollback. coli_kv_keep makes every later forward call of at most
- * COLI_DRAFT_MAX + 1 tokens keep what rolling it back needs: for fixed-size parts (a Gated
- * DeltaNet's conv and recurrent state; deepseek_v4's window and compressors' windows) their value
- * before the call and what each token feeds or writes into them (a few rows per layer, not a
- * copy of the state per token). coli_kv_rollback(kv, n) then makes the state that of the first n
+ * COLI_DRAFT_MAX + 1 tokens keep what rolling it back needs: for a Gated DeltaNet's conv and
+ * recurrent state their value before the call and each token's inputs to them; for deepseek_v4's
+ * window and compressors' windows what each token overwrites (a few rows per layer, not a copy
+ * of the state per token). coli_kv_rollback(kv, n) then makes the state that of the first n
  * tokens, bit for bit: growing parts are cut at n (deepseek_v4's compressed rows completed by a
- * later token zeroed), fixed parts restored and the kept tokens before n replayed. n must lie within the last forward call (from its first
+ * later token zeroed), a Gated DeltaNet's state restored and the kept tokens before n replayed,
+ * deepseek_v4's overwritten slots put back. n must lie within the last forward call (from its first
  * position to kv->n) when the model has fixed parts; EUSAGE otherwise. A model without fixed
  * parts needs no coli_kv_keep: rolling back is setting n. */
 int coli_kv_keep(coli_kv *kv, const coli_engine *m, coli_err *e);

@@ -137,6 +137,24 @@ static size_t fixed_floats(const coli_kv *kv)
 	return n;
 }
 
+/* A fixed part coli_kv_keep copies whole before a kept call (a Gated DeltaNet's, which every
+ * token rewrites throughout); deepseek_v4's, of which a token rewrites a few slots, are put back
+ * slot by slot (v4_undo). */
+static int snapped(const coli_state_part *p)
+{
+	return p->fixed && p->kind != COLI_STATE_WINDOW && p->kind != COLI_STATE_COMP_WINDOW &&
+	       p->kind != COLI_STATE_INDEX_WINDOW;
+}
+
+/* Floats of the snapped parts together. */
+static size_t snap_floats(const coli_kv *kv)
+{
+	size_t n = 0;
+	for (int i = 0; i < kv->n_parts; i++)
+		n += snapped(&kv->parts[i]) ? (size_t)kv->parts[i].fixed : 0;
+	return n;
+}
+
 /* Floats coli_kv_keep keeps per token of a Gated DeltaNet layer: its conv inputs and its q, k,
  * v ([conv_dim] each), b and a ([v_heads] each). */
 static size_t keep_row_floats(const coli_model *c, size_t *conv_dim)
@@ -145,20 +163,17 @@ static size_t keep_row_floats(const coli_model *c, size_t *conv_dim)
 	return 2 * *conv_dim + 2 * (size_t)c->lin_v_heads;
 }
 
-/* Floats coli_kv_keep keeps per token of layer l (0: a layer without fixed parts). */
-static size_t keep_floats(const coli_model *c, int l)
-{
-	size_t C;
-	if (!coli_model_layer_fixed_bytes(c, l))
-		return 0;
-	return c->attn == COLI_ATTN_V4 ? v4_keep_floats(c, l) : keep_row_floats(c, &C);
-}
-
 uint64_t kv_keep_bytes(const coli_model *c, int first, int last)
 {
-	uint64_t b = 0;
-	for (int l = first; l < last; l++)
-		b += coli_model_layer_fixed_bytes(c, l) + (uint64_t)(COLI_DRAFT_MAX + 1) * keep_floats(c, l) * sizeof(float);
+	uint64_t b = 0, T = COLI_DRAFT_MAX + 1;
+	size_t C, row = keep_row_floats(c, &C);
+	for (int l = first; l < last; l++) {
+		uint64_t fixed = coli_model_layer_fixed_bytes(c, l);
+		if (c->attn == COLI_ATTN_V4)
+			b += v4_keep_floats(c, l) * sizeof(float);
+		else if (fixed)
+			b += fixed + T * row * sizeof(float);
+	}
 	return b;
 }
 
@@ -179,7 +194,7 @@ static int keep_rows(coli_kv *kv, kv_keep *k, const coli_model *c, coli_err *e)
 				if (!((*rows[r])[l] = coli_malloc(S * w[r] * sizeof(float), e)))
 					return -1;
 		} else if (kv->parts[i].kind == COLI_STATE_WINDOW &&
-			   !(k->W[l] = coli_malloc(S * v4_keep_floats(c, l) * sizeof(float), e))) {
+			   !(k->W[l] = coli_malloc(v4_keep_floats(c, l) * sizeof(float), e))) {
 			return -1;
 		}
 	}
@@ -191,7 +206,7 @@ int coli_kv_keep(coli_kv *kv, const coli_engine *m, coli_err *e)
 	if (kv->keep || !fixed_floats(kv))
 		return 0;
 	kv_keep *k = kv->keep = coli_calloc(1, sizeof(*k), e);
-	if (!k || !(k->snap = coli_malloc(fixed_floats(kv) * sizeof(float), e)))
+	if (!k || (snap_floats(kv) && !(k->snap = coli_malloc(snap_floats(kv) * sizeof(float), e))))
 		return -1;
 	return keep_rows(kv, k, m->cfg, e);
 }
@@ -205,6 +220,8 @@ void kv_keep_begin(coli_kv *kv, int n)
 	k->n = n <= COLI_DRAFT_MAX + 1 ? n : 0;
 	float *at = k->snap;
 	for (int i = 0; k->n && i < kv->n_parts; i++) {
+		if (!snapped(&kv->parts[i]))
+			continue;
 		memcpy(at, kv->part[i], (size_t)kv->parts[i].fixed * sizeof(float));
 		at += kv->parts[i].fixed;
 	}
@@ -224,12 +241,13 @@ void kv_keep_rows(coli_kv *kv, const coli_model *c, int l, int i, const float *R
 	memcpy(k->A[l] + i * H, A, H * sizeof(float));
 }
 
-float *kv_keep_at(coli_kv *kv, int l, int p, size_t floats)
+float *kv_keep_at(coli_kv *kv, int l, int p, int *i)
 {
 	kv_keep *k = kv->keep;
 	if (!k || !k->W || !k->W[l] || p < k->n0 || p >= k->n0 + k->n)
 		return NULL;
-	return k->W[l] + (size_t)(p - k->n0) * floats;
+	*i = p - k->n0;
+	return k->W[l];
 }
 
 /* The state at n is within reach: the kept tokens hold every position from n to kv->n. */
@@ -239,13 +257,16 @@ static int kept(const coli_kv *kv, int n)
 	return k && k->n && n >= k->n0 && kv->n <= k->n0 + k->n;
 }
 
-/* The fixed parts restored to the kept start and its tokens before n replayed; growing parts
- * cut at n (deepseek_v4's compressed rows completed after n zeroed). */
+/* The state of n tokens again: snapped parts restored to the kept start and its tokens before n
+ * replayed, deepseek_v4's put back slot by slot; growing parts cut at n (deepseek_v4's
+ * compressed rows completed after n zeroed). */
 static void rewind_to(const coli_engine *m, coli_kv *kv, int n)
 {
 	kv_keep *k = kv->keep;
 	const float *at = k->snap;
 	for (int i = 0; i < kv->n_parts; i++) {
+		if (!snapped(&kv->parts[i]))
+			continue;
 		memcpy(kv->part[i], at, (size_t)kv->parts[i].fixed * sizeof(float));
 		at += kv->parts[i].fixed;
 	}
@@ -253,7 +274,7 @@ static void rewind_to(const coli_engine *m, coli_kv *kv, int n)
 		if (kv->rec[l])
 			gdn_replay(m, kv, l, n - k->n0);
 		if (k->W[l])
-			v4_replay(kv, l, k->W[l], k->n0, n, kv->n);
+			v4_undo(kv, l, k->W[l], k->n0, n, kv->n);
 	}
 	kv->n = n;
 	k->n = 0;

@@ -20,19 +20,19 @@ uint64_t kv_keep_bytes(const coli_model *c, int first, int last);
 /* What rolling back the last short forward call needs (coli_kv_keep). */
 typedef struct kv_keep {
 	int n0, n;                 /* positions n0 .. n0 + n - 1 are kept (n 0: nothing kept) */
-	float *snap;               /* every fixed part at n0, in part order */
+	float *snap;               /* every fixed part at n0 but deepseek_v4's, in part order */
 	float **R, **Y, **B, **A;  /* [layer] -> per kept token: the Gated DeltaNet's conv inputs [conv_dim],
 				    * its q, k, v ready for the delta rule [conv_dim], b and a [v_heads] */
-	float **W;                 /* [layer] -> per kept token: what it wrote into deepseek_v4's fixed parts
-				    * (v4_keep_floats) */
+	float **W;                 /* [layer] -> what the kept tokens overwrote in deepseek_v4's fixed
+				    * parts (v4_keep_floats; those parts are not in snap) */
 } kv_keep;
 
 /* Before n tokens at kv->n (a forward call; the MTP layer's draft steps): the fixed parts'
  * snapshot when n is at most COLI_DRAFT_MAX + 1 (they are then kept), else nothing kept. */
 void kv_keep_begin(coli_kv *kv, int n);
 
-/* v4.c: where token p of layer l keeps its floats floats, or NULL when p is not kept. */
-float *kv_keep_at(coli_kv *kv, int l, int p, size_t floats);
+/* v4.c: layer l's kept buffer and (*i) p's index among the kept tokens; NULL when p is not kept. */
+float *kv_keep_at(coli_kv *kv, int l, int p, int *i);
 
 /* The state cut to its first n tokens (n <= kv->n): exactly, as coli_kv_rollback, where the
  * fixed parts allow it (none, or n within the kept tokens); else only the count (the fixed parts

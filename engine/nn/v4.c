@@ -413,8 +413,8 @@ static int v4_moe(coli_engine *m, v4_kv *s, int l, int32_t tok, int32_t *ids, fl
 
 /* ---- rollback (nn/kv.h's kv_keep) --------------------------------------------------------- */
 
-/* Widths of what a token writes into layer l's fixed parts: its window key, its compressor's kv
- * and gate rows, its indexer compressor's (0: none). */
+/* Widths of what a token overwrites in layer l's fixed parts: its window slot, its slot of the
+ * compressor's current window (kv and gate rows each), the indexer compressor's (0: none). */
 static void keep_widths(const coli_model *c, int l, int w[3])
 {
 	int r = c->compress[l], csa = c->index_full[l];
@@ -423,37 +423,72 @@ static void keep_widths(const coli_model *c, int l, int w[3])
 	w[2] = r && csa ? 2 * c->index_head_dim : 0;
 }
 
-size_t v4_keep_floats(const coli_model *c, int l)
+/* Floats kept per token (its slots), and per window completed (the previous windows it replaces). */
+static size_t row_floats(const coli_model *c, int l)
 {
 	int w[3];
 	keep_widths(c, l, w);
 	return (size_t)w[0] + 2 * (size_t)w[1] + 2 * (size_t)w[2];
 }
 
-/* cw floats from each of a and b to c and d. */
-static void copy2(float *c, float *d, const float *a, const float *b, int cw)
+static size_t prev_floats(const coli_model *c, int l)
 {
-	memcpy(c, a, (size_t)cw * sizeof(float));
-	memcpy(d, b, (size_t)cw * sizeof(float));
+	return (row_floats(c, l) - (size_t)c->head_dim) * (size_t)c->compress[l];
 }
 
-/* Token p's writes into layer l's fixed parts, kept when the state keeps p. */
+size_t v4_keep_floats(const coli_model *c, int l)
+{
+	int T = COLI_DRAFT_MAX + 1, r = c->compress[l];
+	return (size_t)T * row_floats(c, l) + (r ? (size_t)((T + r - 1) / r) * prev_floats(c, l) : 0);
+}
+
+/* n floats between the state and what is kept: into kept (save), else back into the state. */
+static void xfer(float *state, float *kept, size_t n, int save)
+{
+	memcpy(save ? kept : state, save ? state : kept, n * sizeof(float));
+}
+
+/* What token p of layer l overwrites (its window slot, its slots of the compressors' current
+ * windows, and when it completes a window their previous windows) saved into row and prev, or
+ * (save 0) put back from them. */
+static void token_slots(const coli_model *c, v4_layer *L, int l, int p, float *row, float *prev, int save)
+{
+	int w[3], r = c->compress[l], j = r ? r + p % r : 0;
+	float *win[4] = {L->cwin, L->zwin, L->icwin, L->izwin};
+	keep_widths(c, l, w);
+	xfer(L->ring + (int64_t)(p % c->sliding_window) * w[0], row, (size_t)w[0], save);
+	row += w[0];
+	for (int k = 0; k < 4; k++) {
+		int cw = w[1 + k / 2];
+		if (!cw)
+			continue;
+		xfer(win[k] + (int64_t)j * cw, row, (size_t)cw, save);
+		row += cw;
+		if (p % r == r - 1) { /* win_shift will replace the previous window */
+			xfer(win[k], prev, (size_t)r * cw, save);
+			prev += (size_t)r * cw;
+		}
+	}
+}
+
+/* Where token p (i-th of the kept) keeps its slots and the previous windows it replaces. */
+static void kept_at(const coli_model *c, int l, float *base, int p, int i, float **row, float **prev)
+{
+	int r = c->compress[l], n0 = p - i;
+	*row = base + (size_t)i * row_floats(c, l);
+	*prev = base + (size_t)(COLI_DRAFT_MAX + 1) * row_floats(c, l) + (r ? (size_t)(p / r - n0 / r) * prev_floats(c, l) : 0);
+}
+
+/* Before token p runs layer l: what it will overwrite, kept when the state keeps p. */
 static void keep_token(coli_kv *kv, v4_layer *L, int l, int p)
 {
 	const coli_model *c = kv->v4->cfg;
-	int w[3], r = c->compress[l];
-	keep_widths(c, l, w);
-	float *row = kv_keep_at(kv, l, p, v4_keep_floats(c, l));
-	if (!row)
+	int i;
+	float *base = kv_keep_at(kv, l, p, &i), *row, *prev;
+	if (!base)
 		return;
-	memcpy(row, L->ring + (int64_t)(p % c->sliding_window) * w[0], (size_t)w[0] * sizeof(float));
-	row += w[0];
-	int j = r ? r + p % r : 0; /* the current window's slot of p */
-	if (w[1])
-		copy2(row, row + w[1], L->cwin + (int64_t)j * w[1], L->zwin + (int64_t)j * w[1], w[1]);
-	row += 2 * w[1];
-	if (w[2])
-		copy2(row, row + w[2], L->icwin + (int64_t)j * w[2], L->izwin + (int64_t)j * w[2], w[2]);
+	kept_at(c, l, base, p, i, &row, &prev);
+	token_slots(c, L, l, p, row, prev, 1);
 }
 
 /* Rows [n / r, old / r) of a compressor's (width w): completed after position n, unmade. */
@@ -463,30 +498,19 @@ static void unmake(float *rows, int w, int r, int n, int old)
 		memset(rows + (int64_t)(n / r) * w, 0, (size_t)(old / r - n / r) * (size_t)w * sizeof(float));
 }
 
-void v4_replay(coli_kv *kv, int l, const float *rows, int n0, int n, int old)
+void v4_undo(coli_kv *kv, int l, float *base, int n0, int n, int old)
 {
 	const coli_model *c = kv->v4->cfg;
 	v4_layer *L = &kv->v4->L[l - kv->v4->first];
-	int w[3], r = c->compress[l];
-	keep_widths(c, l, w);
-	for (int p = n0; p < n; p++) { /* what keep_token saw p write, in order; a window completed moves */
-		const float *row = rows + (size_t)(p - n0) * v4_keep_floats(c, l);
-		int j = r ? r + p % r : 0;
-		memcpy(L->ring + (int64_t)(p % c->sliding_window) * w[0], row, (size_t)w[0] * sizeof(float));
-		row += w[0];
-		if (w[1])
-			copy2(L->cwin + (int64_t)j * w[1], L->zwin + (int64_t)j * w[1], row, row + w[1], w[1]);
-		row += 2 * w[1];
-		if (w[2])
-			copy2(L->icwin + (int64_t)j * w[2], L->izwin + (int64_t)j * w[2], row, row + w[2], w[2]);
-		if (r && p % r == r - 1)
-			win_shift(L->cwin, L->zwin, r, w[1]);
-		if (w[2] && p % r == r - 1)
-			win_shift(L->icwin, L->izwin, r, w[2]);
+	int r = c->compress[l];
+	for (int p = old - 1; p >= n; p--) { /* the latest first: each slot ends as before its first write */
+		float *row, *prev;
+		kept_at(c, l, base, p, p - n0, &row, &prev);
+		token_slots(c, L, l, p, row, prev, 0);
 	}
-	if (w[1])
+	if (r)
 		unmake(L->rows, c->head_dim, r, n, old);
-	if (w[2])
+	if (r && c->index_full[l])
 		unmake(L->irows, c->index_head_dim, r, n, old);
 }
 
@@ -504,8 +528,8 @@ static int layer(coli_engine *m, coli_kv *kv, int l, int32_t tok, int p, int32_t
 	hc_pre(c, s, W->hc_fn[0], W->hc_base[0], W->hc_scale[0], s->x, s->post);
 	rmsnorm(s->xn, s->x, W->attn_norm, D, eps);
 	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, l);
-	v4_attention(m, s, l, p);
 	keep_token(kv, &s->L[l - s->first], l, p);
+	v4_attention(m, s, l, p);
 	coli_tracer_mark(m->tr, COLI_SPAN_ATTENTION, l);
 	hc_post(c, s, s->y);
 	hc_pre(c, s, W->hc_fn[1], W->hc_base[1], W->hc_scale[1], s->x, s->post);

@@ -34,15 +34,16 @@ int v4_batch(coli_engine *m, coli_kv *kv, const int32_t *tokens, int n, float *l
 int v4_mtp(coli_engine *m, coli_kv *kv, int l, const float *hid, const int32_t *tok, int n, float *logits, float *h,
 	   coli_err *e);
 
-/* Floats a token keeps for rolling back layer l (nn/kv.h's kv_keep): what it writes into the
- * layer's fixed parts (its window key; its compressor's kv and gate rows, the indexer
- * compressor's). */
+/* Floats rolling back layer l keeps (nn/kv.h's kv_keep) over COLI_DRAFT_MAX + 1 tokens: per
+ * token what it overwrites in the layer's fixed parts (its window slot, its slots of the
+ * compressors' current windows), and per window those tokens complete the previous windows it
+ * replaces. */
 size_t v4_keep_floats(const coli_model *c, int l);
 
-/* Layer l's fixed parts, restored to their value at position n0, brought to n by the kept rows
- * of positions n0 .. n - 1 ([n - n0][v4_keep_floats]) written back in order (a window completed
- * becomes the previous one); the compressed rows completed at positions n .. old - 1 zeroed:
- * the state is then, bit for bit, that of a run of n tokens. */
-void v4_replay(coli_kv *kv, int l, const float *rows, int n0, int n, int old);
+/* Layer l's fixed parts from position old back to n (n0 <= n <= old, the kept tokens from n0
+ * on, base what they kept): each token's overwritten slots put back, the latest first; the
+ * compressed rows completed at positions n .. old - 1 zeroed. The state is then, bit for bit,
+ * that of a run of n tokens. */
+void v4_undo(coli_kv *kv, int l, float *base, int n0, int n, int old);
 
 #endif
