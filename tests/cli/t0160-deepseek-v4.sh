@@ -66,8 +66,9 @@ test_expect_success "deepseek_v4: a session saved after 12 ids (mid-window) and 
 	test "$(cat c) $(cat d) $(cat f)" = "$(cat one)"
 '
 # Drafting: the fixtures' MTP layer is random (its greedy drafts are all rejected), so the oracle
-# (the --draft 0 ids, each kept with probability 0.5) makes rounds accept 0 to K drafts; 40 ids
-# after the 64-id prompt cross CSA (4) and HCA (16) windows' ends and wrap the 8-key window.
+# (the --draft 0 ids, each kept with probability 0.5) makes rounds accept 0 to K drafts (K up to
+# 4: a verify of 5 writes a CSA window's slot twice); 40 ids after the 64-id prompt cross CSA (4)
+# and HCA (16) windows' ends and wrap the 8-key window.
 j() { tail -n 1 out | coli-json "$@"; }
 test_expect_success "deepseek_v4: --draft 1, 2, 3 and auto give the ids and step logits of --draft 0, both fixtures" '
 	for f in deepseek_v4-tiny deepseek_v4-fp4-tiny; do
@@ -86,7 +87,7 @@ test_expect_success "deepseek_v4: drafts accepted and rejected (the oracle at 0.
 		Pf="$(ids_of "$FIX/$f/prompt_ids.i32.bin")" &&
 		coli-run -q -m "$SCRATCH/$f.coli" --prompt-ids "$Pf" -n 40 --ignore-eos --dump-logits d0.bin >/dev/null &&
 		for o in "" "--cache-slots 4" "--cache-slots 8 --prefetch on"; do
-			for k in 1 2 3; do
+			for k in 1 2 3 4; do
 				coli-run -q -m "$SCRATCH/$f.coli" --prompt-ids "$Pf" -n 40 --ignore-eos --print-ids --draft $k $o \
 					--draft-oracle "$SCRATCH/$f.ids" --draft-oracle-rate 0.5 --dump-logits dk.bin --json >out &&
 				head -n 1 out | cmp - "$SCRATCH/$f.ids" && cmp d0.bin dk.bin &&

@@ -1,7 +1,7 @@
 /* test_rollback.c: speculative decoding's rollback of a sequence's state (coli_kv_keep,
  * coli_kv_rollback) on models with fixed-size state: qwen3_5_moe's Gated DeltaNet layers and
  * deepseek_v4's window and compressors' windows (tests/fixtures/hf/<family>-tiny): a
- * verify-sized forward of 4 tokens rolled back to 0, 1, 2 and 3 of them leaves the state (conv,
+ * verify of 5 tokens (the most) rolled back to 0 .. 4 of them leaves the state (conv,
  * recurrent, keys and values; the window, the compressed rows, the compressors' windows) bit for
  * bit that of a run that fed only those tokens, and the next token's logits equal; for
  * deepseek_v4 at every start from 72 to 80, so that the verify crosses CSA (4) and HCA (16)
@@ -45,25 +45,26 @@ static int same_state(const coli_kv *a, const coli_kv *b)
 	return 1;
 }
 
-/* A prefill of np tokens, a verify of 4, rolled back to keep of them, against a run of np + keep. */
+/* A prefill of np tokens, a verify of 5 (the most: COLI_DRAFT_MAX + 1), rolled back to keep of
+ * them, against a run of np + keep. */
 static void test_rollback(coli_engine *m, const char *fam, const int32_t *p, int np)
 {
-	static const int32_t tail[4] = {17, 301, 5, 44}, next = 99;
+	static const int32_t tail[5] = {17, 301, 5, 44, 123}, next = 99;
 	int V = m->cfg->vocab_size;
 	float *la = malloc((size_t)V * sizeof(float)), *lb = malloc((size_t)V * sizeof(float));
-	for (int keep = 0; keep <= 3; keep++) {
+	for (int keep = 0; keep <= 4; keep++) {
 		char name[160];
 		coli_kv a, b;
 		coli_err e = {0, ""};
 		int rc = coli_kv_init(&a, m, np + 8, &e) | coli_kv_init(&b, m, np + 8, &e) | coli_kv_keep(&a, m, &e);
 		rc = rc ? rc : coli_forward(m, &a, p, np, NULL, NULL, NULL, &e) | coli_forward(m, &b, p, np, NULL, NULL, NULL, &e);
-		rc = rc ? rc : coli_forward(m, &a, tail, 4, NULL, NULL, NULL, &e); /* a verify of 4 */
+		rc = rc ? rc : coli_forward(m, &a, tail, 5, NULL, NULL, NULL, &e); /* a verify of 5 */
 		rc = rc ? rc : coli_kv_rollback(m, &a, np + keep, &e);
 		if (rc == 0 && keep)
 			rc = coli_forward(m, &b, tail, keep, NULL, NULL, NULL, &e);
 		int same = rc == 0 && same_state(&a, &b);
 		rc = rc ? rc : coli_forward(m, &a, &next, 1, NULL, la, NULL, &e) | coli_forward(m, &b, &next, 1, NULL, lb, NULL, &e);
-		snprintf(name, sizeof(name), "rollback: %s: a verify of 4 at %d kept %d: the state and the next logits of a run "
+		snprintf(name, sizeof(name), "rollback: %s: a verify of 5 at %d kept %d: the state and the next logits of a run "
 			 "of %d", fam, np, keep, np + keep);
 		T_CHECK(name, rc == 0 && same && !memcmp(la, lb, (size_t)V * sizeof(float)), "rc %d (%s) same state %d", rc,
 			e.msg, same);
