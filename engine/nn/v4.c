@@ -423,7 +423,7 @@ static void keep_widths(const coli_model *c, int l, int w[3])
 	w[2] = r && csa ? 2 * c->index_head_dim : 0;
 }
 
-/* Floats kept per token (its slots), and per window completed (the previous windows it replaces). */
+/* Floats kept per token: its slots. */
 static size_t row_floats(const coli_model *c, int l)
 {
 	int w[3];
@@ -431,6 +431,7 @@ static size_t row_floats(const coli_model *c, int l)
 	return (size_t)w[0] + 2 * (size_t)w[1] + 2 * (size_t)w[2];
 }
 
+/* Floats kept per window completed: the previous windows it replaces. */
 static size_t prev_floats(const coli_model *c, int l)
 {
 	return (row_floats(c, l) - (size_t)c->head_dim) * (size_t)c->compress[l];
@@ -475,8 +476,9 @@ static void token_slots(const coli_model *c, v4_layer *L, int l, int p, float *r
 static void kept_at(const coli_model *c, int l, float *base, int p, int i, float **row, float **prev)
 {
 	int r = c->compress[l], n0 = p - i;
+	size_t done = r ? (size_t)(p / r - n0 / r) : 0; /* windows completed among the kept before p's */
 	*row = base + (size_t)i * row_floats(c, l);
-	*prev = base + (size_t)(COLI_DRAFT_MAX + 1) * row_floats(c, l) + (r ? (size_t)(p / r - n0 / r) * prev_floats(c, l) : 0);
+	*prev = base + (size_t)(COLI_DRAFT_MAX + 1) * row_floats(c, l) + done * prev_floats(c, l);
 }
 
 /* Before token p runs layer l: what it will overwrite, kept when the state keeps p. */

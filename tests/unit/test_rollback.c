@@ -106,14 +106,14 @@ static void test_no_fixed(const char *dir)
 	}
 }
 
-/* The family's fixture: verifies at each start of starts rolled back, one into a prefill refused. */
+/* The family's fixture: a verify at each start from first to last rolled back; one into a prefill refused. */
 static void test_family(const char *dir, const char *fam, int first, int last)
 {
 	char path[600];
 	coli_engine m;
 	coli_err e = {0, ""};
 	int32_t *p = prompt(fam, 96);
-	int rc = p && t_convert_fixture(dir, fam, path, sizeof(path)) == 0 && coli_engine_open(&m, path, NULL, &e) == 0 ? 0 : -1;
+	int rc = p && t_convert_fixture(dir, fam, path, sizeof(path)) == 0 ? coli_engine_open(&m, path, NULL, &e) : -1;
 	T_CHECK(fam, rc == 0, "%s", e.msg);
 	for (int np = first; rc == 0 && np <= last; np++)
 		test_rollback(&m, fam, p, np);
