@@ -96,12 +96,6 @@ typedef struct coli_engine_opts {
 
 #define COLI_MAX_BATCH 512
 
-/* 0 when coli_kv_rollback can roll a sequence of model c back (speculative decoding's verify);
- * else -1 with e (COLI_EUSAGE) naming what asked (what), dir and why: deepseek_v4's window and
- * compressors' windows (fixed-size parts every token rewrites) are not replayed yet, so its
- * rollback, MTP drafting and --draft K refuse it. */
-int coli_kv_rolls_back(const coli_model *c, const char *dir, const char *what, coli_err *e);
-
 /* o may be NULL (all in RAM, the best kernels, default threads). An unknown or unavailable
  * o->isa is an error (EUSAGE) naming it. */
 int coli_engine_open(coli_engine *m, const char *path, const coli_engine_opts *o, coli_err *e);
@@ -117,11 +111,13 @@ uint64_t coli_kv_token_bytes(const coli_model *c);
 void coli_kv_release(coli_kv *kv);
 
 /* Speculative decoding's rollback. coli_kv_keep makes every later forward call of at most
- * COLI_DRAFT_MAX + 1 tokens keep what rolling it back needs: for fixed-size parts (a Gated
- * DeltaNet's conv and recurrent state) their value before the call and each token's inputs to
- * them (a few rows per layer, not a copy of the state per token). coli_kv_rollback(kv, n) then
- * makes the state that of the first n tokens: growing parts are cut at n, fixed parts restored
- * and the kept tokens before n replayed. n must lie within the last forward call (from its first
+ * COLI_DRAFT_MAX + 1 tokens keep what rolling it back needs: for a Gated DeltaNet's conv and
+ * recurrent state their value before the call and each token's inputs to them; for deepseek_v4's
+ * window and compressors' windows what each token overwrites (a few rows per layer, not a copy
+ * of the state per token). coli_kv_rollback(kv, n) then makes the state that of the first n
+ * tokens, bit for bit: growing parts are cut at n (deepseek_v4's compressed rows completed by a
+ * later token zeroed), a Gated DeltaNet's state restored and the kept tokens before n replayed,
+ * deepseek_v4's overwritten slots put back. n must lie within the last forward call (from its first
  * position to kv->n) when the model has fixed parts; EUSAGE otherwise. A model without fixed
  * parts needs no coli_kv_keep: rolling back is setting n. */
 int coli_kv_keep(coli_kv *kv, const coli_engine *m, coli_err *e);
@@ -184,16 +180,22 @@ int coli_engine_moe_layers(const coli_engine *m);
  * then the MTP layer's decoder block (its own KV cache; MoE through the store like any layer),
  * then shared_head.norm and shared_head.head (the model's final norm and lm_head when absent):
  * the logits of t_{p+2}. A further draft step at p + 1 reads the previous step's head input and
- * the token it chose. The state of one sequence: */
+ * the token it chose. deepseek_v4's MTP layer (DeepSeek's MTPBlock, nn/v4.h) reads the main
+ * model's final streams h_p (before its mHC head) instead: x_j = e_proj(enorm(embed(t_{p+1}))) +
+ * h_proj(hnorm(h_p[j])) on every stream j, its decoder block, its own mHC head and norm, the
+ * model's head; a further step reads the previous step's streams. The state of one sequence: */
 typedef struct coli_mtp {
 	int layer;                 /* the container layer that drafts (the first MTP layer) */
-	coli_kv kv;                /* its KV cache (only that layer's slot): positions 0 .. kv.n - 1 */
+	coli_kv kv;                /* its KV cache (only that layer's slot): positions 0 .. kv.n - 1; with
+				    * fixed-size parts (deepseek_v4's window) kept for rolling the draft
+				    * steps back (coli_kv_keep) */
 	int pos;                   /* the main position of pending row 0 */
 	int n_pending, cap;        /* rows waiting for the MTP layer; at most cap (the batch size) */
-	float *hid;                /* [cap][hidden] their final hidden states h_p */
+	float *hid;                /* [cap][hidden] their final hidden states h_p (deepseek_v4: [cap][hc_mult]
+				    * [hidden], the streams) */
 	int32_t *tok;              /* [cap] t_{p+1} of each (the last one's: -1 until known) */
-	float *in;                 /* [cap][2 x hidden] eh_proj's input */
-	float *h;                  /* [hidden] the last draft step's head input */
+	float *in;                 /* [cap][2 x hidden] eh_proj's input (deepseek_v4: NULL) */
+	float *h;                  /* [hidden] the last draft step's head input (deepseek_v4: its streams) */
 	int steps;                 /* draft steps since the last coli_mtp_truncate */
 	int base;                  /* kv.n before the first draft step's speculative rows */
 } coli_mtp;
@@ -219,8 +221,9 @@ int coli_mtp_catch_up(coli_engine *m, coli_mtp *s, coli_err *e);
  * token the previous step's logits gave). Allocates nothing. */
 int coli_mtp_step(coli_engine *m, coli_mtp *s, int32_t token, float *logits, coli_err *e);
 
-/* After a verify: the draft steps' speculative rows dropped from the MTP cache, and the queued
- * positions at or beyond n (the main cache's kv->n once rolled back) dropped. */
-void coli_mtp_truncate(coli_mtp *s, int n);
+/* After a verify: the draft steps' speculative rows dropped from the MTP cache (fixed-size parts
+ * restored as they were before them), and the queued positions at or beyond n (the main cache's
+ * kv->n once rolled back) dropped. */
+void coli_mtp_truncate(const coli_engine *m, coli_mtp *s, int n);
 
 #endif

@@ -204,10 +204,11 @@ static int forward(coli_engine *m, coli_kv *kv, coli_mtp *s, const int32_t *toke
 		if (s && mtp_make_room(m, s, tokens[at], nb, e) < 0)
 			return -1;
 		float *lg = logits ? logits + (int64_t)at * c->vocab_size : NULL, *ls = at + nb == n ? last : NULL;
-		rc = c->attn == COLI_ATTN_V4 ? v4_batch(m, kv, tokens + at, nb, lg, ls, routing, at, n, e)
+		float *hid = s && c->attn == COLI_ATTN_V4 ? mtp_slot(m, s) : NULL; /* its streams queued in place */
+		rc = c->attn == COLI_ATTN_V4 ? v4_batch(m, kv, tokens + at, nb, lg, ls, routing, at, n, hid, e)
 					     : batch(m, kv, tokens + at, nb, lg, ls, routing, at, n, e);
 		if (rc == 0 && s)
-			mtp_take(m, s, tokens + at, nb, kv->n - nb);
+			mtp_take(m, s, tokens + at, nb, kv->n - nb, hid ? NULL : m->ws->N);
 	}
 	return rc;
 }

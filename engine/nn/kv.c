@@ -1,5 +1,6 @@
 /* kv.c: a sequence's state, allocated part by part from what its layers declare (formats/state.h),
- * with per-layer views for the attention blocks. */
+ * with per-layer views for the attention blocks; its rollback (what a short forward call keeps,
+ * the fixed parts restored and replayed). */
 #include "nn/kv.h"
 
 #include <stdlib.h>
@@ -89,8 +90,8 @@ static void keep_free(coli_kv *kv)
 	kv_keep *k = kv->keep;
 	if (!k)
 		return;
-	float **rows[4] = {k->R, k->Y, k->B, k->A};
-	for (int r = 0; r < 4; r++) {
+	float **rows[5] = {k->R, k->Y, k->B, k->A, k->W};
+	for (int r = 0; r < 5; r++) {
 		for (int l = 0; rows[r] && l < kv->n_layers; l++)
 			free(rows[r][l]);
 		free(rows[r]);
@@ -136,6 +137,24 @@ static size_t fixed_floats(const coli_kv *kv)
 	return n;
 }
 
+/* A fixed part coli_kv_keep copies whole before a kept call (a Gated DeltaNet's, which every
+ * token rewrites throughout); deepseek_v4's, of which a token rewrites a few slots, are put back
+ * slot by slot (v4_undo). */
+static int snapped(const coli_state_part *p)
+{
+	return p->fixed && p->kind != COLI_STATE_WINDOW && p->kind != COLI_STATE_COMP_WINDOW &&
+	       p->kind != COLI_STATE_INDEX_WINDOW;
+}
+
+/* Floats of the snapped parts together. */
+static size_t snap_floats(const coli_kv *kv)
+{
+	size_t n = 0;
+	for (int i = 0; i < kv->n_parts; i++)
+		n += snapped(&kv->parts[i]) ? (size_t)kv->parts[i].fixed : 0;
+	return n;
+}
+
 /* Floats coli_kv_keep keeps per token of a Gated DeltaNet layer: its conv inputs and its q, k,
  * v ([conv_dim] each), b and a ([v_heads] each). */
 static size_t keep_row_floats(const coli_model *c, size_t *conv_dim)
@@ -144,38 +163,52 @@ static size_t keep_row_floats(const coli_model *c, size_t *conv_dim)
 	return 2 * *conv_dim + 2 * (size_t)c->lin_v_heads;
 }
 
-uint64_t kv_keep_bytes(const coli_model *c)
+uint64_t kv_keep_bytes(const coli_model *c, int first, int last)
 {
+	uint64_t b = 0, T = COLI_DRAFT_MAX + 1;
 	size_t C, row = keep_row_floats(c, &C);
-	uint64_t b = coli_model_state_fixed_bytes(c);
-	for (int l = 0; l < c->n_layers; l++)
-		b += coli_model_layer_fixed_bytes(c, l) ? (uint64_t)(COLI_DRAFT_MAX + 1) * row * sizeof(float) : 0;
+	for (int l = first; l < last; l++) {
+		uint64_t fixed = coli_model_layer_fixed_bytes(c, l);
+		if (c->attn == COLI_ATTN_V4)
+			b += v4_keep_floats(c, l) * sizeof(float);
+		else if (fixed)
+			b += fixed + T * row * sizeof(float);
+	}
 	return b;
+}
+
+/* The kept rows of every layer with fixed parts: a Gated DeltaNet's four, deepseek_v4's one. */
+static int keep_rows(coli_kv *kv, kv_keep *k, const coli_model *c, coli_err *e)
+{
+	size_t S = COLI_DRAFT_MAX + 1, C;
+	keep_row_floats(c, &C);
+	float ***rows[5] = {&k->R, &k->Y, &k->B, &k->A, &k->W};
+	for (int r = 0; r < 5; r++)
+		if (!(*rows[r] = coli_calloc((size_t)kv->n_layers, sizeof(float *), e)))
+			return -1;
+	for (int i = 0; i < kv->n_parts; i++) {
+		int l = kv->parts[i].layer;
+		if (kv->parts[i].kind == COLI_STATE_RECURRENT) {
+			size_t w[4] = {C, C, (size_t)c->lin_v_heads, (size_t)c->lin_v_heads};
+			for (int r = 0; r < 4; r++)
+				if (!((*rows[r])[l] = coli_malloc(S * w[r] * sizeof(float), e)))
+					return -1;
+		} else if (kv->parts[i].kind == COLI_STATE_WINDOW &&
+			   !(k->W[l] = coli_malloc(v4_keep_floats(c, l) * sizeof(float), e))) {
+			return -1;
+		}
+	}
+	return 0;
 }
 
 int coli_kv_keep(coli_kv *kv, const coli_engine *m, coli_err *e)
 {
-	const coli_model *c = m->cfg;
-	size_t S = COLI_DRAFT_MAX + 1, C;
-	keep_row_floats(c, &C);
 	if (kv->keep || !fixed_floats(kv))
 		return 0;
 	kv_keep *k = kv->keep = coli_calloc(1, sizeof(*k), e);
-	if (!k || !(k->snap = coli_malloc(fixed_floats(kv) * sizeof(float), e)))
+	if (!k || (snap_floats(kv) && !(k->snap = coli_malloc(snap_floats(kv) * sizeof(float), e))))
 		return -1;
-	float ***rows[4] = {&k->R, &k->Y, &k->B, &k->A};
-	for (int r = 0; r < 4; r++)
-		if (!(*rows[r] = coli_calloc((size_t)kv->n_layers, sizeof(float *), e)))
-			return -1;
-	for (int l = 0; l < kv->n_layers; l++) {
-		if (!kv->rec[l])
-			continue;
-		size_t w[4] = {C, C, (size_t)c->lin_v_heads, (size_t)c->lin_v_heads};
-		for (int r = 0; r < 4; r++)
-			if (!((*rows[r])[l] = coli_malloc(S * w[r] * sizeof(float), e)))
-				return -1;
-	}
-	return 0;
+	return keep_rows(kv, k, m->cfg, e);
 }
 
 void kv_keep_begin(coli_kv *kv, int n)
@@ -187,6 +220,8 @@ void kv_keep_begin(coli_kv *kv, int n)
 	k->n = n <= COLI_DRAFT_MAX + 1 ? n : 0;
 	float *at = k->snap;
 	for (int i = 0; k->n && i < kv->n_parts; i++) {
+		if (!snapped(&kv->parts[i]))
+			continue;
 		memcpy(at, kv->part[i], (size_t)kv->parts[i].fixed * sizeof(float));
 		at += kv->parts[i].fixed;
 	}
@@ -206,37 +241,64 @@ void kv_keep_rows(coli_kv *kv, const coli_model *c, int l, int i, const float *R
 	memcpy(k->A[l] + i * H, A, H * sizeof(float));
 }
 
-int coli_kv_rolls_back(const coli_model *c, const char *dir, const char *what, coli_err *e)
+float *kv_keep_at(coli_kv *kv, int l, int p, int *i)
 {
-	if (c->attn != COLI_ATTN_V4)
-		return 0;
-	return coli_errf(e, COLI_EUSAGE, "%s: %s: deepseek_v4's state (its window and compressor windows) is not rolled "
-			 "back by this version", what, dir);
+	kv_keep *k = kv->keep;
+	if (!k || !k->W || !k->W[l] || p < k->n0 || p >= k->n0 + k->n)
+		return NULL;
+	*i = p - k->n0;
+	return k->W[l];
+}
+
+/* The state at n is within reach: the kept tokens hold every position from n to kv->n. */
+static int kept(const coli_kv *kv, int n)
+{
+	const kv_keep *k = kv->keep;
+	return k && k->n && n >= k->n0 && kv->n <= k->n0 + k->n;
+}
+
+/* The state of n tokens again: snapped parts restored to the kept start and its tokens before n
+ * replayed, deepseek_v4's put back slot by slot; growing parts cut at n (deepseek_v4's
+ * compressed rows completed after n zeroed). */
+static void rewind_to(const coli_engine *m, coli_kv *kv, int n)
+{
+	kv_keep *k = kv->keep;
+	const float *at = k->snap;
+	for (int i = 0; i < kv->n_parts; i++) {
+		if (!snapped(&kv->parts[i]))
+			continue;
+		memcpy(kv->part[i], at, (size_t)kv->parts[i].fixed * sizeof(float));
+		at += kv->parts[i].fixed;
+	}
+	for (int l = 0; l < kv->n_layers; l++) {
+		if (kv->rec[l])
+			gdn_replay(m, kv, l, n - k->n0);
+		if (k->W[l])
+			v4_undo(kv, l, k->W[l], k->n0, n, kv->n);
+	}
+	kv->n = n;
+	k->n = 0;
+}
+
+void kv_cut(const coli_engine *m, coli_kv *kv, int n)
+{
+	if (n < kv->n && fixed_floats(kv) && kept(kv, n))
+		rewind_to(m, kv, n);
+	kv->n = n < kv->n ? n : kv->n;
 }
 
 int coli_kv_rollback(const coli_engine *m, coli_kv *kv, int n, coli_err *e)
 {
 	kv_keep *k = kv->keep;
-	if (coli_kv_rolls_back(m->cfg, m->ct->dir, "rollback", e) < 0)
-		return -1;
 	if (n > kv->n || n < 0)
 		return coli_errf(e, COLI_EUSAGE, "rollback to %d tokens: the state holds %d", n, kv->n);
 	if (n == kv->n || !fixed_floats(kv)) {
 		kv->n = n;
 		return 0;
 	}
-	if (!k || !k->n || n < k->n0 || kv->n != k->n0 + k->n)
+	if (!kept(kv, n))
 		return coli_errf(e, COLI_EUSAGE, "rollback to %d tokens: the fixed-size state keeps only the last short "
 				 "forward call (positions %d..%d)", n, k ? k->n0 : 0, k ? k->n0 + k->n : 0);
-	const float *at = k->snap;
-	for (int i = 0; i < kv->n_parts; i++) {
-		memcpy(kv->part[i], at, (size_t)kv->parts[i].fixed * sizeof(float));
-		at += kv->parts[i].fixed;
-	}
-	for (int l = 0; l < kv->n_layers; l++)
-		if (kv->rec[l])
-			gdn_replay(m, kv, l, n - k->n0);
-	kv->n = n;
-	k->n = 0;
+	rewind_to(m, kv, n);
 	return 0;
 }

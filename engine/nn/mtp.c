@@ -1,5 +1,6 @@
 /* mtp.c: the MTP head's forward (enorm, hnorm, eh_proj, the MTP layer's decoder block, the
- * shared head) over the decoder stack's own layer, and the per-sequence state of drafting. */
+ * shared head) over the decoder stack's own layer (deepseek_v4's: nn/v4.c), and the
+ * per-sequence state of drafting. */
 #include "engine.h"
 
 #include <stdlib.h>
@@ -11,28 +12,39 @@
 #include "nn/kv.h"
 #include "nn/layer.h"
 #include "nn/mtp.h"
+#include "nn/v4.h"
 #include "nn/weights.h"
 #include "nn/ws.h"
+
+/* Floats of a queued row's hidden state: the final norm's output, deepseek_v4's streams. */
+static int64_t hid_width(const coli_model *c)
+{
+	return (int64_t)c->hidden_size * (c->attn == COLI_ATTN_V4 ? c->hc_mult : 1);
+}
+
+/* Floats of eh_proj's input per row ([enorm(e); hnorm(h)]; deepseek_v4 has no eh_proj). */
+static int64_t in_width(const coli_model *c)
+{
+	return c->attn == COLI_ATTN_V4 ? 0 : 2 * (int64_t)c->hidden_size;
+}
 
 int coli_mtp_init(coli_mtp *s, const coli_engine *m, int cap, int kv_n, coli_err *e)
 {
 	const coli_model *c = m->cfg;
-	int64_t d = c->hidden_size, B = m->ws->max_batch;
+	int64_t hw = hid_width(c), B = m->ws->max_batch;
 	memset(s, 0, sizeof(*s));
 	if (c->n_mtp_layers < 1)
 		return coli_errf(e, COLI_EUSAGE, "%s: the container has no MTP layers (num_nextn_predict_layers 0, or none "
 				 "stored): nothing to draft with", m->ct->dir);
-	if (coli_kv_rolls_back(c, m->ct->dir, "MTP drafting", e) < 0)
-		return -1;
 	if (kv_n < 0 || kv_n > cap)
 		return coli_errf(e, COLI_EUSAGE, "MTP state: %d cached positions exceed the cache's %d", kv_n, cap);
 	s->layer = c->n_layers;
 	s->cap = (int)B;
 	if (kv_open_layers(&s->kv, m, s->layer, s->layer + 1, cap + COLI_DRAFT_MAX, e) < 0 ||
-	    !(s->hid = coli_malloc((size_t)(B * d) * sizeof(float), e)) ||
+	    coli_kv_keep(&s->kv, m, e) < 0 || !(s->hid = coli_malloc((size_t)(B * hw) * sizeof(float), e)) ||
 	    !(s->tok = coli_malloc((size_t)B * sizeof(int32_t), e)) ||
-	    !(s->in = coli_malloc((size_t)(B * 2 * d) * sizeof(float), e)) ||
-	    !(s->h = coli_calloc((size_t)d, sizeof(float), e))) {
+	    (in_width(c) && !(s->in = coli_malloc((size_t)(B * in_width(c)) * sizeof(float), e))) ||
+	    !(s->h = coli_calloc((size_t)hw, sizeof(float), e))) {
 		coli_mtp_release(s);
 		return -1;
 	}
@@ -42,11 +54,11 @@ int coli_mtp_init(coli_mtp *s, const coli_engine *m, int cap, int kv_n, coli_err
 
 uint64_t mtp_bytes(const coli_model *c, int cap, int batch, int threads)
 {
-	uint64_t d = (uint64_t)c->hidden_size, B = (uint64_t)batch;
+	uint64_t hw = (uint64_t)hid_width(c), B = (uint64_t)batch, L = (uint64_t)c->n_layers;
 	if (c->n_mtp_layers < 1)
 		return 0;
-	return kv_layers_bytes(c, c->n_layers, c->n_layers + 1, cap + COLI_DRAFT_MAX, threads) +
-	       (B * d + B * 2 * d + d) * sizeof(float) + B * sizeof(int32_t);
+	return kv_layers_bytes(c, (int)L, (int)L + 1, cap + COLI_DRAFT_MAX, threads) + kv_keep_bytes(c, (int)L, (int)L + 1) +
+	       (B * hw + B * (uint64_t)in_width(c) + hw) * sizeof(float) + B * sizeof(int32_t);
 }
 
 void coli_mtp_release(coli_mtp *s)
@@ -82,6 +94,8 @@ static int run_rows(coli_engine *m, coli_mtp *s, const float *hid, const int32_t
 	if (s->kv.n + n > s->kv.cap)
 		return coli_errf(e, COLI_EUSAGE, "MTP context full: %d cached + %d new positions exceed %d", s->kv.n, n,
 				 s->kv.cap);
+	if (c->attn == COLI_ATTN_V4)
+		return v4_mtp(m, &s->kv, s->layer, hid, tok, n, logits, s->h, e);
 	coli_tracer_begin(m->tr);
 	for (int i = 0; i < n; i++) {
 		float *x = s->in + (int64_t)i * 2 * d; /* [2 x hidden]: enorm(embed(t)), hnorm(h) */
@@ -124,12 +138,13 @@ static int take_in(coli_engine *m, coli_mtp *s, float *logits, coli_err *e)
 
 int coli_mtp_catch_up(coli_engine *m, coli_mtp *s, coli_err *e)
 {
-	int n = s->n_pending - 1, d = m->cfg->hidden_size;
+	int n = s->n_pending - 1;
+	int64_t hw = hid_width(m->cfg);
 	if (n < 1 || s->steps > 0)
 		return 0;
 	if (in_step(s, e) < 0 || run_rows(m, s, s->hid, s->tok, n, NULL, e) < 0)
 		return -1;
-	memmove(s->hid, s->hid + (int64_t)n * d, (size_t)d * sizeof(float));
+	memmove(s->hid, s->hid + n * hw, (size_t)hw * sizeof(float));
 	s->tok[0] = s->tok[n];
 	s->pos += n;
 	s->n_pending = 1;
@@ -148,12 +163,18 @@ int mtp_make_room(coli_engine *m, coli_mtp *s, int32_t next, int n, coli_err *e)
 	return take_in(m, s, NULL, e);
 }
 
-void mtp_take(coli_engine *m, coli_mtp *s, const int32_t *tokens, int n, int p0)
+float *mtp_slot(const coli_engine *m, coli_mtp *s)
 {
-	int d = m->cfg->hidden_size;
+	return s->hid + s->n_pending * hid_width(m->cfg);
+}
+
+void mtp_take(coli_engine *m, coli_mtp *s, const int32_t *tokens, int n, int p0, const float *rows)
+{
+	int64_t hw = hid_width(m->cfg);
 	if (s->n_pending == 0)
 		s->pos = p0;
-	memcpy(s->hid + (int64_t)s->n_pending * d, m->ws->N, (size_t)n * d * sizeof(float));
+	if (rows)
+		memcpy(s->hid + s->n_pending * hw, rows, (size_t)(n * hw) * sizeof(float));
 	for (int i = 0; i < n; i++)
 		s->tok[s->n_pending + i] = i + 1 < n ? tokens[i + 1] : -1;
 	s->n_pending += n;
@@ -170,6 +191,7 @@ int coli_mtp_step(coli_engine *m, coli_mtp *s, int32_t token, float *logits, col
 		s->tok[s->n_pending - 1] = token;
 		rc = take_in(m, s, logits, e);
 		s->base = s->kv.n;
+		kv_keep_begin(&s->kv, COLI_DRAFT_MAX); /* fixed-size state: the further steps rolled back */
 	} else {
 		rc = run_rows(m, s, s->h, &token, 1, logits, e);
 	}
@@ -177,13 +199,11 @@ int coli_mtp_step(coli_engine *m, coli_mtp *s, int32_t token, float *logits, col
 	return rc;
 }
 
-void coli_mtp_truncate(coli_mtp *s, int n)
+void coli_mtp_truncate(const coli_engine *m, coli_mtp *s, int n)
 {
-	if (s->steps > 0)
-		s->kv.n = s->base;
+	int to = s->steps > 0 && s->base < n ? s->base : n;
 	s->steps = 0;
-	if (s->kv.n > n)
-		s->kv.n = n;
+	kv_cut(m, &s->kv, to);
 	if (s->pos + s->n_pending > n)
 		s->n_pending = n > s->pos ? n - s->pos : 0;
 }

@@ -2,7 +2,8 @@
  * gives transformers' computation: mHC streams mixed around every block (Sinkhorn), the
  * attention over a window of raw keys and the compressed rows (all of them on HCA layers, the
  * lightning indexer's choice on CSA layers) with per-head sinks and the grouped output, the hash
- * or sqrt(softplus) router, clamped SwiGLU experts, the mHC head. */
+ * or sqrt(softplus) router, clamped SwiGLU experts, the mHC head; the MTP layer (DeepSeek's
+ * MTPBlock) and the replay that rolls the fixed-size state back. */
 #include "nn/v4.h"
 
 #include <math.h>
@@ -11,6 +12,7 @@
 
 #include "fileio.h"
 #include "nn/blocks.h"
+#include "nn/kv.h"
 #include "nn/dsa.h"
 #include "nn/moe.h"
 #include "nn/rope.h"
@@ -28,6 +30,7 @@ typedef struct v4_layer {
 } v4_layer;
 
 typedef struct v4_kv {
+	const coli_model *cfg;    /* the model's (its rollback reads it) */
 	int first, last, cap;
 	rope main, comp;          /* window-only layers' RoPE, compressed layers' */
 	v4_layer *L;              /* [last - first] */
@@ -122,7 +125,7 @@ int v4_kv_open(coli_kv *kv, const coli_engine *m, int first, int last, int cap, 
 	v4_kv *s = kv->v4 = coli_calloc(1, sizeof(*s), e);
 	if (!s || !(s->L = coli_calloc((size_t)(last - first), sizeof(*s->L), e)))
 		return -1;
-	s->first = first, s->last = last, s->cap = cap;
+	s->cfg = c, s->first = first, s->last = last, s->cap = cap;
 	uint64_t n = lay_out(s, c, first, last, cap, NULL);
 	if (!(s->mem = coli_calloc(n, sizeof(float), e)) || rope_init(&s->main, c, e) < 0 ||
 	    rope_init_with(&s->comp, c, &c->rope_compress, e) < 0)
@@ -198,6 +201,14 @@ static void hc_post(const coli_model *c, v4_kv *s, const float *y)
 
 /* ---- compressors and the indexer ---------------------------------------------------------- */
 
+/* A compressor's window complete: it becomes the previous one (cwin, zwin: [previous,
+ * current][r][cw]). */
+static void win_shift(float *cwin, float *zwin, int r, int cw)
+{
+	memcpy(cwin, cwin + (int64_t)r * cw, (size_t)r * cw * sizeof(float));
+	memcpy(zwin, zwin + (int64_t)r * cw, (size_t)r * cw * sizeof(float));
+}
+
 /* One token of a compressor of ratio r at position p: its kv and gate rows (width cw) kept for
  * its window; when the window is complete, row p / r: per channel of the hd output channels a
  * softmax over the window's gates (+ position biases ape) pooling its kv rows (CSA, cw = 2 hd:
@@ -228,8 +239,7 @@ static int comp_push(coli_engine *m, v4_kv *s, const coli_mat *wkv, const coli_m
 	}
 	rmsnorm(row, row, norm, hd, (float)m->cfg->rms_norm_eps);
 	rope_apply(&s->comp, row + hd - m->cfg->qk_rope_head_dim, 1, hd, w * r);
-	memcpy(cwin, cur_c, (size_t)r * cw * sizeof(float)); /* this window is the next one's previous */
-	memcpy(zwin, cur_z, (size_t)r * cw * sizeof(float));
+	win_shift(cwin, zwin, r, cw); /* this window is the next one's previous */
 	return 1;
 }
 
@@ -401,16 +411,160 @@ static int v4_moe(coli_engine *m, v4_kv *s, int l, int32_t tok, int32_t *ids, fl
 	return 0;
 }
 
-/* ---- the stack ------------------------------------------------------------------------------- */
+/* ---- rollback (nn/kv.h's kv_keep) --------------------------------------------------------- */
 
-static int token(coli_engine *m, coli_kv *kv, int32_t tok, int p, float *logits, coli_routing_log *routing,
+/* Widths of what a token overwrites in layer l's fixed parts: its window slot, its slot of the
+ * compressor's current window (kv and gate rows each), the indexer compressor's (0: none). */
+static void keep_widths(const coli_model *c, int l, int w[3])
+{
+	int r = c->compress[l], csa = c->index_full[l];
+	w[0] = c->head_dim;
+	w[1] = r ? (csa ? 2 : 1) * c->head_dim : 0;
+	w[2] = r && csa ? 2 * c->index_head_dim : 0;
+}
+
+/* Floats kept per token: its slots. */
+static size_t row_floats(const coli_model *c, int l)
+{
+	int w[3];
+	keep_widths(c, l, w);
+	return (size_t)w[0] + 2 * (size_t)w[1] + 2 * (size_t)w[2];
+}
+
+/* Floats kept per window completed: the previous windows it replaces. */
+static size_t prev_floats(const coli_model *c, int l)
+{
+	return (row_floats(c, l) - (size_t)c->head_dim) * (size_t)c->compress[l];
+}
+
+size_t v4_keep_floats(const coli_model *c, int l)
+{
+	int T = COLI_DRAFT_MAX + 1, r = c->compress[l];
+	return (size_t)T * row_floats(c, l) + (r ? (size_t)((T + r - 1) / r) * prev_floats(c, l) : 0);
+}
+
+/* n floats between the state and what is kept: into kept (save), else back into the state. */
+static void xfer(float *state, float *kept, size_t n, int save)
+{
+	memcpy(save ? kept : state, save ? state : kept, n * sizeof(float));
+}
+
+/* What token p of layer l overwrites (its window slot, its slots of the compressors' current
+ * windows, and when it completes a window their previous windows) saved into row and prev, or
+ * (save 0) put back from them. */
+static void token_slots(const coli_model *c, v4_layer *L, int l, int p, float *row, float *prev, int save)
+{
+	int w[3], r = c->compress[l], j = r ? r + p % r : 0;
+	float *win[4] = {L->cwin, L->zwin, L->icwin, L->izwin};
+	keep_widths(c, l, w);
+	xfer(L->ring + (int64_t)(p % c->sliding_window) * w[0], row, (size_t)w[0], save);
+	row += w[0];
+	for (int k = 0; k < 4; k++) {
+		int cw = w[1 + k / 2];
+		if (!cw)
+			continue;
+		xfer(win[k] + (int64_t)j * cw, row, (size_t)cw, save);
+		row += cw;
+		if (p % r == r - 1) { /* win_shift will replace the previous window */
+			xfer(win[k], prev, (size_t)r * cw, save);
+			prev += (size_t)r * cw;
+		}
+	}
+}
+
+/* Where token p (i-th of the kept) keeps its slots and the previous windows it replaces. */
+static void kept_at(const coli_model *c, int l, float *base, int p, int i, float **row, float **prev)
+{
+	int r = c->compress[l], n0 = p - i;
+	size_t done = r ? (size_t)(p / r - n0 / r) : 0; /* windows completed among the kept before p's */
+	*row = base + (size_t)i * row_floats(c, l);
+	*prev = base + (size_t)(COLI_DRAFT_MAX + 1) * row_floats(c, l) + done * prev_floats(c, l);
+}
+
+/* Before token p runs layer l: what it will overwrite, kept when the state keeps p. */
+static void keep_token(coli_kv *kv, v4_layer *L, int l, int p)
+{
+	const coli_model *c = kv->v4->cfg;
+	int i;
+	float *base = kv_keep_at(kv, l, p, &i), *row, *prev;
+	if (!base)
+		return;
+	kept_at(c, l, base, p, i, &row, &prev);
+	token_slots(c, L, l, p, row, prev, 1);
+}
+
+/* Rows [n / r, old / r) of a compressor's (width w): completed after position n, unmade. */
+static void unmake(float *rows, int w, int r, int n, int old)
+{
+	if (old / r > n / r)
+		memset(rows + (int64_t)(n / r) * w, 0, (size_t)(old / r - n / r) * (size_t)w * sizeof(float));
+}
+
+void v4_undo(coli_kv *kv, int l, float *base, int n0, int n, int old)
+{
+	const coli_model *c = kv->v4->cfg;
+	v4_layer *L = &kv->v4->L[l - kv->v4->first];
+	int r = c->compress[l];
+	for (int p = old - 1; p >= n; p--) { /* the latest first: each slot ends as before its first write */
+		float *row, *prev;
+		kept_at(c, l, base, p, p - n0, &row, &prev);
+		token_slots(c, L, l, p, row, prev, 0);
+	}
+	if (r)
+		unmake(L->rows, c->head_dim, r, n, old);
+	if (r && c->index_full[l])
+		unmake(L->irows, c->index_head_dim, r, n, old);
+}
+
+/* ---- the stack ----------------------------------------------------------------------------- */
+
+/* Layer l for the token tok at position p on the streams s->st: the attention and the MoE, each
+ * between its mHC mixings; the routing into ids and wts when given. */
+static int layer(coli_engine *m, coli_kv *kv, int l, int32_t tok, int p, int32_t *ids, float *wts, coli_err *e)
+{
+	const coli_model *c = m->cfg;
+	const layer_w *W = &m->w->layers[l];
+	v4_kv *s = kv->v4;
+	int D = c->hidden_size;
+	float eps = (float)c->rms_norm_eps;
+	hc_pre(c, s, W->hc_fn[0], W->hc_base[0], W->hc_scale[0], s->x, s->post);
+	rmsnorm(s->xn, s->x, W->attn_norm, D, eps);
+	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, l);
+	keep_token(kv, &s->L[l - s->first], l, p);
+	v4_attention(m, s, l, p);
+	coli_tracer_mark(m->tr, COLI_SPAN_ATTENTION, l);
+	hc_post(c, s, s->y);
+	hc_pre(c, s, W->hc_fn[1], W->hc_base[1], W->hc_scale[1], s->x, s->post);
+	rmsnorm(s->xn, s->x, W->mlp_norm, D, eps);
+	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, l);
+	if (v4_moe(m, s, l, tok, ids, wts, e) < 0)
+		return -1;
+	hc_post(c, s, s->y);
+	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, l);
+	return 0;
+}
+
+/* When logits are asked: the streams collapsed by the mHC head of W (site 2), normed by norm,
+ * through the head. */
+static void head(coli_engine *m, v4_kv *s, const layer_w *W, const float *norm, float *logits)
+{
+	const coli_model *c = m->cfg;
+	if (!logits)
+		return;
+	hc_pre(c, s, W->hc_fn[2], W->hc_base[2], W->hc_scale[2], s->x, NULL);
+	rmsnorm(s->xn, s->x, norm, c->hidden_size, (float)c->rms_norm_eps);
+	coli_mat_vec(m->kc, &m->w->lm_head, s->xn, logits);
+}
+
+/* The token tok at p through the decoder stack: its logits (when asked) and its final streams
+ * (before the head) into hid ([S][D], when given); routing rows at row of n_all. */
+static int token(coli_engine *m, coli_kv *kv, int32_t tok, int p, float *logits, float *hid, coli_routing_log *routing,
 		 int64_t row, int64_t n_all, coli_err *e)
 {
 	const coli_model *c = m->cfg;
 	const weights *w = m->w;
 	v4_kv *s = kv->v4;
 	int S = c->hc_mult, D = c->hidden_size, k = c->top_k;
-	float eps = (float)c->rms_norm_eps;
 	coli_mat_row(m->kc, &w->embed, tok, s->x);
 	for (int l = 0; l < c->n_hash_layers && l < c->n_layers; l++) { /* known from the token: read ahead */
 		hash_ids(&w->layers[l], tok, k, s->ids);
@@ -420,44 +574,72 @@ static int token(coli_engine *m, coli_kv *kv, int32_t tok, int p, float *logits,
 		memcpy(s->st + (int64_t)j * D, s->x, (size_t)D * sizeof(float));
 	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, -1);
 	for (int l = 0; l < c->n_layers; l++) {
-		const layer_w *W = &w->layers[l];
-		hc_pre(c, s, W->hc_fn[0], W->hc_base[0], W->hc_scale[0], s->x, s->post);
-		rmsnorm(s->xn, s->x, W->attn_norm, D, eps);
-		coli_tracer_mark(m->tr, COLI_SPAN_OTHER, l);
-		v4_attention(m, s, l, p);
-		coli_tracer_mark(m->tr, COLI_SPAN_ATTENTION, l);
-		hc_post(c, s, s->y);
-		hc_pre(c, s, W->hc_fn[1], W->hc_base[1], W->hc_scale[1], s->x, s->post);
-		rmsnorm(s->xn, s->x, W->mlp_norm, D, eps);
-		coli_tracer_mark(m->tr, COLI_SPAN_OTHER, l);
 		int64_t at = ((int64_t)l * n_all + row) * k;
-		if (v4_moe(m, s, l, tok, routing ? routing->ids + at : NULL, routing && routing->weights ? routing->weights + at : NULL,
-			e) < 0)
+		if (layer(m, kv, l, tok, p, routing ? routing->ids + at : NULL,
+			  routing && routing->weights ? routing->weights + at : NULL, e) < 0)
 			return -1;
-		hc_post(c, s, s->y);
-		coli_tracer_mark(m->tr, COLI_SPAN_OTHER, l);
 	}
-	hc_pre(c, s, w->top.hc_fn[2], w->top.hc_base[2], w->top.hc_scale[2], s->x, NULL);
-	rmsnorm(s->xn, s->x, w->final_norm, D, eps);
-	if (logits)
-		coli_mat_vec(m->kc, &w->lm_head, s->xn, logits);
+	if (hid)
+		memcpy(hid, s->st, (size_t)S * D * sizeof(float));
+	head(m, s, &w->top, w->final_norm, logits);
 	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, -1);
 	return 0;
 }
 
 int v4_batch(coli_engine *m, coli_kv *kv, const int32_t *tokens, int n, float *logits, float *last,
-	     coli_routing_log *routing, int at, int n_all, coli_err *e)
+	     coli_routing_log *routing, int at, int n_all, float *hid, coli_err *e)
 {
 	int V = m->cfg->vocab_size;
+	int64_t sd = (int64_t)m->cfg->hc_mult * m->cfg->hidden_size;
 	coli_tracer_begin(m->tr);
 	for (int i = 0; i < n; i++) {
 		float *out = logits ? logits + (int64_t)i * V : i == n - 1 ? last : NULL;
-		if (token(m, kv, tokens[i], kv->n, out, routing, at + i, n_all, e) < 0)
+		if (token(m, kv, tokens[i], kv->n, out, hid ? hid + i * sd : NULL, routing, at + i, n_all, e) < 0)
 			return -1;
 		if (logits && last && i == n - 1)
 			memcpy(last, out, (size_t)V * sizeof(float));
 		kv->n++;
 	}
+	coli_tracer_end(m->tr, (uint64_t)n);
+	return 0;
+}
+
+/* ---- the MTP layer ------------------------------------------------------------------------------ */
+
+/* The MTP layer's streams from the main model's final streams h ([S][D]) and the next token tok:
+ * e_proj enorm(embed(tok)) added to h_proj hnorm(h_j) on every stream j. */
+static void mtp_in(coli_engine *m, v4_kv *s, const layer_w *L, const float *h, int32_t tok)
+{
+	const coli_model *c = m->cfg;
+	int S = c->hc_mult, D = c->hidden_size;
+	float eps = (float)c->rms_norm_eps;
+	coli_mat_row(m->kc, &m->w->embed, tok, s->x);
+	rmsnorm(s->x, s->x, L->enorm, D, eps);
+	coli_mat_vec(m->kc, &L->e_proj, s->x, s->y);
+	for (int j = 0; j < S; j++)
+		rmsnorm(s->st2 + (int64_t)j * D, h + (int64_t)j * D, L->hnorm, D, eps);
+	coli_mat_mul(m->kc, &L->h_proj, s->st2, S, s->st);
+	for (int j = 0; j < S; j++)
+		axpy(s->st + (int64_t)j * D, 1.0f, s->y, D);
+}
+
+int v4_mtp(coli_engine *m, coli_kv *kv, int l, const float *hid, const int32_t *tok, int n, float *logits, float *h,
+	   coli_err *e)
+{
+	const layer_w *L = &m->w->layers[l];
+	v4_kv *s = kv->v4;
+	int64_t sd = (int64_t)m->cfg->hc_mult * m->cfg->hidden_size;
+	coli_tracer_begin(m->tr);
+	for (int i = 0; i < n; i++) {
+		mtp_in(m, s, L, hid + i * sd, tok[i]);
+		coli_tracer_mark(m->tr, COLI_SPAN_OTHER, l);
+		if (layer(m, kv, l, tok[i], kv->n, NULL, NULL, e) < 0)
+			return -1;
+		kv->n++;
+	}
+	memcpy(h, s->st, (size_t)sd * sizeof(float));
+	head(m, s, L, L->head_norm, logits);
+	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, -1);
 	coli_tracer_end(m->tr, (uint64_t)n);
 	return 0;
 }

@@ -30,13 +30,6 @@ int coli_spec_open(coli_spec *d, coli_engine *m, coli_kv *kv, const coli_spec_op
 	snprintf(d->why, sizeof(d->why), "off: no drafts");
 	if (d->want == 0)
 		return 0;
-	if (coli_kv_rolls_back(m->cfg, m->ct->dir, "--draft", d->want > 0 ? e : NULL) < 0) {
-		if (d->want > 0)
-			return -1;
-		snprintf(d->why, sizeof(d->why), "off: auto, and deepseek_v4's state is not rolled back yet");
-		d->want = 0;
-		return 0;
-	}
 	if (!oracle && m->cfg->n_mtp_layers < 1) {
 		if (d->want > 0)
 			return coli_errf(e, COLI_EUSAGE, "%d drafts per verify: %s has no MTP layers to draft with "
@@ -65,9 +58,9 @@ int coli_spec_open(coli_spec *d, coli_engine *m, coli_kv *kv, const coli_spec_op
 
 uint64_t coli_spec_bytes(const coli_model *c, int cap, int batch, int threads, int oracle)
 {
-	if ((!oracle && c->n_mtp_layers < 1) || coli_kv_rolls_back(c, "", "", NULL) < 0)
+	if (!oracle && c->n_mtp_layers < 1)
 		return 0;
-	return (oracle ? 0 : mtp_bytes(c, cap, batch, threads)) + kv_keep_bytes(c) +
+	return (oracle ? 0 : mtp_bytes(c, cap, batch, threads)) + kv_keep_bytes(c, 0, c->n_layers) +
 	       (uint64_t)(2 * COLI_DRAFT_MAX + 3) * (uint64_t)c->vocab_size * sizeof(float);
 }
 
@@ -267,7 +260,7 @@ static int round_k(coli_spec *d, coli_engine *m, coli_kv *kv, sampler *smp, int3
 	if (coli_kv_rollback(m, kv, n0 + n, e) < 0) /* fixed-size state: restored and replayed */
 		return -1;
 	if (d->have_mtp)
-		coli_mtp_truncate(&d->mtp, kv->n);
+		coli_mtp_truncate(m, &d->mtp, kv->n);
 	d->st.rounds++, d->st.drafted += k, d->st.accepted += n - 1;
 	d->last_accepted = n - 1;
 	d->st.draft_s += t1 - t0, d->st.verify_s += t2 - t1;
@@ -295,6 +288,6 @@ int coli_spec_stop(coli_spec *d, coli_engine *m, coli_kv *kv, int n, coli_err *e
 	if (coli_kv_rollback(m, kv, n, e) < 0)
 		return -1;
 	if (d->have_mtp)
-		coli_mtp_truncate(&d->mtp, n);
+		coli_mtp_truncate(m, &d->mtp, n);
 	return 0;
 }

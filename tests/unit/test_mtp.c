@@ -1,12 +1,15 @@
-/* test_mtp.c: speculative decoding's engine side, on the deepseek_v3 and glm4_moe fixtures
- * (their MTP layer, tests/fixtures/hf/<family>-tiny/README.md):
+/* test_mtp.c: speculative decoding's engine side, on the deepseek_v3, glm4_moe and deepseek_v4
+ * fixtures (their MTP layer, tests/fixtures/hf/<family>-tiny/README.md):
  *   - a verify (k + 1 tokens in one forward) gives the bits of k + 1 decode steps, for every
  *     kernel variant the CPU has, dense matrices at 16 and 8 bits;
  *   - the queued hidden state is the lm_head's input (its logits are the main model's);
  *   - the MTP head's logits at position 0 against a reference computed here with plain loops
  *     over the container's dequantized tensors (DeepSeek-V3's definition: enorm(embed(t_1)) and
- *     hnorm(h_0) through eh_proj, the decoder block, the shared head);
- *   - drafting and truncating leave the next draft as it would be without them;
+ *     hnorm(h_0) through eh_proj, the decoder block, the shared head; deepseek_v4's, DeepSeek's
+ *     MTPBlock: e_proj enorm(embed(t_1)) + h_proj hnorm(h_0) on each of the main model's final
+ *     streams, the decoder block between its mHC mixings, its mHC head and norm, the head);
+ *   - drafting and truncating leave the next draft as it would be without them (deepseek_v4: its
+ *     window restored);
  *   - speculative sampling's rule draws from p (a statistical check). */
 #include <math.h>
 #include <stdio.h>
@@ -28,20 +31,40 @@ static int convert(const char *fam, int dense_bits, const char *out)
 	return system(cmd);
 }
 
-static const int32_t prompt[6] = {63, 236, 218, 246, 404, 135};
-static const int32_t next5[5] = {302, 473, 439, 124, 220};
+static const int32_t prompt_ids[6] = {63, 236, 218, 246, 404, 135};
+static const int32_t next_ids[5] = {302, 473, 439, 124, 220};
+
+/* The ids above within m's vocabulary (the same ids where it has 512); a longer prompt of 14,
+ * beyond deepseek_v4's fixture's window of 8. */
+typedef struct fit_ids {
+	int32_t prompt[6], next5[5], longer[14];
+} fit_ids;
+
+static fit_ids ids_for(const coli_engine *m)
+{
+	fit_ids d;
+	int V = m->cfg->vocab_size;
+	for (int i = 0; i < 6; i++)
+		d.prompt[i] = prompt_ids[i] % V;
+	for (int i = 0; i < 5; i++)
+		d.next5[i] = next_ids[i] % V;
+	for (int i = 0; i < 14; i++)
+		d.longer[i] = i < 6 ? d.prompt[i] : (prompt_ids[i % 6] + i) % V;
+	return d;
+}
 
 /* The prompt, then next5 one decode step at a time (logits [5][V]) or in one forward. */
 static int run_seq(coli_engine *m, int batched, float *logits, coli_err *e)
 {
 	coli_kv kv;
+	fit_ids d = ids_for(m);
 	int V = m->cfg->vocab_size, rc = coli_kv_init(&kv, m, 32, e);
 	if (rc == 0)
-		rc = coli_forward(m, &kv, prompt, 6, NULL, NULL, NULL, e);
+		rc = coli_forward(m, &kv, d.prompt, 6, NULL, NULL, NULL, e);
 	if (rc == 0 && batched)
-		rc = coli_forward(m, &kv, next5, 5, logits, NULL, NULL, e);
+		rc = coli_forward(m, &kv, d.next5, 5, logits, NULL, NULL, e);
 	for (int i = 0; rc == 0 && !batched && i < 5; i++)
-		rc = coli_forward(m, &kv, next5 + i, 1, NULL, logits + (int64_t)i * V, NULL, e);
+		rc = coli_forward(m, &kv, d.next5 + i, 1, NULL, logits + (int64_t)i * V, NULL, e);
 	coli_kv_release(&kv);
 	return rc;
 }
@@ -106,15 +129,20 @@ static void norm(const double *x, const float *w, int n, double eps, double *y)
 		y[i] = x[i] * inv * w[i];
 }
 
-/* y += scale * down(silu(gate x) * up x). */
+/* y += scale * down(silu(gate x) * up x), with lim > 0 gate x clamped to at most lim and up x to
+ * [-lim, lim] (deepseek_v4). */
 static void swiglu_ref(const coli_engine *m, const coli_mat *g, const coli_mat *u, const coli_mat *dn, const double *x,
-		       double scale, double *y)
+		       double scale, double lim, double *y)
 {
 	int64_t f = g->rows, d = m->cfg->hidden_size;
 	double *a = calloc((size_t)f, sizeof(double)), *b = calloc((size_t)f, sizeof(double));
 	double *o = calloc((size_t)d, sizeof(double));
 	mv(m, g, NULL, x, 0, f, a);
 	mv(m, u, NULL, x, 0, f, b);
+	for (int64_t i = 0; lim > 0 && i < f; i++) {
+		a[i] = a[i] > lim ? lim : a[i];
+		b[i] = b[i] > lim ? lim : b[i] < -lim ? -lim : b[i];
+	}
 	for (int64_t i = 0; i < f; i++)
 		a[i] = a[i] / (1 + exp(-a[i])) * b[i];
 	mv(m, dn, NULL, a, 0, d, o);
@@ -167,11 +195,11 @@ static int moe_ref(coli_engine *m, int l, const layer_w *L, const double *x, dou
 			rc = -1;
 			break;
 		}
-		swiglu_ref(m, &ex->gate, &ex->up, &ex->down, x, w[j], y);
+		swiglu_ref(m, &ex->gate, &ex->up, &ex->down, x, w[j], 0, y);
 		coli_store_release(m->store, l, ids[j]);
 	}
 	if (L->sh_gate.rows)
-		swiglu_ref(m, &L->sh_gate, &L->sh_up, &L->sh_down, x, 1.0, y);
+		swiglu_ref(m, &L->sh_gate, &L->sh_up, &L->sh_down, x, 1.0, 0, y);
 	free(lg), free(lf), free(scratch);
 	return rc;
 }
@@ -242,7 +270,7 @@ static void check_reference(const char *fam, const char *path)
 	double *ref = calloc((size_t)V, sizeof(double)), scale = 0;
 	rc = coli_kv_init(&kv, &m, 16, &e) == 0 && coli_mtp_init(&s, &m, 16, 0, &e) == 0 ? 0 : -1;
 	if (rc == 0)
-		rc = coli_forward_mtp(&m, &kv, &s, prompt, 1, NULL, main_lg, &e);
+		rc = coli_forward_mtp(&m, &kv, &s, prompt_ids, 1, NULL, main_lg, &e);
 	if (rc == 0) {
 		memcpy(h0, s.hid, (size_t)d * sizeof(float));
 		coli_mat_vec(m.kc, &m.w->lm_head, h0, head);
@@ -250,9 +278,9 @@ static void check_reference(const char *fam, const char *path)
 	snprintf(name, sizeof(name), "mtp: %s: the queued hidden state is the lm_head's input", fam);
 	T_CHECK(name, rc == 0 && memcmp(head, main_lg, (size_t)V * sizeof(float)) == 0, "rc %d %s", rc, e.msg);
 	if (rc == 0)
-		rc = coli_mtp_step(&m, &s, prompt[1], draft, &e);
+		rc = coli_mtp_step(&m, &s, prompt_ids[1], draft, &e);
 	if (rc == 0)
-		rc = mtp_reference(&m, h0, prompt[1], ref);
+		rc = mtp_reference(&m, h0, prompt_ids[1], ref);
 	double diff = rc == 0 ? max_diff(draft, ref, V, &scale) : 1e9;
 	snprintf(name, sizeof(name), "mtp: %s: the MTP head's logits at position 0 against the plain-loop reference", fam);
 	T_CHECK(name, rc == 0 && diff <= 1e-4 * (1 + scale) && scale > 0, "rc %d, max diff %.3g (logits up to %.3g) %s", rc,
@@ -263,26 +291,259 @@ static void check_reference(const char *fam, const char *path)
 	free(main_lg), free(head), free(draft), free(h0), free(ref);
 }
 
-/* Three draft steps, a verify, a truncate keeping two positions: the next first draft step
- * gives what a state that never drafted gives. */
+/* ---- deepseek_v4's MTP layer at position 0 (DeepSeek's MTPBlock), plain loops in double ---- */
+
+static double sigm(double x)
+{
+	return 1 / (1 + exp(-x));
+}
+
+/* x = rms(x) (unweighted; in place). */
+static void unit(double *x, int n, double eps)
+{
+	double ss = 0;
+	for (int i = 0; i < n; i++)
+		ss += x[i] * x[i];
+	for (int i = 0; i < n; i++)
+		x[i] /= sqrt(ss / n + eps);
+}
+
+/* mHC of the streams st [S][D] with fn, base, scale: the block input x; before a block (post
+ * not NULL) also post [S] and comb [S][S], softmax rows then Sinkhorn (columns first). */
+static void hc_ref(const coli_model *c, const double *st, const float *fn, const float *base, const float *scale,
+		   double *x, double *post, double *comb)
+{
+	int S = c->hc_mult, D = c->hidden_size, SD = S * D, rows = post ? (2 + S) * S : S;
+	double *n = malloc((size_t)SD * sizeof(double)), *mix = calloc((size_t)rows, sizeof(double)), eps = c->hc_eps;
+	memcpy(n, st, (size_t)SD * sizeof(double));
+	unit(n, SD, c->rms_norm_eps);
+	for (int r = 0; r < rows; r++)
+		for (int i = 0; i < SD; i++)
+			mix[r] += fn[(int64_t)r * SD + i] * n[i];
+	memset(x, 0, (size_t)D * sizeof(double));
+	for (int j = 0; j < S; j++)
+		for (int i = 0; i < D; i++)
+			x[i] += (sigm(mix[j] * scale[0] + base[j]) + eps) * st[j * D + i];
+	for (int j = 0; post && j < S; j++) {
+		double mx = -1e300, sum = 0;
+		post[j] = 2 * sigm(mix[S + j] * scale[1] + base[S + j]);
+		for (int k = 0; k < S; k++)
+			comb[j * S + k] = mix[2 * S + j * S + k] * scale[2] + base[2 * S + j * S + k], mx = fmax(mx, comb[j * S + k]);
+		for (int k = 0; k < S; k++)
+			sum += comb[j * S + k] = exp(comb[j * S + k] - mx);
+		for (int k = 0; k < S; k++)
+			comb[j * S + k] = comb[j * S + k] / sum + eps;
+	}
+	for (int it = 0; post && it < 2 * c->hc_iters - 1; it++)
+		for (int a = 0; a < S; a++) {
+			double sum = 0;
+			for (int b = 0; b < S; b++)
+				sum += it % 2 ? comb[a * S + b] : comb[b * S + a];
+			for (int b = 0; b < S; b++)
+				*(it % 2 ? &comb[a * S + b] : &comb[b * S + a]) /= sum + eps;
+		}
+	free(n), free(mix);
+}
+
+/* The streams after a block's output y: st_k = post_k y + sum_j comb[j][k] st_j. */
+static void hc_post_ref(const coli_model *c, double *st, const double *post, const double *comb, const double *y)
+{
+	int S = c->hc_mult, D = c->hidden_size;
+	double *o = calloc((size_t)S * D, sizeof(double));
+	for (int k = 0; k < S; k++)
+		for (int i = 0; i < D; i++) {
+			o[k * D + i] = post[k] * y[i];
+			for (int j = 0; j < S; j++)
+				o[k * D + i] += comb[j * S + k] * st[j * D + i];
+		}
+	memcpy(st, o, (size_t)S * D * sizeof(double));
+	free(o);
+}
+
+/* The window-only attention of the one token at position 0 (RoPE the identity): each head's
+ * output the key (= value) weighted against its sink, then the grouped output. */
+static void attention0_v4(const coli_engine *m, const layer_w *L, const double *a, double *out)
+{
+	const coli_model *c = m->cfg;
+	int H = c->n_heads, hd = c->head_dim, G = c->o_groups, olr = c->o_lora_rank, per = H * hd / G;
+	double eps = c->rms_norm_eps, *qa = calloc((size_t)c->q_lora_rank, sizeof(double));
+	double *qr = calloc((size_t)c->q_lora_rank, sizeof(double)), *q = calloc((size_t)H * hd, sizeof(double));
+	double *k0 = calloc((size_t)hd, sizeof(double)), *kv = calloc((size_t)hd, sizeof(double));
+	double *o = calloc((size_t)H * hd, sizeof(double)), *og = calloc((size_t)G * olr, sizeof(double));
+	mv(m, &L->q_a, NULL, a, 0, c->q_lora_rank, qa);
+	norm(qa, L->q_a_norm, c->q_lora_rank, eps, qr);
+	mv(m, &L->q_b, NULL, qr, 0, (int64_t)H * hd, q);
+	mv(m, &L->wkv, NULL, a, 0, hd, k0);
+	norm(k0, L->kv_norm, hd, eps, kv);
+	for (int h = 0; h < H; h++) {
+		double sc = 0;
+		unit(q + h * hd, hd, eps);
+		for (int i = 0; i < hd; i++)
+			sc += q[h * hd + i] * kv[i] / sqrt(hd);
+		for (int i = 0; i < hd; i++)
+			o[h * hd + i] = sigm(sc - L->sink[h]) * kv[i];
+	}
+	for (int g = 0; g < G; g++)
+		mv(m, &L->wo_a, NULL, o + g * per, (int64_t)g * olr, olr, og + g * olr);
+	mv(m, &L->wo_b, NULL, og, 0, c->hidden_size, out);
+	free(qa), free(qr), free(q), free(k0), free(kv), free(o), free(og);
+}
+
+/* The MoE of (non-hash) layer l on the normed x: sqrt(softplus) scores, top-k of score + bias
+ * (ties lower id), weights renormalised x routed_scaling_factor; clamped experts and the shared
+ * one; into y. */
+static int moe_v4_ref(coli_engine *m, int l, const layer_w *L, const double *x, double *y)
+{
+	const coli_model *c = m->cfg;
+	int E = c->n_experts, k = c->top_k, rc = 0;
+	double *sc = calloc((size_t)E, sizeof(double)), sum = 0;
+	char *taken = calloc((size_t)E, 1);
+	int32_t ids[64];
+	mv(m, &L->router, NULL, x, 0, E, sc);
+	for (int i = 0; i < E; i++)
+		sc[i] = sqrt(sc[i] > 20 ? sc[i] : log1p(exp(sc[i])));
+	for (int j = 0; j < k; j++) {
+		ids[j] = -1;
+		for (int i = 0; i < E; i++)
+			if (!taken[i] && (ids[j] < 0 || sc[i] + L->corr_bias[i] > sc[ids[j]] + L->corr_bias[ids[j]]))
+				ids[j] = i;
+		taken[ids[j]] = 1, sum += sc[ids[j]];
+	}
+	memset(y, 0, (size_t)c->hidden_size * sizeof(double));
+	for (int j = 0; rc == 0 && j < k; j++) {
+		coli_err e = {0, ""};
+		const coli_expert *ex = coli_store_get(m->store, l, ids[j], &e);
+		if (!ex)
+			rc = -1;
+		else
+			swiglu_ref(m, &ex->gate, &ex->up, &ex->down, x, sc[ids[j]] / (sum + 1e-20) * c->routed_scaling_factor,
+				   c->swiglu_limit, y);
+		if (ex)
+			coli_store_release(m->store, l, ids[j]);
+	}
+	if (L->sh_gate.rows)
+		swiglu_ref(m, &L->sh_gate, &L->sh_up, &L->sh_down, x, 1.0, c->swiglu_limit, y);
+	free(sc), free(taken);
+	return rc;
+}
+
+/* The logits of the streams st under the mHC head of W (site 2), the norm nw and the head. */
+static void head_ref(const coli_engine *m, const layer_w *W, const float *nw, const double *st, double *out)
+{
+	int D = m->cfg->hidden_size;
+	double *x = calloc((size_t)D, sizeof(double)), *a = calloc((size_t)D, sizeof(double));
+	hc_ref(m->cfg, st, W->hc_fn[2], W->hc_base[2], W->hc_scale[2], x, NULL, NULL);
+	norm(x, nw, D, m->cfg->rms_norm_eps, a);
+	mv(m, &m->w->lm_head, NULL, a, 0, m->cfg->vocab_size, out);
+	free(x), free(a);
+}
+
+/* The MTP layer at position 0 from the main model's final streams h0 [S][D] and the token t1. */
+static int mtp_reference_v4(coli_engine *m, const float *h0, int32_t t1, double *out)
+{
+	const coli_model *c = m->cfg;
+	int l = c->n_layers, D = c->hidden_size, S = c->hc_mult, rc;
+	const layer_w *L = &m->w->layers[l];
+	double eps = c->rms_norm_eps, *st = calloc((size_t)S * D, sizeof(double)), *t = calloc((size_t)D, sizeof(double));
+	double *x = calloc((size_t)D, sizeof(double)), *a = calloc((size_t)D, sizeof(double));
+	double *ev = calloc((size_t)D, sizeof(double)), *y = calloc((size_t)D, sizeof(double));
+	double post[64], *comb = calloc((size_t)S * S, sizeof(double));
+	float *row = calloc((size_t)D, sizeof(float));
+	coli_mat_row(m->kc, &m->w->embed, t1, row);
+	for (int i = 0; i < D; i++)
+		t[i] = row[i];
+	norm(t, L->enorm, D, eps, a);
+	mv(m, &L->e_proj, NULL, a, 0, D, ev); /* e_proj enorm(embed(t_1)) */
+	for (int j = 0; j < S; j++) {          /* + h_proj hnorm(h_0[j]) */
+		for (int i = 0; i < D; i++)
+			t[i] = h0[j * D + i];
+		norm(t, L->hnorm, D, eps, a);
+		mv(m, &L->h_proj, NULL, a, 0, D, st + j * D);
+		for (int i = 0; i < D; i++)
+			st[j * D + i] += ev[i];
+	}
+	hc_ref(c, st, L->hc_fn[0], L->hc_base[0], L->hc_scale[0], x, post, comb);
+	norm(x, L->attn_norm, D, eps, a);
+	attention0_v4(m, L, a, y);
+	hc_post_ref(c, st, post, comb, y);
+	hc_ref(c, st, L->hc_fn[1], L->hc_base[1], L->hc_scale[1], x, post, comb);
+	norm(x, L->mlp_norm, D, eps, a);
+	rc = moe_v4_ref(m, l, L, a, y);
+	hc_post_ref(c, st, post, comb, y);
+	head_ref(m, L, L->head_norm, st, out);
+	free(st), free(t), free(x), free(a), free(ev), free(y), free(comb), free(row);
+	return rc;
+}
+
+/* deepseek_v4: the queued streams give the main logits under the model's head; the first draft
+ * step's logits against the reference. */
+static void check_reference_v4(const char *path)
+{
+	coli_engine m;
+	coli_kv kv;
+	coli_mtp s;
+	coli_err e = {0, ""};
+	memset(&s, 0, sizeof(s));
+	if (coli_engine_open(&m, path, NULL, &e) < 0) {
+		T_CHECK("mtp: deepseek_v4: the container opens", 0, "%s", e.msg);
+		return;
+	}
+	const coli_model *c = m.cfg;
+	int V = c->vocab_size, SD = c->hc_mult * c->hidden_size;
+	fit_ids d = ids_for(&m);
+	float *main_lg = calloc((size_t)V, sizeof(float)), *draft = calloc((size_t)V, sizeof(float));
+	float *h0 = calloc((size_t)SD, sizeof(float));
+	double *ref = calloc((size_t)V, sizeof(double)), *st = calloc((size_t)SD, sizeof(double)), scale = 0, diff = 1e9;
+	T_CHECK("mtp: deepseek_v4: the fixture's MTP layer attends its window only (the reference's case)",
+		c->n_mtp_layers == 1 && c->compress[c->n_layers] == 0, "%d MTP layers", c->n_mtp_layers);
+	int rc = coli_kv_init(&kv, &m, 16, &e) == 0 && coli_mtp_init(&s, &m, 16, 0, &e) == 0 ? 0 : -1;
+	if (rc == 0 && (rc = coli_forward_mtp(&m, &kv, &s, d.prompt, 1, NULL, main_lg, &e)) == 0) {
+		memcpy(h0, s.hid, (size_t)SD * sizeof(float));
+		for (int i = 0; i < SD; i++)
+			st[i] = h0[i];
+		head_ref(&m, &m.w->top, m.w->final_norm, st, ref);
+		diff = max_diff(main_lg, ref, V, &scale);
+	}
+	T_CHECK("mtp: deepseek_v4: the queued streams are the main model's last (its head gives its logits)",
+		rc == 0 && diff <= 1e-4 * (1 + scale) && scale > 0, "rc %d, max diff %.3g: %s", rc, diff, e.msg);
+	if (rc == 0)
+		rc = coli_mtp_step(&m, &s, d.prompt[1], draft, &e);
+	if (rc == 0)
+		rc = mtp_reference_v4(&m, h0, d.prompt[1], ref);
+	diff = rc == 0 ? max_diff(draft, ref, V, &scale) : 1e9;
+	T_CHECK("mtp: deepseek_v4: the MTP layer's logits at position 0 against the plain-loop reference",
+		rc == 0 && diff <= 1e-4 * (1 + scale) && scale > 0, "rc %d, max diff %.3g (logits up to %.3g) %s", rc, diff,
+		scale, e.msg);
+	coli_mtp_release(&s);
+	coli_kv_release(&kv);
+	coli_engine_close(&m);
+	free(main_lg), free(draft), free(h0), free(ref), free(st);
+}
+
+/* A prompt of 6 (deepseek_v4: 14, past its window; the others' MTP batches stay within the 8
+ * rows whose bits equal single rows'), three draft steps, a verify, a rollback and truncate
+ * keeping one position: the next first draft step gives what a state that never drafted gives. */
 static int drafted_state(coli_engine *m, int draft, float *out, coli_err *e)
 {
 	coli_kv kv;
 	coli_mtp s;
+	fit_ids d = ids_for(m);
 	int V = m->cfg->vocab_size;
 	float *lg = calloc((size_t)5 * V, sizeof(float));
 	memset(&s, 0, sizeof(s));
-	int rc = coli_kv_init(&kv, m, 32, e) == 0 && coli_mtp_init(&s, m, 32, 0, e) == 0 ? 0 : -1;
+	int rc = coli_kv_init(&kv, m, 32, e) == 0 && coli_kv_keep(&kv, m, e) == 0 && coli_mtp_init(&s, m, 32, 0, e) == 0
+			 ? 0
+			 : -1;
+	int np = m->cfg->attn == COLI_ATTN_V4 ? 14 : 6;
 	if (rc == 0)
-		rc = coli_forward_mtp(m, &kv, &s, prompt, 6, NULL, lg, e);
+		rc = coli_forward_mtp(m, &kv, &s, d.longer, np, NULL, lg, e);
 	for (int i = 0; rc == 0 && draft && i < 3; i++)
-		rc = coli_mtp_step(m, &s, next5[i], lg, e);
+		rc = coli_mtp_step(m, &s, d.next5[i], lg, e);
 	if (rc == 0)
-		rc = coli_forward_mtp(m, &kv, &s, next5, 4, lg, NULL, e);
-	if (rc == 0) {
-		kv.n = 6 + 2;
-		coli_mtp_truncate(&s, kv.n);
-		rc = coli_mtp_step(m, &s, next5[2], out, e);
+		rc = coli_forward_mtp(m, &kv, &s, d.next5, 4, lg, NULL, e);
+	if (rc == 0 && (rc = coli_kv_rollback(m, &kv, np + 1, e)) == 0) {
+		coli_mtp_truncate(m, &s, kv.n);
+		rc = coli_mtp_step(m, &s, d.next5[2], out, e);
 	}
 	coli_mtp_release(&s);
 	coli_kv_release(&kv);
@@ -371,13 +632,14 @@ static void check_rule_model(const char *fam, const char *path)
 	if (coli_engine_open(&m, path, NULL, &e) < 0)
 		return;
 	int V = m.cfg->vocab_size;
-	int32_t toks[2] = {next5[0], 0};
+	fit_ids d = ids_for(&m);
+	int32_t toks[2] = {d.next5[0], 0};
 	float *lg = calloc((size_t)2 * V, sizeof(float)), *p = calloc((size_t)V, sizeof(float));
 	float *q = calloc((size_t)V, sizeof(float));
 	coli_sampler_init(&smp, V, 1.0f, 8, 1.0f, 1);
 	int rc = coli_kv_init(&kv, &m, 32, &e) == 0 && coli_mtp_init(&s, &m, 32, 0, &e) == 0 ? 0 : -1;
 	if (rc == 0)
-		rc = coli_forward_mtp(&m, &kv, &s, prompt, 6, NULL, lg, &e);
+		rc = coli_forward_mtp(&m, &kv, &s, d.prompt, 6, NULL, lg, &e);
 	if (rc == 0 && (rc = coli_mtp_step(&m, &s, toks[0], lg, &e)) == 0) {
 		coli_sampler_probs(&smp, lg, q);
 		toks[1] = coli_sampler_draw(&smp, q);
@@ -432,6 +694,13 @@ int main(void)
 		check_truncate(fams[i], path);
 		check_rule_model(fams[i], path);
 	}
+	snprintf(path, sizeof(path), "%s/deepseek_v4.coli", dir);
+	T_CHECK("mtp: deepseek_v4 converts (16-bit dense matrices)", convert("deepseek_v4", 16, path) == 0,
+		"coli-convert of %s failed", path);
+	check_verify_bits("deepseek_v4", path, 16);
+	check_reference_v4(path);
+	check_truncate("deepseek_v4", path);
+	check_rule_model("deepseek_v4", path);
 	check_no_mtp(dir);
 	check_rule();
 	check_auto();
