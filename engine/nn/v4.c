@@ -287,9 +287,10 @@ static void v4_attention(coli_engine *m, v4_kv *s, int l, int p)
 	coli_mat_vec(m->kc, &W->wkv, s->xn, key);
 	rmsnorm(key, key, W->kv_norm, hd, eps);
 	rope_apply(ro, key + hd - rd, 1, hd, p);
-	int n = 0, nrows = 0;
+	int n = 0, nrows = 0, k = 0;
 	for (int t = p - Wn + 1 > 0 ? p - Wn + 1 : 0; t <= p; t++)
 		s->keys[n++] = L->ring + (int64_t)(t % Wn) * hd;
+	coli_tracer_mark(m->tr, COLI_SPAN_ATTENTION, l);
 	if (r) {
 		comp_push(m, s, &W->cmp_wkv, &W->cmp_wgate, W->cmp_ape, W->cmp_norm, L->cwin, L->zwin, L->rows, r, hd, csa, p);
 		nrows = (p + 1) / r;
@@ -297,13 +298,11 @@ static void v4_attention(coli_engine *m, v4_kv *s, int l, int p)
 	if (r && csa) {
 		comp_push(m, s, &W->icmp_wkv, &W->icmp_wgate, W->icmp_ape, W->icmp_norm, L->icwin, L->izwin, L->irows, r,
 			  c->index_head_dim, 1, p);
-		int k = index_select(m, s, W, L, nrows, p);
-		for (int i = 0; i < k; i++)
-			s->keys[n++] = L->rows + (int64_t)s->isel[i] * hd;
-	} else {
-		for (int i = 0; i < nrows; i++)
-			s->keys[n++] = L->rows + (int64_t)i * hd;
+		k = index_select(m, s, W, L, nrows, p);
 	}
+	coli_tracer_mark(m->tr, COLI_SPAN_INDEXER, l); /* the compressors and the indexer */
+	for (int i = 0; i < (r && csa ? k : nrows); i++)
+		s->keys[n++] = L->rows + (int64_t)(r && csa ? s->isel[i] : i) * hd;
 	float scale = 1.0f / sqrtf((float)hd);
 	for (int h = 0; h < H; h++) {
 		const float *q = s->q + (int64_t)h * hd;
@@ -519,7 +518,8 @@ void v4_undo(coli_kv *kv, int l, float *base, int n0, int n, int old)
 /* ---- the stack ----------------------------------------------------------------------------- */
 
 /* Layer l for the token tok at position p on the streams s->st: the attention and the MoE, each
- * between its mHC mixings; the routing into ids and wts when given. */
+ * between its mHC mixings; the routing into ids and wts when given. Traced: the mixings as MIX,
+ * the compressors and the indexer as INDEXER (v4_attention), the rest as its block's span. */
 static int layer(coli_engine *m, coli_kv *kv, int l, int32_t tok, int p, int32_t *ids, float *wts, coli_err *e)
 {
 	const coli_model *c = m->cfg;
@@ -528,19 +528,20 @@ static int layer(coli_engine *m, coli_kv *kv, int l, int32_t tok, int p, int32_t
 	int D = c->hidden_size;
 	float eps = (float)c->rms_norm_eps;
 	hc_pre(c, s, W->hc_fn[0], W->hc_base[0], W->hc_scale[0], s->x, s->post);
+	coli_tracer_mark(m->tr, COLI_SPAN_MIX, l);
 	rmsnorm(s->xn, s->x, W->attn_norm, D, eps);
-	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, l);
 	keep_token(kv, &s->L[l - s->first], l, p);
 	v4_attention(m, s, l, p);
 	coli_tracer_mark(m->tr, COLI_SPAN_ATTENTION, l);
 	hc_post(c, s, s->y);
 	hc_pre(c, s, W->hc_fn[1], W->hc_base[1], W->hc_scale[1], s->x, s->post);
+	coli_tracer_mark(m->tr, COLI_SPAN_MIX, l);
 	rmsnorm(s->xn, s->x, W->mlp_norm, D, eps);
 	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, l);
 	if (v4_moe(m, s, l, tok, ids, wts, e) < 0)
 		return -1;
 	hc_post(c, s, s->y);
-	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, l);
+	coli_tracer_mark(m->tr, COLI_SPAN_MIX, l);
 	return 0;
 }
 

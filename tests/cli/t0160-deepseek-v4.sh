@@ -139,4 +139,12 @@ test_expect_success "deepseek_v4: --draft auto decides (on while drafts pay), wi
 	head -n 1 out | cmp - plain && test "$(j draft.mode)" = auto && j draft.why | grep -q "^auto: " &&
 	test "$(j draft.verifies)" -gt 0
 '
+test_expect_success "deepseek_v4: the trace gives the compressors and indexer (sparse_selection) and mHC (hyper_connections) their spans" '
+	coli-run -q -m "$M" --prompt-ids "$P" -n 8 --ignore-eos --print-ids --trace t.coli_trace >/dev/null &&
+	coli-profile report -q --json t.coli_trace -o rep >jr &&
+	python3 -c "import json,sys; d=json.load(open(\"jr\"))[\"phases\"]; \
+sys.exit(0 if all(d[p][\"parts_s\"][k] > 0 for p in (\"prefill\", \"decode\") \
+for k in (\"sparse_selection\", \"hyper_connections\", \"attention\", \"experts\")) else 1)" &&
+	grep -q "^| hyper-connections |" rep/report.md
+'
 test_done
