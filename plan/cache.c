@@ -173,11 +173,11 @@ static void describe(plan *p)
 		      p->replay ? "replayed from --routing" : p->usage.counts ? "drawn from the usage counts" :
 		      "drawn from the locality model: no usage given", who);
 	if (!p->replay && !p->usage.counts) {
-		plan_locality m = plan_locality_at(&p->loc, p->top_k);
+		plan_locality m = plan_locality_at(&p->loc, -1, p->top_k);
 		plan_note_add(p, "routing-model", "locality", "no usage: each layer routed by the locality model, %s: "
 			      "popularity Gamma(%.3g), redrawn with probability %.3g a token, %.3g of the slots one of the "
-			      "previous token's experts (at top_k %d; docs/coli-plan.md)", p->loc.source, m.skew, m.drift,
-			      m.reuse, p->top_k);
+			      "previous token's experts (at top_k %d; the first MoE layers less local: docs/coli-plan.md)",
+			      p->loc.source, m.skew, m.drift, m.reuse, p->top_k);
 	}
 	snprintf(v, sizeof(v), "%d", pins);
 	if (p->usage.counts)

@@ -23,6 +23,11 @@
 #define ALPHA_STEPS 240     /* the alpha searched on a log grid from 1e-3 to 1e5 */
 #define WARMUP_TOKENS 128  /* replayed before the hit rate is counted: the steady state */
 #define MEASURED_TOKENS 768
+/* The locality model (no usage): 4 runs of 128 + 192 tokens, each from its own draw (a chat
+ * turn's length, near the 156 positions the defaults were fitted on: the model's drift is not
+ * extrapolated far beyond what a trace showed). */
+#define MODEL_RUNS 4
+#define MODEL_TOKENS 320
 
 /* Layer L's counts row in the usage table, or NULL. */
 static const double *counts_of(const plan *p, const plan_layer *L)
@@ -102,11 +107,15 @@ static void draw_token(const double *prob, int n, int k, uint64_t *rng, int32_t 
  * independently from its distribution; without: the locality model p->loc (locality.c). */
 static int32_t *sample_layer(const plan *p, const plan_layer *L, int tokens, int seed_layer)
 {
-	int k = p->top_k < L->n_experts ? p->top_k : L->n_experts;
+	int k = p->top_k < L->n_experts ? p->top_k : L->n_experts, len = tokens / L->runs;
 	int32_t *ids = malloc((size_t)tokens * (size_t)k * sizeof(*ids));
-	if (ids && L->modeled)
-		return plan_locality_sample(&p->loc, L->n_experts, k, tokens, (uint64_t)seed_layer, ids) < 0 ? (free(ids), NULL)
-													      : ids;
+	plan_locality m = plan_locality_at(&p->loc, (int)(L - p->layers), k);
+	for (int d = 0; ids && L->modeled && d < L->runs; d++)
+		if (plan_locality_sample(&m, L->n_experts, k, len, (uint64_t)seed_layer * MODEL_RUNS + (uint64_t)d,
+					 ids + (size_t)d * (size_t)len * (size_t)k) < 0)
+			return free(ids), NULL;
+	if (L->modeled)
+		return ids;
 	double *key = malloc((size_t)L->n_experts * sizeof(*key));
 	uint64_t rng = 0x636f6c69ull + (uint64_t)seed_layer;
 	for (int t = 0; ids && key && t < tokens; t++)
@@ -127,7 +136,7 @@ static int replayed_layer(const plan *p, plan_layer *L, int i, coli_err *e)
 		if (x)
 			memcpy(L->ids + (size_t)L->n_tokens++ * (size_t)r->top_k, x, (size_t)r->top_k * sizeof(*x));
 	}
-	L->warmup = L->n_tokens / 8;
+	L->warmup = L->n_tokens / 8, L->runs = 1;
 	if (L->n_tokens - L->warmup < 1)
 		return coli_errf(e, COLI_EDATA, "%s: MoE layer %d: no positions to replay", r->name, i);
 	return 0;
@@ -136,13 +145,15 @@ static int replayed_layer(const plan *p, plan_layer *L, int i, coli_err *e)
 static void count_ids(const plan *p, const plan_layer *L, int from, int to, double *c);
 
 /* Whether sampled layers a and b are alike: the same experts, record size, distribution and
- * usage counts (uniformly routed layers without usage are). */
+ * usage counts, and without them the same parameters of the locality model (every layer after
+ * the first PLAN_RAMP_LAYERS). */
 static int alike(const plan *p, const plan_layer *a, const plan_layer *b)
 {
 	const double *ca = counts_of(p, a), *cb = counts_of(p, b);
 	size_t n = (size_t)a->n_experts * sizeof(double);
 	return a->n_experts == b->n_experts && a->record == b->record && !memcmp(a->p, b->p, n) &&
-	       (ca ? !memcmp(ca, cb, n) : 1);
+	       (ca ? !memcmp(ca, cb, n) : 1) && a->modeled == b->modeled &&
+	       (!a->modeled || plan_locality_ramp((int)(a - p->layers)) == plan_locality_ramp((int)(b - p->layers)));
 }
 
 /* Whether MoE layer i replays --routing. */
@@ -158,7 +169,9 @@ static int sampled_layer(plan *p, plan_layer *L, int i, coli_err *e)
 	for (int j = 0; j < i && L->twin == i; j++)
 		if (p->layers[j].twin == j && !replayed(p, j) && alike(p, L, &p->layers[j]))
 			L->twin = j;
-	L->n_tokens = WARMUP_TOKENS + MEASURED_TOKENS, L->warmup = WARMUP_TOKENS;
+	L->n_tokens = WARMUP_TOKENS + MEASURED_TOKENS, L->warmup = WARMUP_TOKENS, L->runs = 1;
+	if (L->modeled)
+		L->n_tokens = MODEL_RUNS * MODEL_TOKENS, L->warmup = WARMUP_TOKENS, L->runs = MODEL_RUNS;
 	if (!(L->ids = sample_layer(p, L, L->n_tokens, p->layers[L->twin].layer)))
 		return coli_errf(e, COLI_ENOMEM, "out of memory sampling layer %d's routing", L->layer);
 	if (L->modeled) { /* the model's skew, as the explanation reports it */
@@ -234,7 +247,8 @@ static double simulate(const plan *p, const plan_layer *L, int pins, int cache)
 	int n = L->n_tokens, mid = n / 2;
 	double *c = pins > 0 && replayed(p, (int)(L - p->layers)) ? malloc((size_t)L->n_experts * sizeof(*c)) : NULL;
 	if (!c) {
-		replay(p, L, counts_of(p, L), pins, cache, 0, L->warmup, n, h);
+		for (int d = 0, len = n / L->runs; d < L->runs; d++)
+			replay(p, L, counts_of(p, L), pins, cache, d * len, d * len + L->warmup, (d + 1) * len, h);
 		return h[1] > 0 ? h[0] / h[1] : 0;
 	}
 	count_ids(p, L, mid, n, c);

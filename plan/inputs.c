@@ -107,11 +107,12 @@ static int read_usage(plan *p, coli_err *e)
 	return 0;
 }
 
-/* The no-usage routing model fitted on every layer and position of r (the prompt replayed, the
- * decode counted). */
+/* The no-usage routing model fitted on every position of r (the prompt replayed, the decode
+ * counted), of its layers after the first PLAN_RAMP_LAYERS (every layer when it has no more). */
 static int fit_routing(plan *p, const coli_route *r, coli_err *e)
 {
-	plan_view v = {0, r->n_layers, 1, 0, r->n_positions, r->n_prefill, r->top_k};
+	int from = r->n_layers > PLAN_RAMP_LAYERS ? PLAN_RAMP_LAYERS : 0;
+	plan_view v = {from, r->n_layers, 1, 0, r->n_positions, r->n_prefill, r->top_k};
 	plan_seq *q;
 	int32_t *ids;
 	int n, rc = plan_route_seqs(r, &v, &q, &ids, &n, e);

@@ -24,7 +24,7 @@
 
 /* Fitted by plan_locality_fit on tests/data/traces/qwen3-30b-a3b.route.csv (48 layers x 128
  * experts, top-6, prompt 28 positions + 128 decode): tests/unit/test_plan_locality.c refits them. */
-const plan_locality plan_locality_default = {.skew = 0.2, .reuse = 0.25, .drift = 0.01, .top_k = 6,
+const plan_locality plan_locality_default = {.skew = 0.2, .reuse = 0.25, .drift = 0.005, .top_k = 6,
 					     .source = "fitted on a real Qwen3-30B-A3B trace (48 layers x 128 experts, top-6)"};
 
 static const double skews[] = {0.02, 0.03, 0.04, 0.05, 0.07, 0.1, 0.14, 0.2, 0.28, 0.4, 0.56, 0.8, 1.1, 1.6, 2.2, 3.2,
@@ -37,6 +37,14 @@ static const double drifts[] = {0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 
  * top-1, 0.14 at top-2 to 4, 0.2 at top-5 and 6; reuse 0.15 to 0.25). */
 #define SKEW_EXP 0.35
 #define REUSE_EXP 0.25
+/* The first MoE layers route less locally (the first one's input is little more than the token's
+ * embedding, which changes every token): MoE layer i < RAMP_LAYERS has skew x RAMP_SKEW^(RAMP_LAYERS
+ * - i) (x RAMP_FIRST more for the first), reuse and drift x (i + 1) / (RAMP_LAYERS + 1). From the fits of the Qwen3 trace's layers 0
+ * to 5 one by one: skew 2.2, 0.8, 0.56, 0.4, 0.28, 0.2 (x1.4 a layer after the first), reuse 0.05,
+ * 0.15, 0.1, 0.2, 0.2, 0.25, drift 0.001, 0, 0.002, 0.005, 0.005, 0.01. */
+#define RAMP_LAYERS PLAN_RAMP_LAYERS
+#define RAMP_SKEW 1.42
+#define RAMP_FIRST 2 /* the first layer's skew, twice again */
 #define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define FIT_ROUNDS 3
 #define FIT_TOKENS 16384 /* the model's tokens per candidate, over its draws */
@@ -140,7 +148,7 @@ static void drift(const plan_locality *m, double *w, double *cum, int E, uint64_
 		cum[i] = c += w[i];
 }
 
-plan_locality plan_locality_at(const plan_locality *m, int k)
+plan_locality plan_locality_at(const plan_locality *m, int layer, int k)
 {
 	plan_locality x = *m;
 	if (m->top_k > 0 && k != m->top_k) {
@@ -148,12 +156,22 @@ plan_locality plan_locality_at(const plan_locality *m, int k)
 		x.reuse = fmin(1, m->reuse * pow((double)k / m->top_k, REUSE_EXP));
 		x.top_k = k;
 	}
+	if (layer >= 0 && layer < RAMP_LAYERS) {
+		x.skew *= pow(RAMP_SKEW, RAMP_LAYERS - layer) * (layer == 0 ? RAMP_FIRST : 1);
+		x.reuse *= (layer + 1.0) / (RAMP_LAYERS + 1);
+		x.drift *= (layer + 1.0) / (RAMP_LAYERS + 1);
+	}
 	return x;
+}
+
+int plan_locality_ramp(int layer)
+{
+	return layer >= 0 && layer < RAMP_LAYERS ? layer : RAMP_LAYERS;
 }
 
 int plan_locality_sample(const plan_locality *model, int E, int k, int tokens, uint64_t seed, int32_t *ids)
 {
-	plan_locality at = plan_locality_at(model, k);
+	plan_locality at = plan_locality_at(model, -1, k);
 	const plan_locality *m = &at;
 	double *w = malloc(2 * (size_t)E * sizeof(*w)), *cum = w + E;
 	if (!w)
@@ -325,7 +343,7 @@ int plan_locality_fit(plan_locality *m, const plan_seq *q, int n_seqs, int E, in
 		return coli_errf(e, COLI_EDATA, "no routed positions to fit the routing model on");
 	if (plan_locality_curve(q, n_seqs, E, k, &target) < 0)
 		return coli_errf(e, COLI_ENOMEM, "out of memory replaying the routing to fit");
-	*m = plan_locality_at(&plan_locality_default, k);
+	*m = plan_locality_at(&plan_locality_default, -1, k);
 	double best = INFINITY;
 	for (int r = 0; r < FIT_ROUNDS; r++) { /* until a round changes nothing */
 		double was = best;

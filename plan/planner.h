@@ -68,6 +68,8 @@ typedef struct plan_layer {
 	int32_t *ids;             /* [tokens][top_k] the simulator's input: routing sampled from p,
 				   * or --routing's for this layer */
 	int n_tokens, warmup;     /* tokens of ids; of them, the first replayed before counting */
+	int runs;                 /* ids holds runs independent runs of n_tokens / runs tokens, each
+				   * with its warmup (the locality model's; else 1) */
 	double top10;             /* share of the routings the top 10% of experts take (uniform: 0.10) */
 	int twin;                 /* the first layer alike (same experts, record size, distribution,
 				   * counts; sampled with its seed): alike layers get the same cache;
@@ -141,8 +143,12 @@ double plan_layer_hit(const plan *p, const plan_layer *L, int pins, int cache, d
 /* locality.c: the no-usage routing model, its sampling and its fit; a seeded generator. */
 uint64_t plan_rand(uint64_t *s);
 double plan_uniform(uint64_t *s); /* in (0, 1) */
-/* m's parameters at top_k k (skew and reuse scaled from m->top_k). */
-plan_locality plan_locality_at(const plan_locality *m, int k);
+#define PLAN_RAMP_LAYERS 5 /* the first MoE layers, less local (locality.c) */
+/* m's parameters for MoE layer `layer` (-1: none of the first, ramped ones) at top_k k (skew and
+ * reuse scaled from m->top_k); plan_locality_ramp: the layer's place in the ramp (layers with the
+ * same place get the same parameters). */
+plan_locality plan_locality_at(const plan_locality *m, int layer, int k);
+int plan_locality_ramp(int layer);
 int plan_locality_sample(const plan_locality *m, int n_experts, int k, int tokens, uint64_t seed, int32_t *ids);
 /* Replays q (its first warm tokens uncounted) through pins (counts' first `pins`) + `cache - pins`
  * slots of policy (COLI_SIM_LRU, COLI_SIM_LFU): hits and lookups added to h[0], h[1]. -1: memory. */
