@@ -1,16 +1,18 @@
 /* hits.c: each MoE layer's routing distribution from the usage counts, and the hit rate of a
  * cache of pins + LRU slots predicted by the policy module's simulator (engine/policy.h) on
- * routing sampled from that distribution.
+ * routing sampled from that distribution, or without usage from the locality model (locality.c).
  *
  * The distribution is the layer's posterior mean under a symmetric Dirichlet prior whose
  * strength is estimated from the counts themselves (empirical Bayes: the alpha that maximises the
  * Dirichlet-multinomial likelihood of the layer's counts): a short history of a near-uniform
  * layer is mostly noise and is shrunk toward uniform, a long or strongly skewed one is kept.
- * Without usage it is uniform. Tokens are drawn independently, each choosing top_k distinct
- * experts with probabilities in proportion (Gumbel top-k), so the prediction has no recency beyond
- * popularity: what real routing adds (a token's experts overlap the previous token's a little
- * more than chance) is a gain the prediction leaves out. With --routing (a route_trace of the
- * workload) each main MoE layer replays that routing instead, recency and all. */
+ * With usage, tokens are drawn independently, each choosing top_k distinct experts with
+ * probabilities in proportion (Gumbel top-k), so the prediction has no recency beyond
+ * popularity: what real routing adds (a token's experts overlap the previous token's more than
+ * chance) is a gain the prediction leaves out. Without usage (a layer without counts), the
+ * locality model's routing: skew, drift and reuse of the previous token's experts, fitted on a
+ * real trace. With --routing of this model's shape each main MoE layer replays that routing
+ * instead, recency and all. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
