@@ -22,7 +22,9 @@
 # on each disk setup: the best the grid finds against the plan's run.
 # Environment: COLI_BENCH_DIR (build/bench), COLI_BENCH_REPS (1), COLI_BENCH_PLAN_MBS (throttles
 # of A and B, default "400 200"), COLI_BENCH_PLAN_TOKENS (decode tokens measured, default 64),
-# COLI_BENCH_PLAN_GRID (0 skips the grid), COLI_BENCH_PLAN_USE (the usage setups, default "usage none").
+# COLI_BENCH_PLAN_GRID (0 skips the grid), COLI_BENCH_PLAN_USE (the usage setups, default "usage none"),
+# COLI_BENCH_PLAN_PROFILE (default 1: each plan's run traced, --trace, and coli-profile report's
+# decode attribution put beside the plan's breakdown, ms per token; 0: untraced).
 # Markdown on stdout, progress on stderr: the predictions with usage and without in two tables, each
 # with its median errors.
 set -eu
@@ -44,6 +46,7 @@ layers=${COLI_BENCH_PLAN_LAYERS:-$((t_layers < 24 ? t_layers : 24))}
 [ "$layers" -le "$t_layers" ] || { say "plan.sh: COLI_BENCH_PLAN_LAYERS $layers: the trace has $t_layers layers"; exit 2; }
 caps=${COLI_BENCH_PLAN_CAPS:-3 5 8}
 uses=${COLI_BENCH_PLAN_USE:-usage none}
+profile=${COLI_BENCH_PLAN_PROFILE:-1}
 for use in $uses; do
 	case $use in usage | none) ;; *) say "plan.sh: COLI_BENCH_PLAN_USE: '$use' is not usage or none"; exit 2 ;; esac
 done
@@ -133,7 +136,9 @@ config() {
 	local runs="" i
 	for i in $(seq "$reps"); do
 		[ "$use" = usage ] && cp "$usage0" "$dir/plan-u.coli_usage"
-		out=$(measure --plan "$plan")
+		local traced=()
+		[ "$profile" = 1 ] && traced=(--trace "$dir/plan-run.coli_trace")
+		out=$(measure --plan "$plan" "${traced[@]}")
 		runs+="$(tok_s "$out") $(hit_rate "$out") $(rss_of "$out") $(cg_max)"$'\n'
 		say "  cap $cap ($mib MiB), $disks disk(s), $use: $(summary "$out")"
 	done
@@ -151,6 +156,27 @@ config() {
 		"$(echo "$runs" | awk 'NF {print $3}' | sort -n | tail -1)" "$(awk -v b="$btok" 'BEGIN {print b / 2^20}')" \
 		"$(echo "$runs" | awk 'NF {print $4}' | sort -n | tail -1)")"$'\n'
 	plan_tok=$mtok
+	[ "$profile" = 1 ] && attribution "$cap" "$mib" "$disks" "$use" "$j"
+	return 0
+}
+
+# The last run's decode attribution (coli-profile report of its trace) beside the plan's
+# breakdown, ms per token: a row of the attribution table.
+declare -A parts
+attribution() {
+	local r calls p=() m=() k
+	r=$(bin/coli-profile report "$dir/plan-run.coli_trace" --plan "$dir/plan.json" --probe "$dir/plan-probe.json" \
+		-o "$dir/plan-report-$1-$3-$4" --json -q)
+	calls=$(jget "$r" phases.decode.calls)
+	for k in disk_s experts_s attention_s other_s; do p+=("$(jfmt "$5" "predicted.warm.$k" %.1f 1000)"); done
+	for k in io_wait experts attention linear_attention router other between_calls untraced; do
+		m+=("$(awk -v v="$(jget "$r" "phases.decode.parts_s.$k")" -v n="$calls" 'BEGIN {printf "%.1f", v / n * 1000}')")
+	done
+	parts[$4]+="$(printf '| %s | %d | %d | %s / %s | %s / %s | %s / %s | %s / %.1f | %s | %.1f | %s |' "$1" "$2" "$3" \
+		"${p[0]}" "${m[0]}" "${p[1]}" "${m[1]}" "${p[2]}" "$(awk -v a="${m[2]}" -v b="${m[3]}" 'BEGIN {print a + b}')" \
+		"${p[3]}" "$(awk -v a="${m[4]}" -v b="${m[5]}" 'BEGIN {print a + b}')" "${m[6]}" \
+		"$(awk -v p="${p[0]} ${p[1]} ${p[2]} ${p[3]}" 'BEGIN {split(p, x, " "); print x[1] + x[2] + x[3] + x[4]}')" \
+		"$(awk -v v="$(jget "$r" phases.decode.wall_s)" -v n="$calls" 'BEGIN {printf "%.1f", v / n * 1000}')")"$'\n'
 }
 
 # The grid at one cap with usage: the knobs by hand at the plan's budget; the best against the plan.
@@ -195,6 +221,15 @@ for use in $uses; do
 	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	printf '%s' "${rows[$use]}"
 	echo
+	if [ "$profile" = 1 ]; then
+		echo
+		echo "Where a decode token's time went, $use: the plan's breakdown (warm) / the run's attribution (coli-profile report of its trace), ms per token; \"attention\" measured includes linear attention, \"other\" the router."
+		echo
+		echo "| cap GiB | cap MiB | disks | disk / I/O wait | expert products | attention | other | between calls (not modelled) | total predicted | wall measured |"
+		echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+		printf '%s' "${parts[$use]}"
+		echo
+	fi
 	echo "$use: absolute error of tokens/s median $(printf '%s' "${errs[$use]}" | tr -d - | median)%, largest $(printf '%s' "${errs[$use]}" | tr -d - | sort -g | tail -1)%; of the hit rate median $(printf '%s' "${herrs[$use]}" | tr -d - | median) points, largest $(printf '%s' "${herrs[$use]}" | tr -d - | sort -g | tail -1)."
 done
 if [ ${#grid_rows[@]} -gt 0 ]; then
