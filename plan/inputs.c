@@ -128,8 +128,8 @@ static int fit_routing(plan *p, const coli_route *r, coli_err *e)
 	return rc;
 }
 
-/* --routing: the no-usage routing model fitted on it; when it has this model's shape (experts,
- * top_k, at least its main MoE layers), its layers also replayed. */
+/* --routing (a route trace or a .coli_trace): the no-usage routing model fitted on it; when it has
+ * this model's shape (experts, top_k, at least its main MoE layers), its layers also replayed. */
 static int read_routing(plan *p, coli_err *e)
 {
 	const coli_model *m = &p->ct->model;
@@ -137,7 +137,7 @@ static int read_routing(plan *p, coli_err *e)
 	p->loc = plan_locality_default;
 	if (!p->a->routing)
 		return 0;
-	if (coli_route_open(&p->routing, p->a->routing, e) < 0)
+	if (plan_route_open(&p->routing, p->a->routing, e) < 0)
 		return -1;
 	for (int i = 0; i < p->ct->layout.n_elayers; i++)
 		main_moe += !p->ct->layout.elayers[i].mtp;

@@ -160,6 +160,10 @@ int plan_route_seqs(const coli_route *r, const plan_view *v, plan_seq **out, int
 /* The parameters whose routing is closest to q's curve (plan_locality_curve). */
 int plan_locality_fit(plan_locality *m, const plan_seq *q, int n_seqs, int n_experts, int k, coli_err *e);
 
+/* routes.c: --routing's file, a route_trace CSV or a .coli_trace (by its magic), as a route table
+ * (*out the caller's, coli_route_close). */
+int plan_route_open(coli_route **out, const char *path, coli_err *e);
+
 /* cache.c: the records each layer keeps, and how many of them pinned, within the budget. */
 int plan_cache(plan *p, coli_err *e);
 

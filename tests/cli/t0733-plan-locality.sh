@@ -7,7 +7,8 @@
 # (the ramp: less local) within 10 points of the replay of the trace's first layer; --routing with
 # a trace of another shape (one layer of the real trace) refits the model: the near-uniform layer
 # 0 predicts fewer hits than the defaults, the most local layer 30 more, each within 10 points of
-# its own replay.
+# its own replay. A .coli_trace of this model's run is replayed as a route trace is; a file that
+# is neither is refused, naming it.
 . "$(dirname "$0")/lib.sh"
 
 M=$SCRATCH/m.coli
@@ -71,6 +72,19 @@ test_expect_success "--routing of another shape refits the model: fewer hits on 
 	echo "layer 0 $h0, defaults $hd, layer 30 $h30" &&
 	awk -v a="$h0" -v b="$hd" -v c="$h30" "BEGIN {exit !(a < b - 0.05 && c > b + 0.05)}" &&
 	check p0.json 5 l0.csv 10 && check p30.json 5 l30.csv 10
+'
+
+test_expect_success "--routing takes a .coli_trace: this model's run, its routing replayed" '
+	coli-run -q -m "$M" --stream --cache-slots 12 --prompt-ids "1 2 3 4 5 6 7 8" -n 40 --ignore-eos \
+		--trace run.coli_trace >/dev/null &&
+	coli-plan "$M" --probe "$SCRATCH/probe.json" --ram "$(ram_for 12)" --routing run.coli_trace --explain -o p.json >out &&
+	grep -q "^cache-slots [0-9.]*: .*(the simulator on routing replayed from --routing)" out &&
+	! grep -q "^routing-model" out &&
+	echo "not a trace" >bad.coli_trace && printf "\211COLITR\n" >cut.coli_trace &&
+	expect_exit 1 coli-plan "$M" --probe "$SCRATCH/probe.json" --ram 1 --routing bad.coli_trace &&
+	grep -q "bad.coli_trace" err &&
+	expect_exit 1 coli-plan "$M" --probe "$SCRATCH/probe.json" --ram 1 --routing cut.coli_trace &&
+	grep -q "cut.coli_trace" err
 '
 
 exit $t_failed
