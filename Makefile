@@ -57,7 +57,7 @@ $(B)/%.o: %.c
 
 # Unit tests see the tools' own headers and the engine's internals (tools see only the public
 # headers of formats/ and engine/).
-$(B)/tests/unit/%.o: CFLAGS += -Irun -Iconvert -Iprofile
+$(B)/tests/unit/%.o: CFLAGS += -Irun -Iconvert -Iprofile -Iplan
 
 # Each library is one object whose only global symbols are its public coli_* names: the names
 # its files share among themselves are made local (ld -r, then objcopy), so a user of the library

@@ -170,8 +170,15 @@ static void describe(plan *p)
 			 F->top10, F->hit * 100);
 	plan_note_add(p, "cache-slots", v, "%.2f GiB of expert cache over %d MoE layers: predicted hit rate %.1f%% (the "
 		      "simulator on routing %s); %s", p->fixed.left / GIB, p->n_moe, p->hit * 100,
-		      p->routing ? "replayed from --routing" : p->usage.counts ? "drawn from the usage counts" :
-		      "drawn uniformly: no usage given, a lower bound (real routing is skewed)", who);
+		      p->replay ? "replayed from --routing" : p->usage.counts ? "drawn from the usage counts" :
+		      "drawn from the locality model: no usage given", who);
+	if (!p->replay && !p->usage.counts) {
+		plan_locality m = plan_locality_at(&p->loc, -1, p->top_k);
+		plan_note_add(p, "routing-model", "locality", "no usage: each layer routed by the locality model, %s: "
+			      "popularity Gamma(%.3g), redrawn with probability %.3g a token, %.3g of the slots one of the "
+			      "previous token's experts (at top_k %d; the first MoE layers less local: docs/coli-plan.md)",
+			      p->loc.source, m.skew, m.drift, m.reuse, p->top_k);
+	}
 	snprintf(v, sizeof(v), "%d", pins);
 	if (p->usage.counts)
 		plan_note_add(p, "pins", v, "%d pins in all, the most used experts of each layer where pinning them beat "

@@ -1,16 +1,18 @@
 /* hits.c: each MoE layer's routing distribution from the usage counts, and the hit rate of a
  * cache of pins + LRU slots predicted by the policy module's simulator (engine/policy.h) on
- * routing sampled from that distribution.
+ * routing sampled from that distribution, or without usage from the locality model (locality.c).
  *
  * The distribution is the layer's posterior mean under a symmetric Dirichlet prior whose
  * strength is estimated from the counts themselves (empirical Bayes: the alpha that maximises the
  * Dirichlet-multinomial likelihood of the layer's counts): a short history of a near-uniform
  * layer is mostly noise and is shrunk toward uniform, a long or strongly skewed one is kept.
- * Without usage it is uniform. Tokens are drawn independently, each choosing top_k distinct
- * experts with probabilities in proportion (Gumbel top-k), so the prediction has no recency beyond
- * popularity: what real routing adds (a token's experts overlap the previous token's a little
- * more than chance) is a gain the prediction leaves out. With --routing (a route_trace of the
- * workload) each main MoE layer replays that routing instead, recency and all. */
+ * With usage, tokens are drawn independently, each choosing top_k distinct experts with
+ * probabilities in proportion (Gumbel top-k), so the prediction has no recency beyond
+ * popularity: what real routing adds (a token's experts overlap the previous token's more than
+ * chance) is a gain the prediction leaves out. Without usage (a layer without counts), the
+ * locality model's routing: skew, drift and reuse of the previous token's experts, fitted on a
+ * real trace. With --routing of this model's shape each main MoE layer replays that routing
+ * instead, recency and all. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,20 +25,11 @@
 #define ALPHA_STEPS 240     /* the alpha searched on a log grid from 1e-3 to 1e5 */
 #define WARMUP_TOKENS 128  /* replayed before the hit rate is counted: the steady state */
 #define MEASURED_TOKENS 768
-
-static uint64_t splitmix(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* A uniform double in (0, 1). */
-static double uniform(uint64_t *s)
-{
-	return ((double)(splitmix(s) >> 11) + 0.5) / 9007199254740992.0;
-}
+/* The locality model (no usage): 4 runs of 128 + 192 tokens, each from its own draw (a chat
+ * turn's length, near the 156 positions the defaults were fitted on: the model's drift is not
+ * extrapolated far beyond what a trace showed). */
+#define MODEL_RUNS 4
+#define MODEL_TOKENS 320
 
 /* Layer L's counts row in the usage table, or NULL. */
 static const double *counts_of(const plan *p, const plan_layer *L)
@@ -88,6 +81,7 @@ static int layer_distribution(const plan *p, plan_layer *L, coli_err *e)
 	for (int i = 0; c && i < L->n_experts; i++)
 		sum += c[i] > 0 ? c[i] : 0;
 	L->alpha = sum > 0 ? fit_alpha(c, L->n_experts, sum) : 1;
+	L->modeled = !(sum > 0);
 	for (int i = 0; i < L->n_experts; i++)
 		total += L->p[i] = (c && c[i] > 0 ? c[i] : 0) + L->alpha;
 	for (int i = 0; i < L->n_experts; i++)
@@ -100,7 +94,7 @@ static int layer_distribution(const plan *p, plan_layer *L, coli_err *e)
 static void draw_token(const double *prob, int n, int k, uint64_t *rng, int32_t *out, double *key)
 {
 	for (int i = 0; i < n; i++)
-		key[i] = log(prob[i]) - log(-log(uniform(rng)));
+		key[i] = log(prob[i]) - log(-log(plan_uniform(rng)));
 	for (int j = 0; j < k; j++) {
 		int best = -1;
 		for (int i = 0; i < n; i++)
@@ -111,11 +105,19 @@ static void draw_token(const double *prob, int n, int k, uint64_t *rng, int32_t 
 }
 
 /* The sampled routing of layer L: tokens x top_k, the same for every cache tried (a seed per
- * layer, seed_layer's: a plan is reproducible). */
+ * layer, seed_layer's: a plan is reproducible). A layer with usage counts: tokens drawn
+ * independently from its distribution; without: the locality model p->loc (locality.c). */
 static int32_t *sample_layer(const plan *p, const plan_layer *L, int tokens, int seed_layer)
 {
-	int k = p->top_k < L->n_experts ? p->top_k : L->n_experts;
+	int k = p->top_k < L->n_experts ? p->top_k : L->n_experts, len = tokens / L->runs;
 	int32_t *ids = malloc((size_t)tokens * (size_t)k * sizeof(*ids));
+	plan_locality m = plan_locality_at(&p->loc, (int)(L - p->layers), k);
+	for (int d = 0; ids && L->modeled && d < L->runs; d++)
+		if (plan_locality_sample(&m, L->n_experts, k, len, (uint64_t)seed_layer * MODEL_RUNS + (uint64_t)d,
+					 ids + (size_t)d * (size_t)len * (size_t)k) < 0)
+			return free(ids), NULL;
+	if (L->modeled)
+		return ids;
 	double *key = malloc((size_t)L->n_experts * sizeof(*key));
 	uint64_t rng = 0x636f6c69ull + (uint64_t)seed_layer;
 	for (int t = 0; ids && key && t < tokens; t++)
@@ -136,26 +138,30 @@ static int replayed_layer(const plan *p, plan_layer *L, int i, coli_err *e)
 		if (x)
 			memcpy(L->ids + (size_t)L->n_tokens++ * (size_t)r->top_k, x, (size_t)r->top_k * sizeof(*x));
 	}
-	L->warmup = L->n_tokens / 8;
+	L->warmup = L->n_tokens / 8, L->runs = 1;
 	if (L->n_tokens - L->warmup < 1)
 		return coli_errf(e, COLI_EDATA, "%s: MoE layer %d: no positions to replay", r->name, i);
 	return 0;
 }
 
+static void count_ids(const plan *p, const plan_layer *L, int from, int to, double *c);
+
 /* Whether sampled layers a and b are alike: the same experts, record size, distribution and
- * usage counts (uniformly routed layers without usage are). */
+ * usage counts, and without them the same parameters of the locality model (every layer after
+ * the first PLAN_RAMP_LAYERS). */
 static int alike(const plan *p, const plan_layer *a, const plan_layer *b)
 {
 	const double *ca = counts_of(p, a), *cb = counts_of(p, b);
 	size_t n = (size_t)a->n_experts * sizeof(double);
 	return a->n_experts == b->n_experts && a->record == b->record && !memcmp(a->p, b->p, n) &&
-	       (ca ? !memcmp(ca, cb, n) : 1);
+	       (ca ? !memcmp(ca, cb, n) : 1) && a->modeled == b->modeled &&
+	       (!a->modeled || plan_locality_ramp((int)(a - p->layers)) == plan_locality_ramp((int)(b - p->layers)));
 }
 
 /* Whether MoE layer i replays --routing. */
 static int replayed(const plan *p, int i)
 {
-	return p->routing && !p->ct->layout.elayers[i].mtp && i < p->routing->n_layers;
+	return p->replay && !p->ct->layout.elayers[i].mtp && i < p->routing->n_layers;
 }
 
 /* L (layer i) sampled: with the seed of the first layer alike (L->twin), whose plan it shares. */
@@ -165,9 +171,19 @@ static int sampled_layer(plan *p, plan_layer *L, int i, coli_err *e)
 	for (int j = 0; j < i && L->twin == i; j++)
 		if (p->layers[j].twin == j && !replayed(p, j) && alike(p, L, &p->layers[j]))
 			L->twin = j;
-	L->n_tokens = WARMUP_TOKENS + MEASURED_TOKENS, L->warmup = WARMUP_TOKENS;
+	L->n_tokens = WARMUP_TOKENS + MEASURED_TOKENS, L->warmup = WARMUP_TOKENS, L->runs = 1;
+	if (L->modeled)
+		L->n_tokens = MODEL_RUNS * MODEL_TOKENS, L->warmup = WARMUP_TOKENS, L->runs = MODEL_RUNS;
 	if (!(L->ids = sample_layer(p, L, L->n_tokens, p->layers[L->twin].layer)))
 		return coli_errf(e, COLI_ENOMEM, "out of memory sampling layer %d's routing", L->layer);
+	if (L->modeled) { /* the model's skew, as the explanation reports it */
+		double *c = coli_calloc((size_t)L->n_experts, sizeof(*c), e);
+		if (!c)
+			return -1;
+		count_ids(p, L, 0, L->n_tokens, c);
+		L->top10 = top10_share(c, NULL, L->n_experts);
+		free(c);
+	}
 	return 0;
 }
 
@@ -202,32 +218,16 @@ static double pinned_share(const plan *p, const plan_layer *L, int pins)
 	return share;
 }
 
-/* Replays tokens [from, to) of L's ids through pins (the first `pins` of counts' order) + LRU
- * (cache - pins slots), counting from token warm on: hits and lookups added to h[0], h[1]. */
+/* Replays tokens [from, to) of L's ids through pins (the first `pins` of counts' order) + the
+ * planned policy's slots (cache - pins), counting from token warm on: hits and lookups added to
+ * h[0], h[1]. */
 static void replay(const plan *p, const plan_layer *L, const double *counts, int pins, int cache, int from,
 		   int warm, int to, double h[2])
 {
-	int k = p->top_k < L->n_experts ? p->top_k : L->n_experts, n = to - from;
-	coli_sim_opts so = {.policy = p->cache_policy == STORE_CACHE_LFU ? COLI_SIM_LFU : COLI_SIM_LRU, .n_layers = 1,
-			    .n_experts = L->n_experts,
-			    .capacity = cache - pins, .max_batch = k, .max_batches = n};
-	coli_sim *s = NULL;
-	coli_err e = {0, ""};
-	coli_sim_batch *seq = malloc((size_t)n * sizeof(*seq));
-	if (!seq || n < 1 || coli_sim_open(&s, &so, &e) < 0) {
-		free(seq);
-		return;
-	}
-	for (int t = 0; t < n; t++)
-		seq[t] = (coli_sim_batch){.layer = 0, .n = k, .experts = L->ids + (size_t)(from + t) * (size_t)k};
-	coli_sim_start(s, counts, pins);
-	coli_sim_run(s, seq, warm - from, &e);
-	coli_sim_stats w = coli_sim_stats_of(s, 0);
-	coli_sim_run(s, seq + (warm - from), to - warm, &e);
-	coli_sim_stats all = coli_sim_stats_of(s, 0);
-	coli_sim_close(s);
-	free(seq);
-	h[0] += (double)(all.hits - w.hits), h[1] += (double)(all.hits + all.misses - w.hits - w.misses);
+	int k = p->top_k < L->n_experts ? p->top_k : L->n_experts;
+	plan_seq q = {L->ids + (size_t)from * (size_t)k, to - from, warm - from};
+	plan_seq_hits(&q, L->n_experts, k, p->cache_policy == STORE_CACHE_LFU ? COLI_SIM_LFU : COLI_SIM_LRU, counts, pins,
+		      cache, h);
 }
 
 /* The routing counts of L's ids [from, to) into c[n_experts]. */
@@ -247,9 +247,10 @@ static double simulate(const plan *p, const plan_layer *L, int pins, int cache)
 {
 	double h[2] = {0, 0};
 	int n = L->n_tokens, mid = n / 2;
-	double *c = pins > 0 && p->routing ? malloc((size_t)L->n_experts * sizeof(*c)) : NULL;
+	double *c = pins > 0 && replayed(p, (int)(L - p->layers)) ? malloc((size_t)L->n_experts * sizeof(*c)) : NULL;
 	if (!c) {
-		replay(p, L, counts_of(p, L), pins, cache, 0, L->warmup, n, h);
+		for (int d = 0, len = n / L->runs; d < L->runs; d++)
+			replay(p, L, counts_of(p, L), pins, cache, d * len, d * len + L->warmup, (d + 1) * len, h);
 		return h[1] > 0 ? h[0] / h[1] : 0;
 	}
 	count_ids(p, L, mid, n, c);

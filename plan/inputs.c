@@ -107,23 +107,43 @@ static int read_usage(plan *p, coli_err *e)
 	return 0;
 }
 
-/* --routing: a trace of this model's shape (experts, top_k), covering its main MoE layers. */
+/* The no-usage routing model fitted on every position of r (the prompt replayed, the decode
+ * counted), of its layers after the first PLAN_RAMP_LAYERS (every layer when it has no more). */
+static int fit_routing(plan *p, const coli_route *r, coli_err *e)
+{
+	int from = r->n_layers > PLAN_RAMP_LAYERS ? PLAN_RAMP_LAYERS : 0;
+	plan_view v = {from, r->n_layers, 1, 0, r->n_positions, r->n_prefill, r->top_k};
+	plan_seq *q;
+	int32_t *ids;
+	int n, rc = plan_route_seqs(r, &v, &q, &ids, &n, e);
+	if (rc == 0 && n == 0)
+		rc = coli_errf(e, COLI_EDATA, "%s: no decode position to fit the routing model on (the trace holds only a "
+				"prompt)", r->name);
+	if (rc == 0)
+		rc = plan_locality_fit(&p->loc, q, n, r->n_experts, r->top_k, e);
+	free(q), free(ids);
+	if (rc == 0)
+		snprintf(p->loc.source, sizeof(p->loc.source), "fitted on --routing %s (%d layers x %d experts, top-%d)",
+			 r->name, r->n_layers, r->n_experts, r->top_k);
+	return rc;
+}
+
+/* --routing (a route trace or a .coli_trace): the no-usage routing model fitted on it; when it has
+ * this model's shape (experts, top_k, at least its main MoE layers), its layers also replayed. */
 static int read_routing(plan *p, coli_err *e)
 {
 	const coli_model *m = &p->ct->model;
 	int main_moe = 0;
+	p->loc = plan_locality_default;
 	if (!p->a->routing)
 		return 0;
-	if (coli_route_open(&p->routing, p->a->routing, e) < 0)
+	if (plan_route_open(&p->routing, p->a->routing, e) < 0)
 		return -1;
 	for (int i = 0; i < p->ct->layout.n_elayers; i++)
 		main_moe += !p->ct->layout.elayers[i].mtp;
 	const coli_route *r = p->routing;
-	if (r->n_experts != m->n_experts || r->top_k != m->top_k || r->n_layers < main_moe)
-		return coli_errf(e, COLI_EDATA, "%s: n_expert %d, n_expert_used %d, n_layer %d: the container has %d "
-				 "experts, top_k %d, %d MoE layers", r->name, r->n_experts, r->top_k, r->n_layers,
-				 m->n_experts, m->top_k, main_moe);
-	return 0;
+	p->replay = r->n_experts == m->n_experts && r->top_k == m->top_k && r->n_layers >= main_moe;
+	return fit_routing(p, r, e);
 }
 
 /* The budget: --ram, else what the machine leaves: the memory cgroup's limit or the available

@@ -27,10 +27,12 @@ static const coli_option options[] = {
 	COLI_OPT_TEXT(""),
 	COLI_OPT_STRING(0, "probe", &a.probe, "FILE", "this machine's probe (coli-plan probe; default probe.json)"),
 	COLI_OPT_STRING(0, "usage", &a.usage, "FILE", "the container's .coli_usage (coli-run --usage): pins and hit "
-			"rates follow its counts (without: uniform routing, no pins)"),
-	COLI_OPT_STRING(0, "routing", &a.routing, "CSV", "a route_trace of this workload (formats/route.md): the "
-			"simulator replays it for each MoE layer instead of routing drawn from the usage counts "
-			"(its recency counts for the LRU slots)"),
+			"rates follow its counts (without: no pins, routing drawn from the locality model of real "
+			"routing, fitted on a real Qwen3-30B-A3B trace or on --routing)"),
+	COLI_OPT_STRING(0, "routing", &a.routing, "FILE", "a route_trace CSV (formats/route.md) or a .coli_trace "
+			"(coli-run --trace), of any model: the locality model is fitted on it; of this model's shape "
+			"(experts, top_k, layers), the simulator also replays it for each MoE layer instead of drawn "
+			"routing (its recency counts for the LRU slots)"),
 	COLI_OPT_DOUBLE(0, "ram", &a.ram, "GiB", 0, 1 << 20, "RAM budget of the run (default: 90% of the available "
 			"RAM or the memory cgroup's limit)", .open_lo = 1),
 	COLI_OPT_INT(0, "ctx", &a.ctx, "N", 1, 1 << 24, "KV cache capacity in tokens (default 4096)"),

@@ -28,6 +28,37 @@ typedef struct plan_args {
 	int explain, json, quiet;
 } plan_args;
 
+/* The routing model of a run without usage (locality.c): each expert's popularity Gamma(skew),
+ * redrawn with probability drift before each token; each slot one of the previous token's experts
+ * with probability reuse, else drawn by popularity. */
+typedef struct plan_locality {
+	double skew, reuse, drift;
+	int top_k;                /* the top_k they were fitted at: skew and reuse scale from it */
+	double loss;              /* the fit's sum of squared differences (0: not fitted) */
+	char source[160];         /* where the parameters come from, for the plan's notes */
+} plan_locality;
+
+extern const plan_locality plan_locality_default;
+
+/* One layer's routing: n tokens x top_k ids, the first warm replayed before counting. */
+typedef struct plan_seq {
+	const int32_t *ids;
+	int n, warm;
+} plan_seq;
+
+/* A part of a route trace: layers layer0, layer0 + layer_step, ... < layer1; positions [pos0,
+ * pos1), those before warm_to replayed but not counted; the first k slots of each position. */
+typedef struct plan_view {
+	int layer0, layer1, layer_step, pos0, pos1, warm_to, k;
+} plan_view;
+
+#define PLAN_CURVE_MAX 8
+/* Pins-free hit rates of LRU and LFU at caches of cache[0..n) experts, and the overlap. */
+typedef struct plan_curve {
+	int n, cache[PLAN_CURVE_MAX];
+	double lru[PLAN_CURVE_MAX], lfu[PLAN_CURVE_MAX], overlap;
+} plan_curve;
+
 /* One MoE layer's cache and what it is predicted to give. */
 typedef struct plan_layer {
 	int layer;                /* container layer */
@@ -37,11 +68,14 @@ typedef struct plan_layer {
 	int32_t *ids;             /* [tokens][top_k] the simulator's input: routing sampled from p,
 				   * or --routing's for this layer */
 	int n_tokens, warmup;     /* tokens of ids; of them, the first replayed before counting */
+	int runs;                 /* ids holds runs independent runs of n_tokens / runs tokens, each
+				   * with its warmup (the locality model's; else 1) */
 	double top10;             /* share of the routings the top 10% of experts take (uniform: 0.10) */
 	int twin;                 /* the first layer alike (same experts, record size, distribution,
 				   * counts; sampled with its seed): alike layers get the same cache;
 				   * itself when none */
 	double alpha;             /* the Dirichlet prior strength fitted to its counts (hits.c) */
+	int modeled;              /* no usage counts: routed by the locality model (plan.loc) */
 	int cache, pins;          /* records kept per layer, pins included */
 	double hit;               /* predicted warm hit rate (simulator) */
 	double hit_pins;          /* the pins' share: the cold hit rate */
@@ -73,6 +107,8 @@ typedef struct plan {
 	coli_probe probe;
 	coli_usage usage;         /* counts NULL without --usage */
 	coli_route *routing;      /* --routing, or NULL */
+	int replay;               /* 1: routing has this model's shape, its layers replayed */
+	plan_locality loc;        /* the no-usage routing model: fitted on --routing, else the default */
 	char usage_abs[4096];     /* its path made absolute */
 	int top_k, n_moe;         /* the model's top_k, MoE layers (MTP included) */
 	coli_budget fixed;
@@ -103,6 +139,30 @@ void plan_release(plan *p);
  * from it. */
 int plan_distributions(plan *p, coli_err *e);
 double plan_layer_hit(const plan *p, const plan_layer *L, int pins, int cache, double *pin_share);
+
+/* locality.c: the no-usage routing model, its sampling and its fit; a seeded generator. */
+uint64_t plan_rand(uint64_t *s);
+double plan_uniform(uint64_t *s); /* in (0, 1) */
+#define PLAN_RAMP_LAYERS 5 /* the first MoE layers, less local (locality.c) */
+/* m's parameters for MoE layer `layer` (-1: none of the first, ramped ones) at top_k k (skew and
+ * reuse scaled from m->top_k); plan_locality_ramp: the layer's place in the ramp (layers with the
+ * same place get the same parameters). */
+plan_locality plan_locality_at(const plan_locality *m, int layer, int k);
+int plan_locality_ramp(int layer);
+int plan_locality_sample(const plan_locality *m, int n_experts, int k, int tokens, uint64_t seed, int32_t *ids);
+/* Replays q (its first warm tokens uncounted) through pins (counts' first `pins`) + `cache - pins`
+ * slots of policy (COLI_SIM_LRU, COLI_SIM_LFU): hits and lookups added to h[0], h[1]. -1: memory. */
+int plan_seq_hits(const plan_seq *q, int n_experts, int k, int policy, const double *counts, int pins, int cache,
+		  double h[2]);
+int plan_locality_curve(const plan_seq *q, int n_seqs, int n_experts, int k, plan_curve *out);
+/* v's part of r as sequences (*out and *ids the caller's to free; layers with nothing counted left out). */
+int plan_route_seqs(const coli_route *r, const plan_view *v, plan_seq **out, int32_t **ids, int *n_seqs, coli_err *e);
+/* The parameters whose routing is closest to q's curve (plan_locality_curve). */
+int plan_locality_fit(plan_locality *m, const plan_seq *q, int n_seqs, int n_experts, int k, coli_err *e);
+
+/* routes.c: --routing's file, a route_trace CSV or a .coli_trace (by its magic), as a route table
+ * (*out the caller's, coli_route_close). */
+int plan_route_open(coli_route **out, const char *path, coli_err *e);
 
 /* cache.c: the records each layer keeps, and how many of them pinned, within the budget. */
 int plan_cache(plan *p, coli_err *e);

@@ -3,15 +3,17 @@
 # the planner's configuration against a grid search over the manual knobs. Needs root: memory
 # and blkio cgroups (v1), loop devices, drop_caches.
 #
-# A synthetic model of the real trace's shape (qwen3_moe, 128 experts, top-6, hidden 2048, expert
-# FFN 768, 32 heads of 128, 4 KV heads; COLI_BENCH_PLAN_LAYERS of the trace's 48 layers, default
-# 24, so that the model and two loop-device copies fit the disk), every run driven by
-# `coli-run --route-from` with the real Qwen3-30B-A3B trace (tests/data/traces): its prompt
-# positions and the first half of its decode teach the usage file; each measured run prefills the
-# trace's positions up to the second half and decodes that half (the planner gets the first
-# half's usage counts and routing). Configurations: memory caps
-# (COLI_BENCH_PLAN_CAPS GiB at 48 layers, default "3 5 8", scaled to the layers run: the fixed
-# part as it is, the rest x layers / 48) x one disk (loop device A, throttled) or two (A + a
+# A route trace (COLI_BENCH_PLAN_TRACE, any route_trace v1 CSV; default the real Qwen3-30B-A3B
+# trace, tests/data/traces) and a synthetic model of its shape (qwen3_moe with the trace's
+# n_expert and n_expert_used from its header, hidden 2048, expert FFN 768, 32 heads of 128, 4 KV
+# heads; COLI_BENCH_PLAN_LAYERS of the trace's n_layer, default 24 or all when fewer, so that the
+# model and two loop-device copies fit the disk), every run driven by `coli-run --route-from` with
+# the trace: its prompt positions and the first half of its decode teach the usage file; each
+# measured run prefills the trace's positions up to the second half and decodes that half (the
+# planner gets the first half's usage counts and routing; without usage, nothing: its locality
+# model's defaults). Configurations: memory caps
+# (COLI_BENCH_PLAN_CAPS GiB at the trace's n_layer, default "3 5 8", scaled to the layers run: the
+# fixed part as it is, the rest x layers / n_layer) x one disk (loop device A, throttled) or two (A + a
 # mirror on B) x usage learned or none. For each: probe in the cgroups (so it sees the cap and
 # the throttles), plan (the cap's default budget), run with --plan under the cap, page cache
 # dropped: predicted against measured tokens/s and hit rate, peak RSS against the budget. Then a
@@ -20,7 +22,11 @@
 # on each disk setup: the best the grid finds against the plan's run.
 # Environment: COLI_BENCH_DIR (build/bench), COLI_BENCH_REPS (1), COLI_BENCH_PLAN_MBS (throttles
 # of A and B, default "400 200"), COLI_BENCH_PLAN_TOKENS (decode tokens measured, default 64),
-# COLI_BENCH_PLAN_GRID (0 skips the grid). Markdown on stdout, progress on stderr.
+# COLI_BENCH_PLAN_GRID (0 skips the grid), COLI_BENCH_PLAN_USE (the usage setups, default "usage none"),
+# COLI_BENCH_PLAN_PROFILE (default 1: each plan's run traced, --trace, and coli-profile report's
+# decode attribution put beside the plan's breakdown, ms per token; 0: untraced).
+# Markdown on stdout, progress on stderr: the predictions with usage and without in two tables, each
+# with its median errors.
 set -eu
 shopt -s inherit_errexit
 cd "$(dirname "$0")/../.."
@@ -28,12 +34,25 @@ cd "$(dirname "$0")/../.."
 need_root plan.sh "memory and blkio cgroups, loop devices, drop_caches"
 dir=${COLI_BENCH_DIR:-build/bench}
 reps=${COLI_BENCH_REPS:-1}
-layers=${COLI_BENCH_PLAN_LAYERS:-24}
+trace=${COLI_BENCH_PLAN_TRACE:-tests/data/traces/qwen3-30b-a3b.route.csv}
+[ -r "$trace" ] || { say "plan.sh: COLI_BENCH_PLAN_TRACE: $trace: not readable"; exit 2; }
+# The trace's shape, from its header: MoE layers, experts, top_k.
+hdr() { awk -v k="$1" '/^# model=/ {for (i = 1; i <= NF; i++) if (split($i, kv, "=") == 2 && kv[1] == k) print kv[2]; exit}' "$trace"; }
+t_layers=$(hdr n_layer) t_experts=$(hdr n_expert) t_top_k=$(hdr n_expert_used)
+case "$t_layers$t_experts$t_top_k" in
+'' | *[!0-9]*) say "plan.sh: $trace: no '# model=... n_layer=L n_expert=E n_expert_used=K' header line (formats/route.md)"; exit 2 ;;
+esac
+layers=${COLI_BENCH_PLAN_LAYERS:-$((t_layers < 24 ? t_layers : 24))}
+[ "$layers" -le "$t_layers" ] || { say "plan.sh: COLI_BENCH_PLAN_LAYERS $layers: the trace has $t_layers layers"; exit 2; }
 caps=${COLI_BENCH_PLAN_CAPS:-3 5 8}
+uses=${COLI_BENCH_PLAN_USE:-usage none}
+profile=${COLI_BENCH_PLAN_PROFILE:-1}
+for use in $uses; do
+	case $use in usage | none) ;; *) say "plan.sh: COLI_BENCH_PLAN_USE: '$use' is not usage or none"; exit 2 ;; esac
+done
 read -r bw_a bw_b <<<"${COLI_BENCH_PLAN_MBS:-400 200}"
 ntok=${COLI_BENCH_PLAN_TOKENS:-64}
 grid=${COLI_BENCH_PLAN_GRID:-1}
-trace=tests/data/traces/qwen3-30b-a3b.route.csv
 mkdir -p "$dir"
 cmds=()
 record() { cmds+=("$*"); }
@@ -47,7 +66,7 @@ half=$(( n_prompt + (n_pos - n_prompt) / 2 ))
 [ $((n_pos - ntok)) -ge "$half" ] || { say "plan.sh: $ntok tokens reach into the first half (positions < $half)"; exit 2; }
 ids() { seq 1 "$1" | paste -sd' '; }
 
-shape="--family qwen3_moe --layers $layers --experts 128 --top-k 6 --hidden 2048 --expert-ffn 768 --heads 32 --kv-heads 4 --head-dim 128 --fp8 --measure 0 --seed 13"
+shape="--family qwen3_moe --layers $layers --experts $t_experts --top-k $t_top_k --hidden 2048 --expert-ffn 768 --heads 32 --kv-heads 4 --head-dim 128 --fp8 --measure 0 --seed 13"
 model=$(model_of plan-q4 "$shape")
 gb=$(( ($(bytes_of "$model") >> 30) + 3 )) # the copy, the probe's 512 MiB scratch file, ext4's own share
 
@@ -79,13 +98,13 @@ routing0=$dir/plan-half.route.csv
 awk -F, -v h="$half" '/^#/ || $1 == "turn" || $3 + 0 < h' "$trace" >"$routing0"
 record "awk -F, -v h=$half '/^#/ || \$1 == \"turn\" || \$3 + 0 < h' $trace > $routing0   # the first half's routing"
 prompt=$(ids $((n_pos - ntok)))
-# The cap of caps GiB at 48 layers for this model: the fixed part (from a plan), the rest scaled.
+# The cap of caps GiB at the trace's layers for this model: the fixed part (from a plan), the rest scaled.
 cap_mib() {
 	local fixed
 	fixed=$(bin/coli-plan -q "$A" --probe "$dir/plan-probe.json" --ram 64 -o "$dir/plan-fixed.json" &&
 		tr -d '\n' <"$dir/plan-fixed.json" | bin/coli-json budget)
 	awk -v c="$1" -v l="$layers" -v d="$(echo "$fixed" | bin/coli-json dense)" -v k="$(echo "$fixed" | bin/coli-json kv)" \
-		-v b="$(echo "$fixed" | bin/coli-json buffers)" 'BEGIN {f = d + k + b; printf "%d", (f + (c * 2^30 - f) * l / 48) / 2^20}'
+		-v b="$(echo "$fixed" | bin/coli-json buffers)" -v n="$t_layers" 'BEGIN {f = d + k + b; printf "%d", (f + (c * 2^30 - f) * l / n) / 2^20}'
 }
 probe() { in_cgroup "$memcg $blkcg" bin/coli-plan probe -q --disk "$dir/mnt-plan-a" --disk "$dir/mnt-plan-b" -o "$dir/plan-probe.json"; }
 
@@ -104,7 +123,8 @@ cg_max() { echo $(( $(cat "$memcg/memory.max_usage_in_bytes") >> 20 )); }
 say "probing $dir/mnt-plan-a and $dir/mnt-plan-b (in the blkio cgroup: the throttled bandwidths)"
 probe
 record "coli-plan probe --disk $dir/mnt-plan-a --disk $dir/mnt-plan-b -o $dir/plan-probe.json   # in the blkio (and for each cap the memory) cgroup; the later probes reuse the CPU's and disks' figures"
-rows=() errs=() herrs=() uerrs=() nerrs=()
+# Per usage setup (usage, none): the table's rows, the tokens/s and hit-rate errors.
+declare -A rows errs herrs
 config() {
 	local cap=$1 disks=$2 use=$3 mib plan=$dir/plan.json args=() out
 	mib=$(cap_mib "$cap")
@@ -116,7 +136,9 @@ config() {
 	local runs="" i
 	for i in $(seq "$reps"); do
 		[ "$use" = usage ] && cp "$usage0" "$dir/plan-u.coli_usage"
-		out=$(measure --plan "$plan")
+		local traced=()
+		[ "$profile" = 1 ] && traced=(--trace "$dir/plan-run.coli_trace")
+		out=$(measure --plan "$plan" "${traced[@]}")
 		runs+="$(tok_s "$out") $(hit_rate "$out") $(rss_of "$out") $(cg_max)"$'\n'
 		say "  cap $cap ($mib MiB), $disks disk(s), $use: $(summary "$out")"
 	done
@@ -125,14 +147,36 @@ config() {
 	ptok=$(echo "$j" | bin/coli-json predicted.warm.tok_s) phit=$(echo "$j" | bin/coli-json predicted.hit_rate)
 	btok=$(echo "$j" | bin/coli-json budget.budget)
 	mtok=$(echo "$runs" | awk 'NF {print $1}' | median) mhit=$(echo "$runs" | awk 'NF {print $2}' | median)
-	errs+=("$(awk -v p="$ptok" -v m="$mtok" 'BEGIN {printf "%.1f", (p - m) / m * 100}')")
-	herrs+=("$(awk -v p="$phit" -v m="$mhit" 'BEGIN {printf "%.1f", p * 100 - m}')")
-	if [ "$use" = usage ]; then uerrs+=("${errs[-1]}"); else nerrs+=("${errs[-1]}"); fi
-	rows+=("$(printf '| %s | %d | %d | %s | %.2f | %s | %s%% | %.1f | %s | %s pts | %s | %.0f | %s |' "$cap" "$mib" "$disks" "$use" \
-		"$ptok" "$mtok" "${errs[-1]}" "$(awk -v h="$phit" 'BEGIN {print h * 100}')" "$mhit" "${herrs[-1]}" \
+	local err herr
+	err=$(awk -v p="$ptok" -v m="$mtok" 'BEGIN {printf "%.1f", (p - m) / m * 100}')
+	herr=$(awk -v p="$phit" -v m="$mhit" 'BEGIN {printf "%.1f", p * 100 - m}')
+	errs[$use]+="$err"$'\n' herrs[$use]+="$herr"$'\n'
+	rows[$use]+="$(printf '| %s | %d | %d | %.2f | %s | %s%% | %.1f | %s | %s pts | %s | %.0f | %s |' "$cap" "$mib" "$disks" \
+		"$ptok" "$mtok" "$err" "$(awk -v h="$phit" 'BEGIN {print h * 100}')" "$mhit" "$herr" \
 		"$(echo "$runs" | awk 'NF {print $3}' | sort -n | tail -1)" "$(awk -v b="$btok" 'BEGIN {print b / 2^20}')" \
-		"$(echo "$runs" | awk 'NF {print $4}' | sort -n | tail -1)")")
+		"$(echo "$runs" | awk 'NF {print $4}' | sort -n | tail -1)")"$'\n'
 	plan_tok=$mtok
+	[ "$profile" = 1 ] && attribution "$cap" "$mib" "$disks" "$use" "$j"
+	return 0
+}
+
+# The last run's decode attribution (coli-profile report of its trace) beside the plan's
+# breakdown, ms per token: a row of the attribution table.
+declare -A parts
+attribution() {
+	local r calls p=() m=() k
+	r=$(bin/coli-profile report "$dir/plan-run.coli_trace" --plan "$dir/plan.json" --probe "$dir/plan-probe.json" \
+		-o "$dir/plan-report-$1-$3-$4" --json -q)
+	calls=$(jget "$r" phases.decode.calls)
+	for k in disk_s experts_s attention_s other_s; do p+=("$(jfmt "$5" "predicted.warm.$k" %.1f 1000)"); done
+	for k in io_wait experts attention linear_attention router other between_calls untraced; do
+		m+=("$(awk -v v="$(jget "$r" "phases.decode.parts_s.$k")" -v n="$calls" 'BEGIN {printf "%.1f", v / n * 1000}')")
+	done
+	parts[$4]+="$(printf '| %s | %d | %d | %s / %s | %s / %s | %s / %s | %s / %.1f | %s | %.1f | %s |' "$1" "$2" "$3" \
+		"${p[0]}" "${m[0]}" "${p[1]}" "${m[1]}" "${p[2]}" "$(awk -v a="${m[2]}" -v b="${m[3]}" 'BEGIN {print a + b}')" \
+		"${p[3]}" "$(awk -v a="${m[4]}" -v b="${m[5]}" 'BEGIN {print a + b}')" "${m[6]}" \
+		"$(awk -v p="${p[0]} ${p[1]} ${p[2]} ${p[3]}" 'BEGIN {split(p, x, " "); print x[1] + x[2] + x[3] + x[4]}')" \
+		"$(awk -v v="$(jget "$r" phases.decode.wall_s)" -v n="$calls" 'BEGIN {printf "%.1f", v / n * 1000}')")"$'\n'
 }
 
 # The grid at one cap with usage: the knobs by hand at the plan's budget; the best against the plan.
@@ -154,7 +198,7 @@ grid_search() {
 
 for cap in $caps; do
 	for disks in 1 2; do
-		for use in usage none; do
+		for use in $uses; do
 			say "cap $cap GiB, $disks disk(s), usage: $use"
 			config "$cap" "$disks" "$use"
 			mid=$(echo "$caps" | awk '{print $(int((NF + 1) / 2))}')
@@ -164,13 +208,30 @@ for cap in $caps; do
 done
 record "per configuration: coli-plan probe (in the memory and blkio cgroups) --disk $dir/mnt-plan-a --disk $dir/mnt-plan-b; coli-plan $A --probe P --ctx 256 --recall $recall [--usage U --routing $routing0] [--mirror $B] -o plan.json; echo 3 > /proc/sys/vm/drop_caches; (in the cgroups) coli-run -m $A --plan plan.json --route-from $trace --prompt-ids '1..$((n_pos - ntok))' -n $((ntok + 1)) --ignore-eos --print-ids --json"
 
-echo "### coli-plan: predicted against measured ($layers of 48 layers, $(awk -v b="$(bytes_of "$model")" 'BEGIN {printf "%.2f", b / 2^30}') GiB; disks A $bw_a MB/s, B $bw_b MB/s; real routing)"
-echo
-echo "| cap GiB (48 layers) | cap MiB (this model) | disks | usage | predicted tok/s | measured tok/s | error | predicted hit % | measured hit % | error | peak RSS MiB | budget MiB | cgroup max MiB |"
-echo "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-printf '%s\n' "${rows[@]}"
-echo
-echo "Median absolute error: tokens/s $(printf '%s\n' "${errs[@]}" | tr -d - | median)% (goal 10%), hit rate $(printf '%s\n' "${herrs[@]}" | tr -d - | median) points (goal 2); tokens/s with usage $(printf '%s\n' "${uerrs[@]}" | tr -d - | median)%, without $(printf '%s\n' "${nerrs[@]}" | tr -d - | median)%."
+echo "### coli-plan: predicted against measured ($layers of $t_layers layers x $t_experts experts, top-$t_top_k, $(awk -v b="$(bytes_of "$model")" 'BEGIN {printf "%.2f", b / 2^30}') GiB; disks A $bw_a MB/s, B $bw_b MB/s; routing of $trace)"
+for use in $uses; do
+	echo
+	if [ "$use" = usage ]; then
+		echo "With usage (the first half's usage counts and --routing): goals tokens/s within 10% at every cap, hit rate within 2 points."
+	else
+		echo "Without usage (the planner's locality model, its defaults): goals tokens/s within 25%, hit rate within 10 points."
+	fi
+	echo
+	echo "| cap GiB ($t_layers layers) | cap MiB (this model) | disks | predicted tok/s | measured tok/s | error | predicted hit % | measured hit % | error | peak RSS MiB | budget MiB | cgroup max MiB |"
+	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	printf '%s' "${rows[$use]}"
+	echo
+	if [ "$profile" = 1 ]; then
+		echo
+		echo "Where a decode token's time went, $use: the plan's breakdown (warm) / the run's attribution (coli-profile report of its trace), ms per token; \"attention\" measured includes linear attention, \"other\" the router."
+		echo
+		echo "| cap GiB | cap MiB | disks | disk / I/O wait | expert products | attention | other | between calls (not modelled) | total predicted | wall measured |"
+		echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+		printf '%s' "${parts[$use]}"
+		echo
+	fi
+	echo "$use: absolute error of tokens/s median $(printf '%s' "${errs[$use]}" | tr -d - | median)%, largest $(printf '%s' "${errs[$use]}" | tr -d - | sort -g | tail -1)%; of the hit rate median $(printf '%s' "${herrs[$use]}" | tr -d - | median) points, largest $(printf '%s' "${herrs[$use]}" | tr -d - | sort -g | tail -1)."
+done
 if [ ${#grid_rows[@]} -gt 0 ]; then
 	echo
 	echo "| cap GiB | disks | plan's run tok/s | best of the grid tok/s | plan / best (goal >= 0.97) | best knobs |"
