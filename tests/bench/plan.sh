@@ -20,7 +20,10 @@
 # on each disk setup: the best the grid finds against the plan's run.
 # Environment: COLI_BENCH_DIR (build/bench), COLI_BENCH_REPS (1), COLI_BENCH_PLAN_MBS (throttles
 # of A and B, default "400 200"), COLI_BENCH_PLAN_TOKENS (decode tokens measured, default 64),
-# COLI_BENCH_PLAN_GRID (0 skips the grid). Markdown on stdout, progress on stderr.
+# COLI_BENCH_PLAN_GRID (0 skips the grid), COLI_BENCH_PLAN_DISKS (disk setups, default "1 2"),
+# COLI_BENCH_PLAN_USAGE (default "usage none"). With two disks, a second table: each copy's share
+# of the bytes, planned (plan.json disks[].share, the store's targets) against read (coli-run
+# --json stream.disks[].byte_share). Markdown on stdout, progress on stderr.
 set -eu
 shopt -s inherit_errexit
 cd "$(dirname "$0")/../.."
@@ -33,6 +36,8 @@ caps=${COLI_BENCH_PLAN_CAPS:-3 5 8}
 read -r bw_a bw_b <<<"${COLI_BENCH_PLAN_MBS:-400 200}"
 ntok=${COLI_BENCH_PLAN_TOKENS:-64}
 grid=${COLI_BENCH_PLAN_GRID:-1}
+disk_setups=${COLI_BENCH_PLAN_DISKS:-1 2}
+usages=${COLI_BENCH_PLAN_USAGE:-usage none}
 trace=tests/data/traces/qwen3-30b-a3b.route.csv
 mkdir -p "$dir"
 cmds=()
@@ -104,7 +109,7 @@ cg_max() { echo $(( $(cat "$memcg/memory.max_usage_in_bytes") >> 20 )); }
 say "probing $dir/mnt-plan-a and $dir/mnt-plan-b (in the blkio cgroup: the throttled bandwidths)"
 probe
 record "coli-plan probe --disk $dir/mnt-plan-a --disk $dir/mnt-plan-b -o $dir/plan-probe.json   # in the blkio (and for each cap the memory) cgroup; the later probes reuse the CPU's and disks' figures"
-rows=() errs=() herrs=() uerrs=() nerrs=()
+rows=() errs=() herrs=() uerrs=() nerrs=() share_rows=()
 config() {
 	local cap=$1 disks=$2 use=$3 mib plan=$dir/plan.json args=() out
 	mib=$(cap_mib "$cap")
@@ -133,6 +138,10 @@ config() {
 		"$(echo "$runs" | awk 'NF {print $3}' | sort -n | tail -1)" "$(awk -v b="$btok" 'BEGIN {print b / 2^20}')" \
 		"$(echo "$runs" | awk 'NF {print $4}' | sort -n | tail -1)")")
 	plan_tok=$mtok
+	[ "$disks" = 2 ] && share_rows+=("$(printf '| %s | %s | %.3f | %.3f | %.0f | %.0f |' "$cap" "$use" \
+		"$(echo "$j" | bin/coli-json disks.1.share)" "$(jget "$out" stream.disks.1.byte_share)" \
+		"$(jget "$out" stream.disks.0.sustained_mb_per_s)" "$(jget "$out" stream.disks.1.sustained_mb_per_s)")")
+	return 0
 }
 
 # The grid at one cap with usage: the knobs by hand at the plan's budget; the best against the plan.
@@ -153,8 +162,8 @@ grid_search() {
 }
 
 for cap in $caps; do
-	for disks in 1 2; do
-		for use in usage none; do
+	for disks in $disk_setups; do
+		for use in $usages; do
 			say "cap $cap GiB, $disks disk(s), usage: $use"
 			config "$cap" "$disks" "$use"
 			mid=$(echo "$caps" | awk '{print $(int((NF + 1) / 2))}')
@@ -171,6 +180,14 @@ echo "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${rows[@]}"
 echo
 echo "Median absolute error: tokens/s $(printf '%s\n' "${errs[@]}" | tr -d - | median)% (goal 10%), hit rate $(printf '%s\n' "${herrs[@]}" | tr -d - | median) points (goal 2); tokens/s with usage $(printf '%s\n' "${uerrs[@]}" | tr -d - | median)%, without $(printf '%s\n' "${nerrs[@]}" | tr -d - | median)%."
+if [ ${#share_rows[@]} -gt 0 ]; then
+	echo
+	echo "B's share of the bytes, planned (the store's target) against read (the last run), and the sustained rates the store counted A and B at by the run's end:"
+	echo
+	echo "| cap GiB | usage | B planned | B read | A MB/s | B MB/s |"
+	echo "|---:|---|---:|---:|---:|---:|"
+	printf '%s\n' "${share_rows[@]}"
+fi
 if [ ${#grid_rows[@]} -gt 0 ]; then
 	echo
 	echo "| cap GiB | disks | plan's run tok/s | best of the grid tok/s | plan / best (goal >= 0.97) | best knobs |"
