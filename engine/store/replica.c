@@ -133,6 +133,7 @@ int replicas_open(replica_set *rs, const coli_container *c, const char *const *m
 			return -1;
 		device_name(r->path, r->d.dev, sizeof(r->d.dev));
 		r->d.rate_bps = bps && bps[i] > 0 ? bps[i] : 0;
+		r->sustained = r->d.rate_bps > 0;
 	}
 	replicas_share(rs);
 	return 0;
@@ -212,8 +213,9 @@ void replica_issue(replica_set *rs, int i, uint64_t len, double now)
 }
 
 /* A window of r's reads closes (long enough, enough read): bytes over busy time is what r
- * sustains when it was busy nearly throughout, else an upper bound (module comment). 1 when
- * r's rate changed. */
+ * sustains when it was busy nearly throughout; else its reads met a refilled allowance or
+ * waited on their own latency, which says nothing of what it sustains, and is taken only while
+ * r's rate is unknown (module comment). 1 when r's rate changed. */
 static int learn(replica *r, double now)
 {
 	double wall = now - r->win_t0;
@@ -221,8 +223,8 @@ static int learn(replica *r, double now)
 		return 0;
 	double m = (double)r->win_bytes / r->win_busy, old = r->d.rate_bps;
 	if (r->win_busy >= REPLICA_SATURATED * wall)
-		r->d.rate_bps = old > 0 ? (old + m) / 2 : m;
-	else if (old <= 0 || m < old)
+		r->d.rate_bps = m, r->sustained = 1;
+	else if (!r->sustained)
 		r->d.rate_bps = m;
 	r->win_t0 = now, r->win_busy = 0, r->win_bytes = 0;
 	return r->d.rate_bps != old;

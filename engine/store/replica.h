@@ -12,8 +12,12 @@
  * none: the mean of the others', all equal when none is known) and is corrected by windows of
  * its own reads (REPLICA_WINDOW_S of wall time, REPLICA_WINDOW_BYTES at least): bytes over busy
  * time. When the copy was busy nearly all the window (REPLICA_SATURATED) that is what it
- * sustains, and the rate moves to it; when it idled between reads, its reads met a refilled
- * allowance, so the figure only bounds the rate from above (it lowers it, never raises it).
+ * sustains: its rate. When it idled between reads, its reads met a refilled allowance (faster
+ * than it sustains) or waited on their own latency at a shallow queue (slower), so the figure
+ * says nothing of what it sustains and stands only for a rate not yet known. A copy slower than
+ * its rate gets more than it can read, is kept busy, and is corrected; one faster keeps its rate
+ * (bench-plan on a loaded machine: windows with idle time put throttles of 400 and 200 MB/s at
+ * 222 and 135 MB/s, which would have moved the mirror's share from the plan's 29% to 38%).
  * Copies of a record known bad (a failed read or CRC there) are avoided for that record. A
  * mirror may be partial (its mirror.coli map, formats/mirror.md, says which records it holds): it
  * is never picked for a record it lacks (the others then take those, so its share is at most
@@ -39,6 +43,8 @@ typedef struct replica {
 	double win_t0, win_busy;  /* the measuring window: its start, its busy time so far */
 	double mark;              /* when win_busy was last brought up to date */
 	uint64_t win_bytes;       /* bytes delivered in the window */
+	int sustained;            /* 1: d.rate_bps is a sustained rate (the plan's, or a window busy
+				   * throughout); 0: unknown, or a window's with idle time in it */
 	uint8_t *bad;             /* [record] 1: this copy of the record failed; NULL: none yet */
 	int partial;              /* 1: holds only the records of map */
 	coli_mirror_map map;      /* partial: the records held */

@@ -19,7 +19,7 @@ static void copies(replica_set *rs, int n, const double *bps)
 	memset(rs, 0, sizeof(*rs));
 	rs->n = n, rs->n_records = 16;
 	for (int i = 0; i < n; i++)
-		rs->r[i].d.rate_bps = bps ? bps[i] : 0;
+		rs->r[i].d.rate_bps = bps ? bps[i] : 0, rs->r[i].sustained = bps && bps[i] > 0;
 	replicas_share(rs);
 }
 
@@ -180,8 +180,9 @@ static void bursts(void)
 	throttled(d);
 	copies(&rs, 2, (double[]){400 * MB, 200 * MB});
 	decode(&rs, d, 1, 2.4 * MiB, 0.010, 30, s);
-	T_CHECK("bursts, light load (one read per layer, every read a burst): the sustained shares still",
-		fabs(s[0] - 2.0 / 3) < 0.02, "A %.3f, B %.3f", s[0], s[1]);
+	T_CHECK("bursts, light load (one read per layer, every read a burst): the sustained shares and rates still",
+		fabs(s[0] - 2.0 / 3) < 0.02 && rs.r[0].d.rate_bps == 400 * MB && rs.r[1].d.rate_bps == 200 * MB,
+		"A %.3f, B %.3f; rates %.0f and %.0f MB/s", s[0], s[1], rs.r[0].d.rate_bps / MB, rs.r[1].d.rate_bps / MB);
 
 	throttled(d);
 	d[1].rate = 100 * MB; /* B sustains half what the plan says */
