@@ -22,7 +22,8 @@
  *              them are read during the previous layer's compute instead. A layer's reads
  *              go at the probe's burst rate where it beats the sustained one (a throttled
  *              device's allowance, refilled while the CPU computes), but never faster on
- *              average: a token takes at least its reads at the sustained rates.
+ *              average: a token takes at least its reads at the sustained rates (its misses
+ *              and, with prefetch, its wrong guesses: wrong_reads).
  * Warm: the planned hit rate; cold: only the pins hit (the LRU slots start empty). */
 #include <math.h>
 #include <stdlib.h>
@@ -127,6 +128,18 @@ static double attn_core_time(const plan *p, int pos)
 	return core > mem ? core : mem;
 }
 
+/* Records a layer reads per token for wrong next-layer predictions, with prefetch: top_k
+ * guesses, (1 - --recall) of them wrong, each read unless cached (a guess not chosen taken as
+ * cached at the cache's share of the experts). They cost the disk's sustained rate like the
+ * misses: at recall 0.05 the grid's prefetch-on runs read 5.6x the bytes (docs/benchmarks.md). */
+static double wrong_reads(const plan *p, const plan_layer *L)
+{
+	if (!p->prefetch || L->n_experts <= 0)
+		return 0;
+	double cached = (double)L->cache / L->n_experts;
+	return p->top_k * (1 - p->a->recall) * (1 - (cached < 1 ? cached : 1));
+}
+
 /* The predicted speed at hit rates hit(layer) (warm: the plan's, cold: the pins'). */
 static coli_plan_speed speed(const plan *p, int cold)
 {
@@ -150,7 +163,7 @@ static coli_plan_speed speed(const plan *p, int cold)
 		if (p->prefetch)
 			hidden += fmin(p->a->recall * disk, compute_layer) - (1 - p->a->recall) * WRONG_COST * disk;
 		s.disk_s += disk > hidden ? disk - hidden : 0;
-		sustained += read_time(p, miss, L->record, 0);
+		sustained += read_time(p, miss + wrong_reads(p, L), L->record, 0);
 	}
 	double compute = s.experts_s + s.attention_s + s.other_s;
 	if (compute + s.disk_s < sustained) /* the sustained rates bound the average */
