@@ -117,6 +117,17 @@ void coli_budget_container(const coli_container *ct, coli_budget_in *in);
  * and the sum over layers of record x records must fit. */
 int coli_budget_split(const coli_budget_in *in, coli_budget *out, coli_err *e);
 
+/* ---- the copies' shares of the reads ---------------------------------------------------------- */
+
+/* Each copy's share of the bytes read when n copies of experts.bin are read together (the model's
+ * and its --mirror copies), the one rule coli-plan predicts with and the streaming store sends
+ * reads by: proportional to each copy's sustained rate bps[i] (bytes/s; <= 0: unknown, counted as
+ * the mean of the known ones, 1 when none is known), a copy that holds only part of the reads
+ * capped at held[i] (the share of the reads that fall on records it holds; held NULL: every copy
+ * full), what the caps leave spread over the others by rate (water-filling). The shares sum to 1
+ * when some copy is uncapped (held[i] >= 1); share[0..n). */
+void coli_copy_shares(int n, const double *bps, const double *held, double *share);
+
 /* ---- a run's size ---------------------------------------------------------------------------- */
 
 /* What a run asks for beside the container: coli-run's options and what its prompt and session

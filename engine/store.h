@@ -189,6 +189,9 @@ typedef struct store_stream_opts {
 				   * default (STORE_IO_THREADS, STORE_URING_DEPTH) */
 	const char *const *mirrors; /* folders holding the same container, read alongside it */
 	int n_mirrors;
+	const double *copy_bps;   /* NULL, or [1 + n_mirrors]: each copy's sustained rate (bytes/s, 0:
+				   * unknown) as coli-plan measured it (plan.json's disks[].bps): where
+				   * the copies' shares start (store/replica.h) */
 	int no_crc;               /* 1: records read are not CRC checked (pins included) */
 	coli_events events;       /* where io_uring refusals, failovers and CRC failures go */
 	coli_tracer *tracer;      /* NULL, or where each chunk read and each get's outcome go: kept
@@ -209,6 +212,8 @@ typedef struct store_disk {
 	double busy_s;            /* wall time with at least one read in flight on it */
 	uint64_t failures;        /* reads or CRC checks failed on it (each served by another copy,
 				   * or the run failed) */
+	double rate_bps;          /* the sustained rate the store counts it at now (store/replica.h) */
+	double share;             /* its target share of the bytes read, from the rates */
 } store_disk;
 
 /* Counters of the streaming store since open. */
@@ -248,7 +253,8 @@ void coli_store_stats_sub(const coli_store_stats *a, const coli_store_stats *b, 
  * evictable slots for; a get of a miss queues it first and waits. A layer holds up to
  * max(cache_slots, top_k) experts while they are in use (decode holds all top_k at once) and
  * keeps cache_slots of them resident once released. o may be NULL (defaults).
- * Mirrors (o->mirrors): each chunk is read from the copy expected to finish it first (replica.h);
+ * Mirrors (o->mirrors): each chunk is read from the copy furthest below its share of the bytes,
+ * the shares coli-plan predicts, from the copies' sustained rates (store/replica.h);
  * a chunk whose read fails is read from another copy; a record whose CRC fails is read whole
  * from each copy in turn until one checks, the failing copies reported (o->events) and avoided
  * for that record from then on. A mirror whose manifest differs is refused at open.

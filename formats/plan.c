@@ -213,14 +213,36 @@ static int read_predicted(const reader *r, json_t *root)
 	return read_speed(r, pred, "warm", &r->p->warm) < 0 || read_speed(r, pred, "cold", &r->p->cold) < 0 ? -1 : 0;
 }
 
+/* Each copy's sustained rate, disks[].bps: the streaming store's shares start from them. */
+static int read_copies(const reader *r, json_t *root)
+{
+	json_t *disks = member(r, root, "", "disks", JSON_ARRAY);
+	if (!disks)
+		return -1;
+	if (json_array_size(disks) > COLI_PLAN_MAX_DISKS)
+		return coli_errf(r->e, COLI_EDATA, "%s: disks: %zu copies, at most %d", r->path, json_array_size(disks),
+				 COLI_PLAN_MAX_DISKS);
+	for (size_t i = 0; i < json_array_size(disks); i++) {
+		char field[32];
+		snprintf(field, sizeof(field), "disks[%zu]", i);
+		json_t *d = json_array_get(disks, i);
+		if (!json_is_object(d))
+			return bad(r, field, "not an object");
+		if (number_to(r, d, field, "bps", 0, 1e15, &r->p->copy_bps[i]) < 0)
+			return -1;
+	}
+	r->p->n_copies = (int)json_array_size(disks);
+	return 0;
+}
+
 /* The explanatory members: only their types matter to a reader. */
 static int read_notes(const reader *r, json_t *root)
 {
-	static const char *const arrays[] = {"layers", "disks", "decisions", "warnings", NULL};
+	static const char *const arrays[] = {"layers", "decisions", "warnings", NULL};
 	for (int i = 0; arrays[i]; i++)
 		if (!member(r, root, "", arrays[i], JSON_ARRAY))
 			return -1;
-	return 0;
+	return read_copies(r, root);
 }
 
 static int read_root(const reader *r, json_t *root)

@@ -10,7 +10,7 @@
  *    "layers": [...], "disks": [...], "decisions": [...], "warnings": [...]}  what and why
  *
  * The reader validates the fields coli-run acts on (format, version, identity, machine, knobs,
- * predicted) and the types of the rest; the knobs' values are checked by coli-run's own option
+ * predicted, disks[].bps) and the types of the rest; the knobs' values are checked by coli-run's own option
  * table, as if given on its command line. */
 #ifndef COLI_PLAN_H
 #define COLI_PLAN_H
@@ -58,6 +58,10 @@ typedef struct coli_plan {
 	int n_knobs;
 	double hit_rate;          /* predicted warm expert cache hit rate, 0..1 */
 	coli_plan_speed warm, cold;
+	double copy_bps[COLI_PLAN_MAX_DISKS]; /* disks[].bps: each copy's sustained rate (bytes/s), the
+					       * model's then each mirror's: where coli-run's shares
+					       * of the reads start */
+	int n_copies;
 } coli_plan;
 
 /* Reads and validates path into *p (knob values malloc'd: coli_plan_release). Errors name the

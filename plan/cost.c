@@ -15,13 +15,15 @@
  *              way, + OTHER_PER_LAYER per layer (norms, RoPE, sums: measured small)
  *   disk       the misses' reads not hidden: a layer's misses (top_k x (1 - hit) records) are read
  *              at once from the copies together (each at the probe's O_DIRECT bandwidth at that
- *              queue depth, balanced so they finish together, a copy serving only records it
- *              holds), while the layer's hits are multiplied; with prefetch, --recall (the
+ *              queue depth, each its share of the bytes, the shares coli-run reads by: the
+ *              sustained rates', a partial copy's at most what it holds), while the layer's hits
+ *              are multiplied; with prefetch, --recall (the
  *              share of next-layer predictions the routing chose, as coli-run reports it) of
  *              them are read during the previous layer's compute instead. A layer's reads
  *              go at the probe's burst rate where it beats the sustained one (a throttled
  *              device's allowance, refilled while the CPU computes), but never faster on
- *              average: a token takes at least its reads at the sustained rates.
+ *              average: a token takes at least its reads at the sustained rates (its misses
+ *              and, with prefetch, its wrong guesses: wrong_reads).
  * Warm: the planned hit rate; cold: only the pins hit (the LRU slots start empty). */
 #include <math.h>
 #include <stdlib.h>
@@ -29,6 +31,7 @@
 
 #include "engine.h"
 #include "planner.h"
+#include "policy.h"
 #include "store.h"
 
 #define GIB 1073741824.0
@@ -90,37 +93,25 @@ static double burst_factor(const coli_probe_disk *d)
 	return f > 1 ? f : 1;
 }
 
-static int cmp_desc(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x > y ? -1 : x < y;
-}
-
-/* Seconds to read m records of rec bytes from the copies together, balanced so they finish
- * together: a partial copy serves only the records it holds (misses taken as spread evenly over
- * the records), the full copies the rest. One layer's reads (burst set: at each copy's burst
- * rate): a record is read whole from one copy, so m records keep at most m copies busy (the
- * fastest; with m < 1, a layer's one miss, when it has one, is read by one copy). Else the
- * sustained rates over a whole token's reads, which every copy shares. */
+/* Seconds to read m records of rec bytes from the copies together, each copy its share of the
+ * bytes (plan_shares: the store sends the reads by them), at the probe's rate for the queue depth
+ * (burst set: one layer's reads, at each copy's burst rate; else a token's, at the sustained
+ * rates): the copy that takes longest. A record is read whole from one copy, so a layer's reads
+ * take at least one record's on the copy it went to, that copy drawn by the shares. */
 static double read_time(const plan *p, double m, double rec, int burst)
 {
 	if (m <= 0)
 		return 0;
-	double qd = ceil(m / p->n_copies), all = 0, full = 0, held = 1, bytes = m * rec, b[PLAN_MAX_COPIES];
+	double qd = ceil(m / p->n_copies), t = 0, one = 0;
 	if (qd > p->qd)
 		qd = p->qd;
 	for (int i = 0; i < p->n_copies; i++) {
 		const coli_probe_disk *d = p->copies[i].disk;
-		b[i] = disk_bps(d, qd) * (burst ? burst_factor(d) : 1);
-		full += p->copies[i].held >= 1 ? b[i] : 0;
-		held = p->copies[i].held < held ? p->copies[i].held : held;
+		double b = disk_bps(d, qd) * (burst ? burst_factor(d) : 1);
+		t = fmax(t, m * p->copies[i].share * rec / b);
+		one += p->copies[i].share * fmin(m, 1) * rec / b;
 	}
-	qsort(b, (size_t)p->n_copies, sizeof(*b), cmp_desc);
-	double busy = !burst ? p->n_copies : m > 1 ? m : 1; /* copies kept busy */
-	for (int i = 0; i < p->n_copies; i++)
-		all += b[i] * fmin(fmax(busy - i, 0), 1);
-	double t = bytes / all, t_full = (1 - held) * bytes / full;
-	return t > t_full ? t : t_full;
+	return burst ? fmax(t, one) : t;
 }
 
 /* Seconds per token of the attention core at position pos (see the head comment). */
@@ -135,6 +126,18 @@ static double attn_core_time(const plan *p, int pos)
 	if (rate > 0) /* DSA's indexer scan, Gated DeltaNet's delta rule: over every thread */
 		core += (coli_attn_index_fmas(m, pos) + coli_attn_linear_fmas(m)) / (p->probe.attn_fma_per_s * p->threads);
 	return core > mem ? core : mem;
+}
+
+/* Records a layer reads per token for wrong next-layer predictions, with prefetch: top_k
+ * guesses, (1 - --recall) of them wrong, each read unless cached (a guess not chosen taken as
+ * cached at the cache's share of the experts). They cost the disk's sustained rate like the
+ * misses: at recall 0.05 the grid's prefetch-on runs read 5.6x the bytes (docs/benchmarks.md). */
+static double wrong_reads(const plan *p, const plan_layer *L)
+{
+	if (!p->prefetch || L->n_experts <= 0)
+		return 0;
+	double cached = (double)L->cache / L->n_experts;
+	return p->top_k * (1 - p->a->recall) * (1 - (cached < 1 ? cached : 1));
 }
 
 /* The predicted speed at hit rates hit(layer) (warm: the plan's, cold: the pins'). */
@@ -160,7 +163,7 @@ static coli_plan_speed speed(const plan *p, int cold)
 		if (p->prefetch)
 			hidden += fmin(p->a->recall * disk, compute_layer) - (1 - p->a->recall) * WRONG_COST * disk;
 		s.disk_s += disk > hidden ? disk - hidden : 0;
-		sustained += read_time(p, miss, L->record, 0);
+		sustained += read_time(p, miss + wrong_reads(p, L), L->record, 0);
 	}
 	double compute = s.experts_s + s.attention_s + s.other_s;
 	if (compute + s.disk_s < sustained) /* the sustained rates bound the average */
@@ -227,9 +230,12 @@ static double miss_share_held(const plan *p, const coli_mirror_map *m)
 	return p->n_moe ? sum / p->n_moe : 1;
 }
 
-/* Each copy's share of the reads: bandwidth-weighted, a partial copy within what it holds. */
-static void shares(plan *p)
+/* Each copy's share of the reads: coli_copy_shares of the copies' sustained rates at the queue
+ * depth, a partial copy capped at the share of the misses it holds; the streaming store sends the
+ * reads by the same rule (store/replica.h), from the same rates (plan.json's disks[].bps). */
+void plan_shares(plan *p)
 {
+	double bps[PLAN_MAX_COPIES], held[PLAN_MAX_COPIES], share[PLAN_MAX_COPIES], total = 0;
 	for (int i = 1; i < p->n_copies; i++)
 		if (p->copies[i].map.bits) {
 			p->copies[i].held = miss_share_held(p, &p->copies[i].map);
@@ -237,19 +243,18 @@ static void shares(plan *p)
 				      p->copies[i].dir, p->copies[i].map.held, p->copies[i].map.n_records,
 				      p->copies[i].held * 100);
 		}
-	double total = 0, qd = p->qd;
+	for (int i = 0; i < p->n_copies; i++) {
+		total += bps[i] = p->copies[i].bps = disk_bps(p->copies[i].disk, p->qd);
+		held[i] = p->copies[i].held;
+	}
+	coli_copy_shares(p->n_copies, bps, held, share);
 	for (int i = 0; i < p->n_copies; i++)
-		total += p->copies[i].bps = disk_bps(p->copies[i].disk, qd);
-	for (int i = 0; i < p->n_copies; i++)
-		p->copies[i].share = total > 0 ? p->copies[i].bps * p->copies[i].held / total : 0;
-	double sum = 0;
-	for (int i = 1; i < p->n_copies; i++)
-		sum += p->copies[i].share;
-	p->copies[0].share = 1 - sum;
+		p->copies[i].share = share[i];
 	p->disk_bps = total;
 	if (p->n_copies > 1)
 		plan_note_add(p, "mirror", "", "%d copies read together, %.2f GB/s at queue depth %d; the model's copy "
-			      "serves %.0f%% of the bytes", p->n_copies, total / 1e9, p->qd,
+			      "serves %.0f%% of the bytes (each copy by its sustained rate, a partial one at most what it "
+			      "holds: coli-run sends the reads by the same shares)", p->n_copies, total / 1e9, p->qd,
 			      p->copies[0].share * 100);
 }
 
@@ -328,7 +333,7 @@ int plan_cost(plan *p, coli_err *e)
 	if (p->stream)
 		plan_note_add(p, "io", "threads", "%d pread threads per disk: measured as fast as one io_uring on these "
 			      "machines, which also checks each chunk on one thread", p->qd);
-	shares(p);
+	plan_shares(p);
 	note_bursts(p);
 	choose_prefetch(p);
 	if (p->ct->model.n_mtp_layers > 0)

@@ -169,6 +169,9 @@ int plan_cache(plan *p, coli_err *e);
 
 /* cost.c: threads, prefetch, I/O, the copies' shares, and the predicted speed. */
 int plan_cost(plan *p, coli_err *e);
+/* Each copy's bps (at p->qd), held (partial mirrors) and share: coli_copy_shares, the rule the
+ * streaming store reads by; p->disk_bps. */
+void plan_shares(plan *p);
 
 /* output.c: plan.json, the summary, --explain. */
 void plan_note_add(plan *p, const char *what, const char *value, const char *fmt, ...)

@@ -123,9 +123,10 @@ static const coli_option options[] = {
 		     "disk: pread threads per disk, or the io_uring's depth per disk (default 8)",
 		     .implies = &o.stream),
 	COLI_OPT_STRINGS(0, "mirror", o.mirrors, &o.n_mirrors, STORE_MAX_COPIES - 1, "DIR",
-			 "another copy of the container (on another disk), read alongside it: each "
-			 "read goes to the copy expected to finish it first, a failed read or CRC to "
-			 "another copy (implies --stream; repeatable, up to 7)", .implies = &o.stream),
+			 "another copy of the container (on another disk), read alongside it: the "
+			 "copies share the reads by their sustained rates (--plan's shares), a failed "
+			 "read or CRC goes to another copy (implies --stream; repeatable, up to 7)",
+			 .implies = &o.stream),
 	COLI_OPT_CHOICE(0, "crc", &o.no_crc, crc_on_off,
 			"check each streamed record's CRC32 (default on)"),
 	COLI_OPT_STRING(0, "usage", &o.usage, "FILE", "count each expert's routings in this run "

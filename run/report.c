@@ -83,9 +83,15 @@ static void text_stream(const run_report *p)
 		if (p->all.disks[i].failures)
 			snprintf(fail, sizeof(fail), ", %llu failed %s in the run", (unsigned long long)p->all.disks[i].failures,
 				 run_plural((long long)p->all.disks[i].failures, "read", "reads"));
-		fprintf(stderr, "coli-run: disk %s (%s): %.1f MiB read, busy %.0f%%, %.0f MB/s while busy%s\n", d->dir, d->dev,
-			(double)d->bytes_read / MIB, 100.0 * ratio(d->busy_s, p->wall),
-			ratio((double)d->bytes_read / 1e6, d->busy_s), fail);
+		char share[96] = "", rate[48] = "";
+		if (d->rate_bps > 0)
+			snprintf(rate, sizeof(rate), ", sustained %.0f MB/s", d->rate_bps / 1e6);
+		if (st->n_disks > 1)
+			snprintf(share, sizeof(share), ", %.0f%% of the bytes (target %.0f%%%s)",
+				 100.0 * ratio((double)d->bytes_read, (double)st->bytes_read), 100.0 * d->share, rate);
+		fprintf(stderr, "coli-run: disk %s (%s): %.1f MiB read, busy %.0f%%, %.0f MB/s while busy%s%s\n", d->dir,
+			d->dev, (double)d->bytes_read / MIB, 100.0 * ratio(d->busy_s, p->wall),
+			ratio((double)d->bytes_read / 1e6, d->busy_s), share, fail);
 	}
 }
 
@@ -161,10 +167,13 @@ static json_t *json_disks(const run_report *p)
 	json_t *a = json_array();
 	for (int i = 0; i < p->st.n_disks; i++) {
 		const store_disk *d = &p->st.disks[i];
-		json_array_append_new(a, json_pack("{s:s, s:s, s:f, s:f, s:f, s:I}", "dir", d->dir, "device", d->dev,
-						   "mib_read", (double)d->bytes_read / MIB, "busy", ratio(d->busy_s, p->wall),
-						   "mb_per_s_busy", ratio((double)d->bytes_read / 1e6, d->busy_s),
-						   "failed_reads", (json_int_t)p->all.disks[i].failures));
+		json_array_append_new(a, json_pack("{s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:I}", "dir", d->dir, "device",
+						   d->dev, "mib_read", (double)d->bytes_read / MIB, "busy",
+						   ratio(d->busy_s, p->wall), "mb_per_s_busy",
+						   ratio((double)d->bytes_read / 1e6, d->busy_s), "byte_share",
+						   ratio((double)d->bytes_read, (double)p->st.bytes_read), "target_share",
+						   d->share, "sustained_mb_per_s", d->rate_bps / 1e6, "failed_reads",
+						   (json_int_t)p->all.disks[i].failures));
 	}
 	return a;
 }

@@ -794,6 +794,8 @@ static int setup(runner *r, coli_err *e)
 	mo.so = (store_stream_opts){.cache_slots = o->cache_slots, .io = o->io, .qd = o->qd, .cache_policy = o->cache_policy,
 				    .mirrors = o->mirrors, .n_mirrors = o->n_mirrors, .no_crc = o->no_crc,
 				    .events = {print_event, NULL}};
+	if (o->planned && o->planned->n_copies == 1 + o->n_mirrors) /* the plan's rates: its shares */
+		mo.so.copy_bps = o->planned->copy_bps;
 	int rc = usage_open(r, ct, e);
 	if (rc == 0)
 		rc = test_hooks(&mo, e);

@@ -1,6 +1,7 @@
 /* replica.c: the copies of experts.bin a streaming store reads from, checked and chosen. */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,10 +10,8 @@
 #include <unistd.h>
 
 #include "fileio.h"
+#include "policy.h"
 #include "store/replica.h"
-
-#define PRIOR_BPS 1e9                 /* bandwidth assumed until a copy has delivered: */
-#define PRIOR_BYTES (8ull << 20)      /* this much */
 
 /* The block device holding path, by its sysfs name ("vda1", "loop3"), else MAJ:MIN. */
 static void device_name(const char *path, char *out, size_t size)
@@ -116,7 +115,7 @@ static int read_map(replica *r, int i, const coli_container *c, uint64_t n_recor
 }
 
 int replicas_open(replica_set *rs, const coli_container *c, const char *const *mirrors, int n_mirrors,
-		  uint64_t n_records, coli_err *e)
+		  uint64_t n_records, const double *bps, coli_err *e)
 {
 	memset(rs, 0, sizeof(*rs));
 	rs->n_records = n_records;
@@ -133,7 +132,10 @@ int replicas_open(replica_set *rs, const coli_container *c, const char *const *m
 		    open_copy(r, e) < 0 || distinct(rs, e) < 0)
 			return -1;
 		device_name(r->path, r->d.dev, sizeof(r->d.dev));
+		r->d.rate_bps = bps && bps[i] > 0 ? bps[i] : 0;
+		r->sustained = r->d.rate_bps > 0;
 	}
+	replicas_share(rs);
 	return 0;
 }
 
@@ -149,14 +151,25 @@ void replicas_close(replica_set *rs)
 	rs->n = 0;
 }
 
-static double bandwidth(const replica *r)
-{
-	return r->d.bytes_read >= PRIOR_BYTES && r->d.busy_s > 0 ? (double)r->d.bytes_read / r->d.busy_s : PRIOR_BPS;
-}
-
 int replica_holds(const replica_set *rs, int i, uint64_t rec)
 {
 	return !rs->r[i].partial || coli_mirror_has(&rs->r[i].map, rec);
+}
+
+void replicas_share(replica_set *rs)
+{
+	double bps[STORE_MAX_COPIES], share[STORE_MAX_COPIES];
+	for (int i = 0; i < rs->n; i++)
+		bps[i] = rs->r[i].d.rate_bps;
+	coli_copy_shares(rs->n, bps, NULL, share);
+	for (int i = 0; i < rs->n; i++)
+		rs->r[i].d.share = share[i];
+}
+
+/* How far past its share copy r would be with len more bytes: its recent bytes over its share. */
+static double over_share(const replica *r, uint64_t len)
+{
+	return r->d.share > 0 ? (r->load + (double)len) / r->d.share : HUGE_VAL;
 }
 
 int replica_pick(const replica_set *rs, uint64_t rec, uint64_t len, unsigned tried)
@@ -168,28 +181,66 @@ int replica_pick(const replica_set *rs, uint64_t rec, uint64_t len, unsigned tri
 			continue;
 		const replica *r = &rs->r[i];
 		int bad = r->bad && rec < rs->n_records && r->bad[rec];
-		double t = (double)(r->issued + len) / bandwidth(r);
+		double t = over_share(r, len);
 		if (best < 0 || bad < best_bad || (bad == best_bad && t < best_t))
 			best = i, best_t = t, best_bad = bad;
 	}
 	return best;
 }
 
+/* r's window brought up to now: the time it had a read in flight since the last mark. */
+static void busy_to(replica *r, double now)
+{
+	if (r->inflight > 0 && now > r->mark)
+		r->win_busy += now - r->mark;
+	r->mark = now;
+}
+
 void replica_issue(replica_set *rs, int i, uint64_t len, double now)
 {
 	replica *r = &rs->r[i];
+	double decay = now > rs->load_t ? exp(-(now - rs->load_t) / REPLICA_MEMORY_S) : 1;
+	for (int j = 0; j < rs->n; j++)
+		rs->r[j].load *= decay;
+	rs->load_t = now > rs->load_t ? now : rs->load_t;
+	r->load += (double)len;
+	busy_to(r, now);
+	if (r->win_bytes == 0 && r->inflight == 0) /* a window starts with a read */
+		r->win_t0 = now;
 	r->issued += len;
 	if (r->inflight++ == 0)
 		r->busy_since = now;
 }
 
+/* A window of r's reads closes (long enough, enough read): bytes over busy time is what r
+ * sustains when it was busy nearly throughout; else its reads met a refilled allowance or
+ * waited on their own latency, which says nothing of what it sustains, and is taken only while
+ * r's rate is unknown (module comment). 1 when r's rate changed. */
+static int learn(replica *r, double now)
+{
+	double wall = now - r->win_t0;
+	if (wall < REPLICA_WINDOW_S || r->win_bytes < REPLICA_WINDOW_BYTES || r->win_busy <= 0)
+		return 0;
+	double m = (double)r->win_bytes / r->win_busy, old = r->d.rate_bps;
+	if (r->win_busy >= REPLICA_SATURATED * wall)
+		r->d.rate_bps = m, r->sustained = 1;
+	else if (!r->sustained)
+		r->d.rate_bps = m;
+	r->win_t0 = now, r->win_busy = 0, r->win_bytes = 0;
+	return r->d.rate_bps != old;
+}
+
 void replica_done(replica_set *rs, int i, uint64_t len, int ok, double now)
 {
 	replica *r = &rs->r[i];
+	busy_to(r, now);
 	r->issued -= len;
 	r->d.bytes_read += ok ? len : 0;
+	r->win_bytes += ok ? len : 0;
 	if (--r->inflight == 0)
 		r->d.busy_s += now - r->busy_since;
+	if (learn(r, now))
+		replicas_share(rs);
 }
 
 void replica_mark_bad(replica_set *rs, int i, uint64_t rec)

@@ -580,7 +580,8 @@ static int open_layers(stream_store *s, const store_stream_opts *o, int keep, co
 		n_records += (uint64_t)x->n_experts;
 	}
 	if (rc == 0)
-		rc = replicas_open(&s->rs, c, o ? o->mirrors : NULL, o ? o->n_mirrors : 0, n_records, e);
+		rc = replicas_open(&s->rs, c, o ? o->mirrors : NULL, o ? o->n_mirrors : 0, n_records,
+				   o ? o->copy_bps : NULL, e);
 	if (rc == 0 && s->tr)
 		rc = trace_ring(s, e);
 	int ne = c->model.n_experts;

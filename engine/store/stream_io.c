@@ -1,5 +1,5 @@
 /* store/stream_io.c: the streaming store's I/O backends: records read in chunks, each from the copy
- * expected to finish it first (a layer's queued neighbours on disk in one read), by a pool of
+ * its share gives (replica.h; a layer's queued neighbours on disk in one read), by a pool of
  * pread threads or one thread owning an io_uring. */
 #include <errno.h>
 #include <stdio.h>
@@ -103,7 +103,7 @@ static int read_iov(const sread *d, uint64_t done, struct iovec *iov)
 
 /* Claims the next read: the next chunk of the first queued record (the record leaves the queue
  * with its last chunk), with its queued neighbours on disk when it is one chunk, on the copy
- * expected to finish the first record first. Lock held, claimable(s). */
+ * replica_pick gives the first record. Lock held, claimable(s). */
 static void claim(stream_store *s, sread *d)
 {
 	slot *p = s->qhead;

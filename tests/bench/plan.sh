@@ -22,11 +22,14 @@
 # on each disk setup: the best the grid finds against the plan's run.
 # Environment: COLI_BENCH_DIR (build/bench), COLI_BENCH_REPS (1), COLI_BENCH_PLAN_MBS (throttles
 # of A and B, default "400 200"), COLI_BENCH_PLAN_TOKENS (decode tokens measured, default 64),
-# COLI_BENCH_PLAN_GRID (0 skips the grid), COLI_BENCH_PLAN_USE (the usage setups, default "usage none"),
-# COLI_BENCH_PLAN_PROFILE (default 1: each plan's run traced, --trace, and coli-profile report's
-# decode attribution put beside the plan's breakdown, ms per token; 0: untraced).
+# COLI_BENCH_PLAN_GRID (0 skips the grid), COLI_BENCH_PLAN_DISKS (disk setups, default "1 2"),
+# COLI_BENCH_PLAN_USE (the usage setups, default "usage none"), COLI_BENCH_PLAN_PROFILE (default 1:
+# each plan's run traced, --trace, and coli-profile report's decode attribution put beside the
+# plan's breakdown, ms per token; 0: untraced).
 # Markdown on stdout, progress on stderr: the predictions with usage and without in two tables, each
-# with its median errors.
+# with its median errors; with two disks, a table of each copy's share of the bytes, planned
+# (plan.json disks[].share, the store's targets) against read (coli-run --json
+# stream.disks[].byte_share).
 set -eu
 shopt -s inherit_errexit
 cd "$(dirname "$0")/../.."
@@ -53,6 +56,7 @@ done
 read -r bw_a bw_b <<<"${COLI_BENCH_PLAN_MBS:-400 200}"
 ntok=${COLI_BENCH_PLAN_TOKENS:-64}
 grid=${COLI_BENCH_PLAN_GRID:-1}
+disk_setups=${COLI_BENCH_PLAN_DISKS:-1 2}
 mkdir -p "$dir"
 cmds=()
 record() { cmds+=("$*"); }
@@ -125,6 +129,7 @@ probe
 record "coli-plan probe --disk $dir/mnt-plan-a --disk $dir/mnt-plan-b -o $dir/plan-probe.json   # in the blkio (and for each cap the memory) cgroup; the later probes reuse the CPU's and disks' figures"
 # Per usage setup (usage, none): the table's rows, the tokens/s and hit-rate errors.
 declare -A rows errs herrs
+share_rows=()
 config() {
 	local cap=$1 disks=$2 use=$3 mib plan=$dir/plan.json args=() out
 	mib=$(cap_mib "$cap")
@@ -156,6 +161,9 @@ config() {
 		"$(echo "$runs" | awk 'NF {print $3}' | sort -n | tail -1)" "$(awk -v b="$btok" 'BEGIN {print b / 2^20}')" \
 		"$(echo "$runs" | awk 'NF {print $4}' | sort -n | tail -1)")"$'\n'
 	plan_tok=$mtok
+	[ "$disks" = 2 ] && share_rows+=("$(printf '| %s | %s | %.3f | %.3f | %.0f | %.0f |' "$cap" "$use" \
+		"$(echo "$j" | bin/coli-json disks.1.share)" "$(jget "$out" stream.disks.1.byte_share)" \
+		"$(jget "$out" stream.disks.0.sustained_mb_per_s)" "$(jget "$out" stream.disks.1.sustained_mb_per_s)")")
 	[ "$profile" = 1 ] && attribution "$cap" "$mib" "$disks" "$use" "$j"
 	return 0
 }
@@ -197,7 +205,7 @@ grid_search() {
 }
 
 for cap in $caps; do
-	for disks in 1 2; do
+	for disks in $disk_setups; do
 		for use in $uses; do
 			say "cap $cap GiB, $disks disk(s), usage: $use"
 			config "$cap" "$disks" "$use"
@@ -232,6 +240,14 @@ for use in $uses; do
 	fi
 	echo "$use: absolute error of tokens/s median $(printf '%s' "${errs[$use]}" | tr -d - | median)%, largest $(printf '%s' "${errs[$use]}" | tr -d - | sort -g | tail -1)%; of the hit rate median $(printf '%s' "${herrs[$use]}" | tr -d - | median) points, largest $(printf '%s' "${herrs[$use]}" | tr -d - | sort -g | tail -1)."
 done
+if [ ${#share_rows[@]} -gt 0 ]; then
+	echo
+	echo "B's share of the bytes, planned (the store's target) against read (the last run), and the sustained rates the store counted A and B at by the run's end:"
+	echo
+	echo "| cap GiB | usage | B planned | B read | A MB/s | B MB/s |"
+	echo "|---:|---|---:|---:|---:|---:|"
+	printf '%s\n' "${share_rows[@]}"
+fi
 if [ ${#grid_rows[@]} -gt 0 ]; then
 	echo
 	echo "| cap GiB | disks | plan's run tok/s | best of the grid tok/s | plan / best (goal >= 0.97) | best knobs |"

@@ -67,8 +67,8 @@ test_expect_success "with prefetch on and a mirror: the RAM tokens, also with re
 test_expect_success "the closing lines give each copy its disk line" '
 	coli-run -m "$M" --mirror "$SCRATCH/m1.coli" --prompt-ids "$P" -n 8 --ignore-eos --print-ids --cache-slots 2 >out 2>err &&
 	test "$(grep -c "^coli-run: disk " err)" = 2 &&
-	grep -q "^coli-run: disk $M ([^)]*): [0-9.]* MiB read, busy [0-9]*%, [0-9]* MB/s while busy$" err &&
-	grep -q "^coli-run: disk $SCRATCH/m1.coli ([^)]*): [0-9.]* MiB read, busy [0-9]*%, [0-9]* MB/s while busy$" err
+	grep -q "^coli-run: disk $M ([^)]*): [0-9.]* MiB read, busy [0-9]*%, [0-9]* MB/s while busy, [0-9]*% of the bytes (target [0-9]*%)$" err &&
+	grep -q "^coli-run: disk $SCRATCH/m1.coli ([^)]*): [0-9.]* MiB read, busy [0-9]*%, [0-9]* MB/s while busy, [0-9]*% of the bytes (target [0-9]*%)$" err
 '
 test_expect_success "a bad copy of the first record read: the right tokens from the mirror, reported" '
 	set -- $(first_record) &&

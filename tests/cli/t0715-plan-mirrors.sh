@@ -2,7 +2,7 @@
 # t0715-plan-mirrors.sh: coli-plan with mirrors on a real loop-device disk: a full and a partial
 # mirror staged there, probed with the container's disk, planned (the mirror a knob, its share of
 # the reads; a partial one's share within what it holds), run with --plan: the RAM tokens, reads
-# on both disks.
+# on both disks, the store's target shares the plan's.
 . "$(dirname "$0")/lib.sh"
 . "$TOP/tests/fault/fault.sh"
 fault_need_loop
@@ -48,6 +48,17 @@ test_expect_success "coli-run --plan with the mirror: the RAM tokens, the mirror
 	cp u0 "$SCRATCH/u" &&
 	head -1 out >ids && cmp ram ids &&
 	tail -1 out >js && test "$(coli-json stream.disks.1.dir <js)" = "$SCRATCH/mnt/full"
+'
+
+test_expect_success "coli-run --plan reads by the plan's shares: its targets are the plan's disks[].share" '
+	cp "$SCRATCH/u" u0 &&
+	coli-run -m "$M" --plan "$SCRATCH/full.json" --prompt-ids "$P" -n 4 --ignore-eos --print-ids --json >out 2>err &&
+	cp u0 "$SCRATCH/u" &&
+	tail -1 out >js &&
+	for i in 0 1; do
+		t=$(coli-json stream.disks.$i.target_share <js) && s=$(j "$SCRATCH/full.json" disks.$i.share) &&
+		awk "BEGIN { d = $t - $s; exit !(d < 1e-9 && d > -1e-9 && $s > 0) }" || exit 1
+	done
 '
 
 test_expect_success "a partial mirror of the hottest records, all pinned: it serves none of the misses" '

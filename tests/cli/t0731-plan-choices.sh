@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# t0731-plan-choices.sh: two of coli-plan's choices (issue 23): the queue depth (the smallest of
+# t0731-plan-choices.sh: three of coli-plan's choices (issues 23, 24): the queue depth (the smallest of
 # at least top_k within 5% of the best measured at such depths, and an explanation that says
-# so, even where a shallower depth measured faster), and the cache of layers alike (routed by
-# the locality model without usage, the layers after its ramp alike: the same cache each, none
-# starved; the first layer, the least local, the smallest top-10% share).
+# so, even where a shallower depth measured faster), prefetch where its wrong guesses' reads
+# bound a token (issue 24: the grid's best turned prediction off), and the cache of layers alike
+# (routed by the locality model without usage, the layers after its ramp alike: the same cache
+# each, none starved; the first layer, the least local, the smallest top-10% share).
 . "$(dirname "$0")/lib.sh"
 
 M=$SCRATCH/m.coli
@@ -40,6 +41,23 @@ test_expect_success "the deepest best: the smallest depth within 5% of it (8 at 
 	coli-plan "$M" --probe p.json --usage "$SCRATCH/u" --ram 0.1 --ctx 512 --explain -o plan.json >out &&
 	test "$(j plan.json knobs.queue-depth)" = 8 && grep -q "^queue-depth 8: .*measured at such depths, 2.00 GB/s (" out &&
 	! grep -q "measured faster here" out
+'
+
+# slow GBS: the probe with every disk depth at GBS GB/s, the CPU's rates fixed (kernels and memory
+# at 10 GB/s, the attention core at 1e10 multiply-adds/s), no bursts: the same plan on any machine.
+slow() {
+	bps "$1" "$1" "$1" "$1" | sed -E "s/\"(mem_bps_1|mem_bps_all|int4_bps_1|int4_bps_all|int8_bps_1|int8_bps_all)\": [0-9.e+-]+/\"\1\": 1e10/
+		s/\"attn_fma_per_s\": [0-9.e+-]+/\"attn_fma_per_s\": 1e10/; s/\"burst_bps\": [0-9.e+-]+/\"burst_bps\": 0/
+		s/\"latency_s\": [0-9.e+-]+/\"latency_s\": 1e-4/"
+}
+
+test_expect_success "prefetch: its wrong guesses read at the sustained rate like misses (off at recall 0.7 on an 8 MB/s disk, on at 0.95)" '
+	slow 0.008 >p.json &&
+	coli-plan "$M" --probe p.json --usage "$SCRATCH/u" --ram 0.1 --ctx 512 --recall 0.7 --explain -o plan.json >out &&
+	test "$(j plan.json knobs.prefetch)" = off &&
+	grep -q "^prefetch off: predicted [0-9.]* tok/s with next-layer prediction, [0-9.]* without" out &&
+	coli-plan "$M" --probe p.json --usage "$SCRATCH/u" --ram 0.1 --ctx 512 --recall 0.95 -o plan.json -q &&
+	test "$(j plan.json knobs.prefetch)" = on
 '
 
 test_expect_success "without usage the layers after the ramp are alike: the same cache each (one step apart at most), none starved; layer 0 the least skewed" '

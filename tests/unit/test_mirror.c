@@ -110,14 +110,16 @@ static void map_rules(void)
 	unlink(path);
 }
 
-/* Two copies of 16 records at equal bandwidth; the second holds only records 0..7. */
+/* Two copies of 16 records at equal sustained rates (equal shares); the second holds only
+ * records 0..7. */
 static void partial_pair(replica_set *rs)
 {
 	coli_err e;
 	memset(rs, 0, sizeof(*rs));
 	rs->n = 2, rs->n_records = 16;
 	for (int i = 0; i < 2; i++)
-		rs->r[i].d.bytes_read = 100 * MiB, rs->r[i].d.busy_s = 1;
+		rs->r[i].d.rate_bps = 100 * MiB;
+	replicas_share(rs);
 	rs->r[1].partial = 1;
 	coli_mirror_map_init(&rs->r[1].map, id, 16, &e);
 	for (int i = 0; i < 8; i++)
@@ -129,9 +131,9 @@ static void pick_rules(void)
 	replica_set rs;
 	partial_pair(&rs);
 	replica_issue(&rs, 0, 64 * MiB, 0);
-	T_CHECK("partial copy: picked for a record it holds when the full one is busy", replica_pick(&rs, 3, MiB, 0) == 1,
+	T_CHECK("partial copy: picked for a record it holds when the full one is past its share", replica_pick(&rs, 3, MiB, 0) == 1,
 		"picked %d", replica_pick(&rs, 3, MiB, 0));
-	T_CHECK("partial copy: never for a record it lacks, however busy the full one", replica_pick(&rs, 12, MiB, 0) == 0,
+	T_CHECK("partial copy: never for a record it lacks, however far past its share the full one", replica_pick(&rs, 12, MiB, 0) == 0,
 		"picked %d", replica_pick(&rs, 12, MiB, 0));
 	T_CHECK("partial copy: the full one tried, a lacked record has no copy left", replica_pick(&rs, 12, MiB, 1u) == -1,
 		"picked %d", replica_pick(&rs, 12, MiB, 1u));

@@ -11,7 +11,8 @@
 	"\"disks\": [{\"dir\": \"/m.coli\", \"dev\": \"vda\", \"major\": 254, \"minor\": 0, \"identity\": \"x\"}]}"
 #define SPEED "{\"tok_s\": 10, \"disk_s\": 0.05, \"experts_s\": 0.02, \"attention_s\": 0.01, \"other_s\": 0.02}"
 #define PREDICTED "\"predicted\": {\"hit_rate\": 0.5, \"warm\": " SPEED ", \"cold\": " SPEED "}"
-#define NOTES "\"layers\": [], \"disks\": [], \"decisions\": [], \"warnings\": []"
+#define NOTES "\"layers\": [], \"disks\": [{\"dir\": \"/m.coli\", \"bps\": 4e8, \"share\": 0.67}, {\"bps\": 2e8}], " \
+	"\"decisions\": [], \"warnings\": []"
 #define KNOBS "\"knobs\": {\"ram\": 1.5, \"threads\": 2, \"cache-slots\": \"8,12\", \"prefetch\": true, " \
 	"\"mirror\": [\"/a\", \"/b\"]}"
 #define GOOD "{\"format\": \"coli-plan\", \"version\": 1, \"container\": {\"path\": \"/m.coli\", \"identity\": \"" ID \
@@ -37,6 +38,8 @@ static void good_plan(void)
 		strcmp(p.knobs[5].value, "/b") == 0, "%d knobs", p.n_knobs);
 	T_CHECK("plan: predictions", rc == 0 && p.hit_rate == 0.5 && p.warm.tok_s == 10 && p.cold.disk_s == 0.05, "%g",
 		p.hit_rate);
+	T_CHECK("plan: each copy's sustained rate (disks[].bps), the store's starting rates",
+		rc == 0 && p.n_copies == 2 && p.copy_bps[0] == 4e8 && p.copy_bps[1] == 2e8, "%d copies", p.n_copies);
 	coli_plan_release(&p);
 }
 
@@ -83,6 +86,11 @@ int main(void)
 	bad("hit_rate above 1", "\"hit_rate\": 0.5", "\"hit_rate\": 1.5", "predicted.hit_rate");
 	bad("a negative time", "\"disk_s\": 0.05", "\"disk_s\": -1", "predicted.warm.disk_s");
 	bad("no cold prediction", ", \"cold\": " SPEED, "", "predicted.cold");
+	bad("a copy's rate negative", "\"bps\": 2e8", "\"bps\": -1", "disks[1].bps");
+	bad("a copy without its rate", "{\"bps\": 2e8}", "{}", "disks[1].bps");
+	bad("a copy not an object", "{\"bps\": 2e8}", "2", "disks[1]");
+	bad("disks not an array", "\"disks\": [{\"dir\": \"/m.coli\", \"bps\"",
+	    "\"disks\": 3, \"x\": [{\"dir\": \"/m.coli\", \"bps\"", "plan.json: disks: not an array");
 	bad("decisions not an array", "\"decisions\": []", "\"decisions\": {}", "decisions");
 	bad("duplicate key", "\"version\": 1,", "\"version\": 1, \"version\": 1,", "bad JSON");
 	T_CHECK("plan: every knob is named once", coli_plan_knob_index("ram") == 0 && coli_plan_knob_index("mirror") > 0 &&
