@@ -33,7 +33,7 @@ ram=${COLI_BENCH_V4_RAM:-$(awk -v g="$gib" -v x="$exp_gib" 'BEGIN {printf "%.2f"
 short=${contexts%,*} long=${contexts#*,}
 ids() { seq -s " " 1000 $((1000 + $1 - 1)); }
 probe=$dir/v4-probe.json
-[ -e "$probe" ] || bin/coli-plan probe -q --disk "$dir" -o "$probe"
+bin/coli-plan probe -q --force --disk "$dir" -o "$probe" # this run's machine state, as the runs meet it
 run() { bin/coli-run -m "$model" --threads "$threads" --ignore-eos --print-ids --json "$@" | tail -n 1; }
 say "v4.sh: $model ($gib GiB, experts $exp_gib GiB), $reps repetitions, contexts $short and $long, streamed --ram $ram"
 load_before=$(cut -d" " -f1 /proc/loadavg)
@@ -49,7 +49,7 @@ for r in $(seq "$reps"); do
 done
 m() { printf '%s\n' "$@" | median; }
 # coli-plan predicts at position ctx / 2: --ctx 2P is position P.
-pred() { bin/coli-plan -q "$model" --probe "$probe" --ram 20 --ctx $((2 * $1)) --json | bin/coli-json predicted.warm.tok_s; }
+pred() { bin/coli-plan -q "$model" --probe "$probe" --ram 20 --ctx $((2 * $1)) --json | tr -d "\n" | bin/coli-json predicted.warm.tok_s; }
 ps=$(pred "$short") pl=$(pred "$long")
 echo "| run | tok/s (median of $reps) |"
 echo "|---|---:|"
