@@ -47,7 +47,7 @@ for r in $(seq "$reps"); do
 	j=$(run --prompt-ids "$(ids "$long")" -n 9 --ctx $((long + 64))); dl+=("$(jget "$j" decode.tokens_per_s)")
 	say "  rep $r: decode ${dec[-1]}, prefill ${pre[-1]}, streamed ${str[-1]} (hit ${hit[-1]}), at $short ${ds[-1]}, at $long ${dl[-1]} tok/s"
 done
-m() { printf '%s\n' "$@" | median; }
+m() { printf '%s\n' "$@" | median | awk '{printf ($1 == "-") ? "-" : "%.2f", $1}'; }
 # coli-plan predicts at position ctx / 2: --ctx 2P is position P.
 pred() { bin/coli-plan -q "$model" --probe "$probe" --ram 20 --ctx $((2 * $1)) --json | tr -d "\n" | bin/coli-json predicted.warm.tok_s; }
 ps=$(pred "$short") pl=$(pred "$long")
@@ -55,7 +55,7 @@ echo "| run | tok/s (median of $reps) |"
 echo "|---|---:|"
 echo "| decode, all in RAM (16-token prompt, 32 tokens) | $(m "${dec[@]}") |"
 echo "| prefill, 512 tokens, all in RAM | $(m "${pre[@]}") |"
-echo "| decode streamed, --ram $ram (hit rate $(m "${hit[@]}")) | $(m "${str[@]}") |"
+echo "| decode streamed, --ram $ram (hit rate $(m "${hit[@]}" | awk '{printf "%.1f%%", 100 * $1}')) | $(m "${str[@]}") |"
 echo "| decode at position $short (8 tokens after a $short-token prefill) | $(m "${ds[@]}") |"
 echo "| decode at position $long | $(m "${dl[@]}") |"
 echo
