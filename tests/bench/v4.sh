@@ -49,7 +49,7 @@ for r in $(seq "$reps"); do
 done
 m() { printf '%s\n' "$@" | median | awk '{printf ($1 == "-") ? "-" : "%.2f", $1}'; }
 # coli-plan predicts at position ctx / 2: --ctx 2P is position P.
-pred() { bin/coli-plan -q "$model" --probe "$probe" --ram 20 --ctx $((2 * $1)) --json | tr -d "\n" | bin/coli-json predicted.warm.tok_s; }
+pred() { bin/coli-plan -q "$model" --probe "$probe" --ram 20 --ctx $((2 * $1)) -o "$dir/v4-plan.json" --json | tr -d "\n" | bin/coli-json predicted.warm.tok_s; }
 ps=$(pred "$short") pl=$(pred "$long")
 echo "| run | tok/s (median of $reps) |"
 echo "|---|---:|"
