@@ -47,7 +47,7 @@ FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BD)/fuzz/%)
 EIOFS := $(BD)/fault/eiofs
 
 .PHONY: all test san-unit torture demo deps asan ubsan tsan tsan-bins bench bench-convert bench-run bench-stream bench-trace bench-plan \
-	bench-draft bench-dsa bench-qwen35 bench-kernels bench-llama bench-deps llama-deps clean check-deps ensure-deps \
+	bench-draft bench-dsa bench-v4 bench-qwen35 bench-kernels bench-llama bench-deps llama-deps clean check-deps ensure-deps \
 	fuzz fuzz-build
 all: $(BINS) $(BENCH_BIN) $(UNIT_BIN) $(FUZZ_BIN) $(EIOFS)
 
@@ -259,6 +259,8 @@ bench-draft: bench-deps
 	@tests/bench/draft.sh
 bench-dsa: bench-deps
 	@tests/bench/dsa.sh
+bench-v4: bench-deps
+	@tests/bench/v4.sh
 bench-qwen35: bench-deps llama-deps
 	@NODE_LLAMA_DIR=$(abspath $(LLAMA_DIR)) tests/bench/qwen35.sh
 bench-kernels: bench-deps

@@ -3,7 +3,7 @@
  *
  * Seconds per decode token, at the middle of a --ctx context (position ctx / 2):
  *   experts    each MoE layer's top_k records / the kernels' measured speed for their bits
- *   attention  the attention matrices (self_attn.*) / the kernels' speed for their encoding,
+ *   attention  the attention matrices (self_attn.*, deepseek_v4's attn.*) / the kernels' speed,
  *              + the attention core at position ctx / 2: its multiply-adds (the engine's count)
  *              at the probe's rate (x threads where the engine shares them), or the KV cache
  *              read at the memory bandwidth when that takes longer; DSA models attend only
@@ -24,6 +24,12 @@
  *              device's allowance, refilled while the CPU computes), but never faster on
  *              average: a token takes at least its reads at the sustained rates (its misses
  *              and, with prefetch, its wrong guesses: wrong_reads).
+ *              deepseek_v4: its hash layers' experts follow from the token id, and the engine
+ *              requests their misses when the token is embedded (nn/v4.c): nothing predicted,
+ *              nothing read wrongly; a hash layer waits only when the reads requested since
+ *              (its own and the earlier hash layers') outlast the compute before its experts.
+ *              Its other layers are not predicted (the engine runs no next-layer prediction
+ *              for the family): their misses are read when the router has chosen.
  * Warm: the planned hit rate; cold: only the pins hit (the LRU slots start empty). */
 #include <math.h>
 #include <stdlib.h>
@@ -66,7 +72,7 @@ static void dense_time(const plan *p, double *att, double *rest)
 		if (t->section != COLI_SEC_DENSE || t->ndim != 2 || strstr(t->name, "embed_tokens"))
 			continue;
 		double s = (double)t->blob.nbytes / kernel_bps(p, enc_bits(&t->blob));
-		*(strstr(t->name, "self_attn") || strstr(t->name, "linear_attn") ? att : rest) += s;
+		*(strstr(t->name, "self_attn") || strstr(t->name, "linear_attn") || strstr(t->name, ".attn.") ? att : rest) += s;
 	}
 }
 
@@ -140,8 +146,22 @@ static double wrong_reads(const plan *p, const plan_layer *L)
 	return p->top_k * (1 - p->a->recall) * (1 - (cached < 1 ? cached : 1));
 }
 
-/* The predicted speed at hit rates hit(layer) (warm: the plan's, cold: the pins'). */
-static coli_plan_speed speed(const plan *p, int cold)
+/* 1 when the engine predicts the next layer's experts for this family (moe_predict): every
+ * family but deepseek_v4, whose forward reads its hash layers ahead instead. */
+static int predicts(const plan *p)
+{
+	return p->ct->model.family != COLI_FAM_DEEPSEEK_V4;
+}
+
+/* 1 for a main layer routed by token id (deepseek_v4's first num_hash_layers). */
+static int hash_layer(const plan *p, int layer)
+{
+	return layer < p->ct->model.n_hash_layers && layer < p->ct->model.n_layers;
+}
+
+/* The predicted speed at hit rates hit(layer) (warm: the plan's, cold: the pins'); warm, each
+ * layer's stall_s. */
+static coli_plan_speed speed(plan *p, int cold)
 {
 	coli_plan_speed s;
 	memset(&s, 0, sizeof(s));
@@ -151,18 +171,29 @@ static coli_plan_speed speed(const plan *p, int cold)
 	s.attention_s = att + attn_core_time(p, p->a->ctx / 2);
 	s.other_s = rest + OTHER_PER_LAYER * m->n_layers;
 	double compute_layer = (att + rest) / (m->n_layers > 0 ? m->n_layers : 1), sustained = 0;
+	double ahead = 0, stalled = 0; /* hash layers: reads requested at the token's start, waits so far */
 	for (int i = 0; i < p->n_moe; i++) {
-		const plan_layer *L = &p->layers[i];
+		plan_layer *L = &p->layers[i];
 		double h = cold ? L->hit_pins : L->hit, x = p->top_k * L->record / kernel_bps(p, p->ct->bits[0]);
 		s.experts_s += x;
+		L->exact = hash_layer(p, L->layer);
 		if (!p->stream)
 			continue;
-		double miss = p->top_k * (1 - h), disk = read_time(p, miss, L->record, 1);
+		double miss = p->top_k * (1 - h), disk = read_time(p, miss, L->record, 1), stall;
 		disk += miss > 0 ? p->copies[0].disk->latency_s : 0;
-		double hidden = x * h; /* the hits multiplied while the misses arrive */
-		if (p->prefetch)
-			hidden += fmin(p->a->recall * disk, compute_layer) - (1 - p->a->recall) * WRONG_COST * disk;
-		s.disk_s += disk > hidden ? disk - hidden : 0;
+		if (L->exact) { /* ready when the reads ahead of it are; needed after the compute before it */
+			ahead += disk;
+			stall = fmax(0, ahead - (compute_layer + x) * L->layer - compute_layer - stalled);
+			stalled += stall;
+		} else {
+			double hidden = x * h; /* the hits multiplied while the misses arrive */
+			if (p->prefetch && predicts(p))
+				hidden += fmin(p->a->recall * disk, compute_layer) - (1 - p->a->recall) * WRONG_COST * disk;
+			stall = disk > hidden ? disk - hidden : 0;
+		}
+		if (!cold)
+			L->stall_s = stall;
+		s.disk_s += stall;
 		sustained += read_time(p, miss + wrong_reads(p, L), L->record, 0);
 	}
 	double compute = s.experts_s + s.attention_s + s.other_s;
@@ -189,11 +220,31 @@ static void choose_threads(plan *p)
 		      "on one", pr->int4_bps_all / 1e9, p->threads, pr->int4_bps_1 / 1e9);
 }
 
-/* Prefetch on when the model says it saves time at the warm hit rate. */
+/* Warm seconds per token the hash layers' misses (hash 1) or the other layers' (0) stall. */
+static double hash_stall(const plan *p, int hash)
+{
+	double t = 0;
+	for (int i = 0; i < p->n_moe; i++)
+		t += p->layers[i].exact == hash ? p->layers[i].stall_s : 0;
+	return t;
+}
+
+/* Prefetch on when the model says it saves time at the warm hit rate. deepseek_v4: off (the
+ * engine predicts no layer of the family), its hash layers read ahead exactly whatever the knob. */
 static void choose_prefetch(plan *p)
 {
 	if (!p->stream)
 		return;
+	if (!predicts(p)) {
+		int n = p->ct->model.n_hash_layers < p->ct->model.n_layers ? p->ct->model.n_hash_layers : p->ct->model.n_layers;
+		p->prefetch = 0;
+		speed(p, 0);
+		plan_note_add(p, "prefetch", "off", "deepseek_v4: the engine predicts no next layer for the family; its %d "
+			      "hash layer(s) route by token id, so their experts are read ahead exactly when the token is "
+			      "embedded (no prediction, no wrong reads): predicted wait for their misses %.1f ms a token, "
+			      "for the other layers' %.1f ms", n, 1e3 * hash_stall(p, 1), 1e3 * hash_stall(p, 0));
+		return;
+	}
 	p->prefetch = 0;
 	coli_plan_speed off = speed(p, 0);
 	p->prefetch = 1;

@@ -102,9 +102,11 @@ static json_t *layers_json(const plan *p)
 	json_t *a = json_array();
 	for (int i = 0; i < p->n_moe; i++) {
 		const plan_layer *L = &p->layers[i];
-		json_array_append_new(a, json_pack("{s:i, s:i, s:i, s:f, s:f, s:f, s:f}", "layer", L->layer, "cache",
-						   L->cache, "pins", L->pins, "hit_rate", L->hit, "pinned_share", L->hit_pins,
-						   "top10_share", L->top10, "prior_alpha", L->alpha));
+		json_array_append_new(a, json_pack("{s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:s, s:f}", "layer", L->layer,
+						   "cache", L->cache, "pins", L->pins, "hit_rate", L->hit, "pinned_share",
+						   L->hit_pins, "top10_share", L->top10, "prior_alpha", L->alpha, "read_ahead",
+						   L->exact ? "exact" : p->prefetch ? "predicted" : "none", "stall_s",
+						   L->stall_s));
 	}
 	return a;
 }

@@ -79,6 +79,9 @@ typedef struct plan_layer {
 	int cache, pins;          /* records kept per layer, pins included */
 	double hit;               /* predicted warm hit rate (simulator) */
 	double hit_pins;          /* the pins' share: the cold hit rate */
+	int exact;                /* read ahead exactly: a deepseek_v4 hash layer, whose experts the
+				   * token id gives before the layer runs (cost.c) */
+	double stall_s;           /* warm: seconds a token waits for this layer's misses (cost.c) */
 } plan_layer;
 
 /* A copy of experts.bin a run reads from: the model's, or a mirror. */

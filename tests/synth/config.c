@@ -15,6 +15,7 @@
 #define MAX_POS 4096
 #define DSA_MAX_POS 202752 /* GLM-5's: a long-context benchmark stays within it */
 #define QWEN36_MAX_POS 262144
+#define V4_MAX_POS 1048576
 
 /* deepseek_v3 groups: 8 groups keep 4 (as V3) when the experts allow, else 4 keep 2, else 1. */
 static void groups(synth_shape *s, const synth_opts *o)
@@ -46,7 +47,7 @@ static void vision_ids(synth_shape *s, const synth_opts *o, const synth_tok *t)
 /* Special ids: the tokenizer's, else those of the reference checkpoints. */
 static void specials(synth_shape *s, const synth_opts *o, const synth_tok *t)
 {
-	int ds = !strcmp(o->family, "deepseek_v3");
+	int ds = !strcmp(o->family, "deepseek_v3") || !strcmp(o->family, "deepseek_v4");
 	s->bos = ds ? 0 : 1;
 	s->eos = ds ? 1 : 2;
 	s->pad = !strcmp(o->family, "olmoe") ? 1 : 0;
@@ -105,7 +106,8 @@ static int is_hybrid(const synth_opts *o)
 
 static const char *tf_version(const synth_opts *o)
 {
-	return strcmp(o->family, "glm_moe_dsa") && !is_hybrid(o) ? TF_VERSION : TF5_VERSION;
+	return strcmp(o->family, "glm_moe_dsa") && strcmp(o->family, "deepseek_v4") && !is_hybrid(o) ? TF_VERSION
+												       : TF5_VERSION;
 }
 
 /* Keys every family has. */
@@ -396,8 +398,90 @@ static void mixtral(json_t *c, const synth_opts *o, const synth_shape *s)
 	setnull(c, "sliding_window");
 }
 
-static void fp8(json_t *c)
+/* DeepSeek V4's per-layer compression ratio: Flash's schedule, layers 0 and 1 window only, then
+ * CSA on even layers and HCA on odd ones; an MTP layer window only. */
+static int v4_ratio(const synth_opts *o, int l)
 {
+	return l < 2 || l >= o->layers ? 0 : l % 2 ? o->hca_ratio : o->csa_ratio;
+}
+
+static json_t *v4_ratios(const synth_opts *o)
+{
+	json_t *a = json_array();
+	for (int l = 0; l < o->layers + o->mtp; l++)
+		json_array_append_new(a, json_integer(v4_ratio(o, l)));
+	return a;
+}
+
+/* transformers reads only 0, 4 and 128 from compress_ratios: other ratios also go into
+ * layer_types and compress_rates, as the fixture writes them. */
+static void v4_kinds(json_t *c, const synth_opts *o)
+{
+	json_t *a = json_array();
+	for (int l = 0; l < o->layers; l++)
+		json_array_append_new(a, json_string(!v4_ratio(o, l) ? "sliding_attention" : l % 2
+						     ? "heavily_compressed_attention" : "compressed_sparse_attention"));
+	json_object_set_new(c, "layer_types", a);
+	json_object_set_new(c, "compress_rates", json_pack("{s:i, s:i}", "compressed_sparse_attention", o->csa_ratio,
+							   "heavily_compressed_attention", o->hca_ratio));
+}
+
+/* DeepSeek V4 (DeepseekV4ForCausalLM) as V4 Flash's config.json and the fixtures have it; with
+ * --fp8 as it ships: UE8M0 block scales, FP4 routed experts. */
+static void deepseek_v4(json_t *c, const synth_opts *o, const synth_shape *s)
+{
+	common(c, o, "DeepseekV4ForCausalLM");
+	json_object_del(c, "dtype");
+	sets(c, "torch_dtype", "bfloat16");
+	setb(c, "attention_bias", 0);
+	seti(c, "bos_token_id", s->bos);
+	json_object_set_new(c, "compress_ratios", v4_ratios(o));
+	if (o->csa_ratio != 4 || o->hca_ratio != 128)
+		v4_kinds(c, o);
+	setf(c, "compress_rope_theta", 160000.0);
+	seti(c, "eos_token_id", s->eos);
+	if (o->fp8)
+		sets(c, "expert_dtype", "fp4");
+	setf(c, "hc_eps", 1e-6);
+	seti(c, "hc_mult", o->hc_mult);
+	seti(c, "hc_sinkhorn_iters", 20);
+	seti(c, "head_dim", o->head_dim);
+	seti(c, "index_head_dim", o->index_head_dim);
+	seti(c, "index_n_heads", o->index_heads);
+	seti(c, "index_topk", o->index_topk);
+	seti(c, "max_position_embeddings", V4_MAX_POS);
+	seti(c, "moe_intermediate_size", o->expert_ffn);
+	seti(c, "n_routed_experts", o->experts);
+	seti(c, "n_shared_experts", o->shared_experts);
+	setb(c, "norm_topk_prob", 1);
+	seti(c, "num_hash_layers", o->hash_layers);
+	seti(c, "num_key_value_heads", 1);
+	seti(c, "num_nextn_predict_layers", o->mtp);
+	seti(c, "o_groups", o->o_groups);
+	seti(c, "o_lora_rank", o->o_lora);
+	seti(c, "q_lora_rank", o->q_lora);
+	seti(c, "qk_rope_head_dim", o->rope_dim);
+	setf(c, "rms_norm_eps", 1e-6);
+	json_object_set_new(c, "rope_scaling", json_pack("{s:i, s:i, s:i, s:i, s:s}", "beta_fast", 32, "beta_slow", 1,
+							 "factor", 16, "original_max_position_embeddings", 65536,
+							 "type", "yarn"));
+	setf(c, "rope_theta", 10000.0);
+	setf(c, "routed_scaling_factor", 1.5);
+	sets(c, "scoring_func", "sqrtsoftplus");
+	seti(c, "sliding_window", o->window);
+	setf(c, "swiglu_limit", 10.0);
+	sets(c, "topk_method", "noaux_tc");
+}
+
+static void fp8(json_t *c, const synth_opts *o)
+{
+	if (!strcmp(o->family, "deepseek_v4")) {
+		json_object_set_new(c, "quantization_config",
+				    json_pack("{s:s, s:s, s:s, s:s, s:[i,i]}", "activation_scheme", "dynamic", "fmt",
+					      "e4m3", "quant_method", "fp8", "scale_fmt", "ue8m0", "weight_block_size",
+					      SYNTH_FP8_BLOCK, SYNTH_FP8_BLOCK));
+		return;
+	}
 	json_object_set_new(c, "quantization_config",
 			    json_pack("{s:s, s:s, s:s, s:[i,i]}", "activation_scheme", "dynamic",
 				      "fmt", "e4m3", "quant_method", "fp8", "weight_block_size",
@@ -445,13 +529,13 @@ char *synth_config_json(const synth_opts *o, const synth_shape *s)
 		void (*fn)(json_t *, const synth_opts *, const synth_shape *);
 	} fams[] = {{"deepseek_v3", deepseek}, {"glm4_moe", glm}, {"glm_moe_dsa", glm_dsa},
 		    {"qwen3_moe", qwen},         {"olmoe", olmoe},   {"mixtral", mixtral},
-		    {"qwen3_5_moe", hybrid}};
+		    {"qwen3_5_moe", hybrid},     {"deepseek_v4", deepseek_v4}};
 	json_t *c = json_object();
 	for (size_t i = 0; i < sizeof(fams) / sizeof(fams[0]); i++)
 		if (!strcmp(o->family, fams[i].name))
 			fams[i].fn(c, o, s);
 	if (o->fp8)
-		fp8(c);
+		fp8(c, o);
 	return dump(c);
 }
 

@@ -732,6 +732,9 @@ static void print_table(const fwd *f, const synth_measure_opts *o)
 int synth_measure(const synth_src *src, const synth_measure_opts *o, coli_err *e)
 {
 	fwd f;
+	if (src->m->family == COLI_FAM_DEEPSEEK_V4) /* mHC streams, windows, hash layers: not modelled here */
+		return coli_errf(e, COLI_EUSAGE, "the routing measurement does not run deepseek_v4's blocks; convert the "
+				 "checkpoint and count its routing with coli-run --usage");
 	int rc = fwd_init(&f, src, o, e) || embed(&f, o->seed, e) ? -1 : 0;
 	for (int l = 0; rc == 0 && l < f.m->n_layers; l++) {
 		if (synth_interrupted)

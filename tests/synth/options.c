@@ -35,7 +35,8 @@ static int parse_size(const coli_option *opt, const char *val, coli_err *e)
 }
 
 static const coli_choice presets[] = {{"bench", SYNTH_PRESET_BENCH}, {"glm5.2", SYNTH_PRESET_GLM5},
-				       {"qwen3.6", SYNTH_PRESET_QWEN36}, {NULL, 0}};
+				       {"qwen3.6", SYNTH_PRESET_QWEN36},
+				       {"v4flash", SYNTH_PRESET_V4FLASH}, {NULL, 0}};
 static const coli_choice gguf_types[] = {{"q4_0", SYNTH_GGUF_Q4_0}, {"q4_1", SYNTH_GGUF_Q4_1},
 					 {"f32", SYNTH_GGUF_F32}, {NULL, 0}};
 static const coli_choice gguf_dense_types[] = {{"q4_0", SYNTH_GGUF_Q4_0}, {"f32", SYNTH_GGUF_F32},
@@ -49,7 +50,8 @@ static const coli_option options[] = {
 		      "\nsafetensors shards + index, tokenizer.json) and measures how its routers route."),
 	COLI_OPT_TEXT(""),
 	COLI_OPT_STRING(0, "family", &parsed.family, "F",
-			"deepseek_v3 | glm4_moe | glm_moe_dsa | qwen3_moe | qwen3_5_moe | olmoe | mixtral"),
+			"deepseek_v3 | glm4_moe | glm_moe_dsa | qwen3_moe | qwen3_5_moe | olmoe | mixtral | "
+			"deepseek_v4"),
 	COLI_OPT_STRING(0, "out", &parsed.out, "DIR", "output folder (created if missing; one coli-synth did "
 			"not write must be empty)"),
 	COLI_OPT_FLAG(0, "force", &parsed.force, "write into a non-empty DIR that coli-synth did not write, "
@@ -57,7 +59,8 @@ static const coli_option options[] = {
 	COLI_OPT_CHOICE(0, "preset", &parsed.preset, presets, "bench: hidden 6144, expert-ffn 2048, ffn 12288, "
 			"48 heads of 128, 8 kv heads, 64 experts top-8, 6 layers, no MTP, --measure 64; glm5.2 "
 			"(glm_moe_dsa): GLM-5.2's shape, 78 layers x 256 experts; qwen3.6 (qwen3_5_moe): "
-			"Qwen3.6-35B-A3B's, 40 layers x 256 experts (see the manual)"),
+			"Qwen3.6-35B-A3B's, 40 layers x 256 experts; v4flash (deepseek_v4): DeepSeek V4 Flash's, "
+			"43 layers x 256 experts (see the manual)"),
 	COLI_OPT_GROUP("shape:"),
 	COLI_OPT_INT(0, "layers", &parsed.layers, "N", 1, 1000, "decoder layers (default 6)"),
 	COLI_OPT_INT(0, "experts", &parsed.experts, "N", 2, 4096,
@@ -81,9 +84,9 @@ static const coli_option options[] = {
 	COLI_OPT_INT(0, "shared-experts", &parsed.shared_experts, "N", 0, 64,
 		     "n_shared_experts (deepseek_v3, glm4_moe, glm_moe_dsa; default 1)"),
 	COLI_OPT_INT(0, "mtp", &parsed.mtp, "0|1", 0, 1,
-		     "num_nextn_predict_layers (deepseek_v3, glm4_moe, glm_moe_dsa), mtp_num_hidden_layers "
-		     "(qwen3_5_moe); default 1"),
-	COLI_OPT_GROUP("MLA (deepseek_v3, glm_moe_dsa):"),
+		     "num_nextn_predict_layers (deepseek_v3, glm4_moe, glm_moe_dsa, deepseek_v4), "
+		     "mtp_num_hidden_layers (qwen3_5_moe); default 1"),
+	COLI_OPT_GROUP("MLA (deepseek_v3, glm_moe_dsa; deepseek_v4: --q-lora, --rope-dim):"),
 	COLI_OPT_INT(0, "q-lora", &parsed.q_lora, "N", 8, 65536,
 		     "q_lora_rank, a multiple of 8 (default 3 x kv-lora)"),
 	COLI_OPT_INT(0, "kv-lora", &parsed.kv_lora, "N", 8, 65536,
@@ -92,7 +95,7 @@ static const coli_option options[] = {
 		     "qk_rope_head_dim, even (default head-dim/2)"),
 	COLI_OPT_INT(0, "v-head-dim", &parsed.v_head_dim, "N", 4, 1024,
 		     "v_head_dim, a multiple of 4 (default head-dim)"),
-	COLI_OPT_GROUP("DSA indexer (glm_moe_dsa):"),
+	COLI_OPT_GROUP("DSA indexer (glm_moe_dsa; deepseek_v4: --index-heads, --index-head-dim, --index-topk):"),
 	COLI_OPT_INT(0, "index-heads", &parsed.index_heads, "N", 1, 1024,
 		     "index_n_heads (default heads/2, at least 1)"),
 	COLI_OPT_INT(0, "index-head-dim", &parsed.index_head_dim, "N", 4, 1024,
@@ -103,6 +106,19 @@ static const coli_option options[] = {
 		     "index_topk_freq: every Nth layer after the first ones is \"full\" (default 4)"),
 	COLI_OPT_INT(0, "index-offset", &parsed.index_offset, "N", 1, 1000,
 		     "index_skip_topk_offset: layers below it are all \"full\" (default 3)"),
+	COLI_OPT_GROUP("DeepSeek V4 (deepseek_v4):"),
+	COLI_OPT_INT(0, "o-groups", &parsed.o_groups, "N", 1, 1024,
+		     "o_groups: groups of the output projection, a divisor of heads (default 8, or fewer)"),
+	COLI_OPT_INT(0, "o-lora", &parsed.o_lora, "N", 1, 65536, "o_lora_rank (default q-lora)"),
+	COLI_OPT_INT(0, "window", &parsed.window, "N", 2, 1 << 20, "sliding_window (default 128)"),
+	COLI_OPT_INT(0, "csa-ratio", &parsed.csa_ratio, "N", 2, 1 << 15,
+		     "compression ratio of the CSA layers (default 4)"),
+	COLI_OPT_INT(0, "hca-ratio", &parsed.hca_ratio, "N", 2, 1 << 15,
+		     "compression ratio of the HCA layers (default 128, or 16 when 128 does not divide "
+		     "head-dim)"),
+	COLI_OPT_INT(0, "hc-mult", &parsed.hc_mult, "N", 1, 64, "hc_mult: residual streams (default 4)"),
+	COLI_OPT_INT(0, "hash-layers", &parsed.hash_layers, "N", 0, 1000,
+		     "num_hash_layers: the first N layers route by token id (default 3, at most layers)"),
 	COLI_OPT_GROUP("Gated DeltaNet (qwen3_5_moe):"),
 	COLI_OPT_INT(0, "linear-key-heads", &parsed.lin_k_heads, "N", 1, 1024,
 		     "linear_num_key_heads (default linear-value-heads/2, at least 1)"),
@@ -123,7 +139,8 @@ static const coli_option options[] = {
 		      "(experts.N.gate_proj.weight) instead of fused gate_up_proj/down_proj; with --fp8 the "
 		      "experts are fp8 too"),
 	COLI_OPT_GROUP("storage:"),
-	COLI_OPT_FLAG(0, "fp8", &parsed.fp8, "F8_E4M3 weights + F32 128x128 block scale_inv, as DeepSeek-V3"),
+	COLI_OPT_FLAG(0, "fp8", &parsed.fp8, "F8_E4M3 weights + F32 128x128 block scale_inv, as DeepSeek-V3; "
+		      "deepseek_v4: as V4 ships, UE8M0 .scale, routed experts FP4"),
 	COLI_OPT_CALLBACK(0, "shard-size", &parsed.shard_size, "SIZE", parse_size,
 			  "max shard bytes; K/M/G/T = 2^10/20/30/40 (default 4G)"),
 	COLI_OPT_STRING(0, "tokenizer", &parsed.tokenizer, "PATH",
@@ -162,7 +179,8 @@ void synth_opts_init(synth_opts *o)
 			&o->mtp, &o->measure_tokens, &o->threads, &o->vocab, &o->q_lora, &o->kv_lora,
 			&o->rope_dim, &o->v_head_dim, &o->index_heads, &o->index_head_dim, &o->index_topk,
 			&o->index_freq, &o->index_offset, &o->lin_k_heads, &o->lin_v_heads, &o->lin_k_dim,
-			&o->lin_v_dim, &o->conv_kernel, &o->full_interval};
+			&o->lin_v_dim, &o->conv_kernel, &o->full_interval, &o->o_groups, &o->o_lora,
+			&o->window, &o->csa_ratio, &o->hca_ratio, &o->hc_mult, &o->hash_layers};
 	for (size_t i = 0; i < sizeof(unset) / sizeof(unset[0]); i++)
 		*unset[i] = -1;
 	o->zipf = 0.5;
@@ -189,7 +207,7 @@ char *synth_opts_help(void)
 /* ---- family defaults and checks -------------------------------------------------------------- */
 
 static const char *const families[] = {"deepseek_v3", "glm4_moe", "glm_moe_dsa", "qwen3_moe",
-				       "qwen3_5_moe", "olmoe", "mixtral"};
+				       "qwen3_5_moe", "olmoe", "mixtral", "deepseek_v4"};
 
 static int is_dsa(const synth_opts *o)
 {
@@ -199,6 +217,11 @@ static int is_dsa(const synth_opts *o)
 static int is_hybrid(const synth_opts *o)
 {
 	return !strcmp(o->family, "qwen3_5_moe");
+}
+
+static int is_v4(const synth_opts *o)
+{
+	return !strcmp(o->family, "deepseek_v4");
 }
 
 static int is_mla(const synth_opts *o)
@@ -222,6 +245,20 @@ static const char *mla_option(const synth_opts *o)
 {
 	return o->q_lora >= 0 ? "q-lora" : o->kv_lora >= 0 ? "kv-lora" : o->rope_dim >= 0 ? "rope-dim"
 	     : o->v_head_dim >= 0 ? "v-head-dim" : NULL;
+}
+
+/* The MLA options deepseek_v4 has no key for, else NULL. */
+static const char *v4_mla_option(const synth_opts *o)
+{
+	return o->kv_lora >= 0 ? "kv-lora" : o->v_head_dim >= 0 ? "v-head-dim" : NULL;
+}
+
+/* The deepseek_v4 options that are set, else NULL. */
+static const char *v4_option(const synth_opts *o)
+{
+	return o->o_groups >= 0 ? "o-groups" : o->o_lora >= 0 ? "o-lora" : o->window >= 0 ? "window"
+	     : o->csa_ratio >= 0 ? "csa-ratio" : o->hca_ratio >= 0 ? "hca-ratio" : o->hc_mult >= 0 ? "hc-mult"
+	     : o->hash_layers >= 0 ? "hash-layers" : NULL;
 }
 
 /* The DSA indexer options that are set, else NULL. */
@@ -250,12 +287,34 @@ static int wrong_preset(const synth_opts *o, coli_err *e)
 	if (o->preset == SYNTH_PRESET_QWEN36 && !is_hybrid(o))
 		return coli_errf(e, COLI_EUSAGE, "--preset qwen3.6 does not apply to family '%s' (only to "
 				 "qwen3_5_moe)", o->family);
+	if (o->preset == SYNTH_PRESET_V4FLASH && !is_v4(o))
+		return coli_errf(e, COLI_EUSAGE, "--preset v4flash does not apply to family '%s' (only to "
+				 "deepseek_v4)", o->family);
 	return 0;
+}
+
+/* deepseek_v4's: MLA's q-lora and rope-dim, the indexer's widths and top-k, its own; a shared
+ * expert or none, an MTP layer or none; no dense layers, no kv heads (one shared KV head). */
+static int v4_not_applicable(const synth_opts *o, coli_err *e)
+{
+	const char *bad = o->ffn >= 0 ? "ffn" : o->dense_layers >= 0 ? "dense-layers" : o->kv_heads >= 0 ? "kv-heads"
+			: v4_mla_option(o) ? v4_mla_option(o) : o->index_freq >= 0 ? "index-freq"
+			: o->index_offset >= 0 ? "index-offset" : hybrid_option(o);
+	if (bad)
+		return coli_errf(e, COLI_EUSAGE, "--%s does not apply to family '%s'", bad, o->family);
+	if (o->shared_experts > 1)
+		return coli_errf(e, COLI_EUSAGE, "--shared-experts: '%d' is not 0 or 1 (deepseek_v4 has at most one)",
+				 o->shared_experts);
+	return wrong_preset(o, e);
 }
 
 /* Options the family has no config key for. */
 static int not_applicable(const synth_opts *o, coli_err *e)
 {
+	if (is_v4(o))
+		return v4_not_applicable(o, e);
+	if (v4_option(o))
+		return coli_errf(e, COLI_EUSAGE, "--%s does not apply to family '%s'", v4_option(o), o->family);
 	int extras = has_dense_moe_extras(o), no_dense = !strcmp(o->family, "olmoe") ||
 							  !strcmp(o->family, "mixtral");
 	const char *bad = o->ffn >= 0 && no_dense ? "ffn"
@@ -270,6 +329,7 @@ static int not_applicable(const synth_opts *o, coli_err *e)
 		return coli_errf(e, COLI_EUSAGE, "--%s does not apply to family '%s'", bad, o->family);
 	return wrong_preset(o, e);
 }
+
 
 /* Qwen3.6-35B-A3B's text model as its config.json gives it (35B parameters, 3B active): 40
  * layers, 3 of 4 Gated DeltaNet. */
@@ -322,8 +382,33 @@ static void preset_glm5(synth_opts *o)
 	def(&o->measure_tokens, 64);
 }
 
+/* DeepSeek V4 Flash as its config.json gives it (284B parameters, 13B active; docs/deepseek_v4.md). */
+static void preset_v4flash(synth_opts *o)
+{
+	def(&o->layers, 43);
+	def(&o->hidden, 4096);
+	def(&o->heads, 64);
+	def(&o->head_dim, 512);
+	def(&o->rope_dim, 64);
+	def(&o->q_lora, 1024);
+	def(&o->o_groups, 8);
+	def(&o->o_lora, 1024);
+	def(&o->window, 128);
+	def(&o->index_heads, 64);
+	def(&o->index_head_dim, 128);
+	def(&o->index_topk, 512);
+	def(&o->experts, 256);
+	def(&o->top_k, 6);
+	def(&o->expert_ffn, 2048);
+	def(&o->vocab, 129280);
+	def(&o->mtp, 1);
+	def(&o->measure_tokens, 0);
+}
+
 static void apply_preset(synth_opts *o)
 {
+	if (o->preset == SYNTH_PRESET_V4FLASH)
+		preset_v4flash(o);
 	if (o->preset == SYNTH_PRESET_GLM5)
 		preset_glm5(o);
 	if (o->preset == SYNTH_PRESET_QWEN36)
@@ -375,6 +460,33 @@ static void mla_defaults(synth_opts *o)
 	def(&o->index_offset, 3);
 }
 
+/* deepseek_v4's widths when not given: Flash's proportions (q and o rank a quarter of hidden,
+ * rope an eighth of head-dim, at least 8 or half of it), its schedule's ratios and constants. */
+static void v4_defaults(synth_opts *o)
+{
+	int g = 8, rd = o->head_dim / 8 > 8 ? o->head_dim / 8 : o->head_dim / 2 < 8 ? o->head_dim / 2 : 8;
+	while (o->heads % g)
+		g /= 2;
+	def(&o->q_lora, (o->hidden / 4 + 7) / 8 * 8);
+	def(&o->rope_dim, rd < 2 ? 2 : rd / 2 * 2);
+	def(&o->o_groups, g);
+	def(&o->o_lora, o->q_lora);
+	def(&o->window, 128);
+	def(&o->index_heads, o->heads);
+	def(&o->index_head_dim, 2 * o->rope_dim > 8 ? 2 * o->rope_dim : 8);
+	def(&o->index_topk, 16);
+	def(&o->csa_ratio, 4);
+	def(&o->hca_ratio, o->head_dim % 128 ? 16 : 128);
+	def(&o->hc_mult, 4);
+	def(&o->hash_layers, o->layers < 3 ? o->layers : 3);
+	def(&o->shared_experts, 1);
+	def(&o->mtp, 1);
+	def(&o->dense_layers, 0);
+	def(&o->kv_heads, 1);
+	def(&o->ffn, o->expert_ffn);
+	def(&o->measure_tokens, 0);
+}
+
 static void family_defaults(synth_opts *o)
 {
 	int mx = !strcmp(o->family, "mixtral"), extras = has_dense_moe_extras(o);
@@ -392,6 +504,8 @@ static void family_defaults(synth_opts *o)
 		mla_defaults(o);
 	if (is_hybrid(o))
 		hybrid_defaults(o);
+	if (is_v4(o))
+		v4_defaults(o);
 	def(&o->dense_layers, extras && o->layers > 1 ? 1 : 0);
 	def(&o->shared_experts, extras ? 1 : 0);
 	def(&o->mtp, extras || is_hybrid(o) ? 1 : 0);
@@ -449,6 +563,32 @@ static int check_hybrid(const synth_opts *o, coli_err *e)
 	       need(e, o->lin_v_dim % 4 == 0, "linear-value-dim", o->lin_v_dim, "is not a multiple of 4") ? -1 : 0;
 }
 
+/* deepseek_v4: what libcoli's reader requires (ratios dividing the widths a compressed row is
+ * kept at, groups dividing heads), FP4 blocks of 32 columns with --fp8. */
+static int check_v4(const synth_opts *o, coli_err *e)
+{
+	if (!is_v4(o))
+		return 0;
+	return need(e, o->rope_dim % 2 == 0 && o->rope_dim <= o->head_dim, "rope-dim", o->rope_dim,
+		    "is not even and at most --head-dim (%d)", o->head_dim) ||
+	       need(e, o->heads % o->o_groups == 0, "o-groups", o->o_groups, "is not a divisor of --heads (%d)", o->heads) ||
+	       need(e, o->index_head_dim >= o->rope_dim && o->index_head_dim % o->csa_ratio == 0, "index-head-dim",
+		    o->index_head_dim, "is less than --rope-dim (%d) or not a multiple of --csa-ratio (%d)", o->rope_dim,
+		    o->csa_ratio) ||
+	       need(e, o->head_dim % o->csa_ratio == 0, "csa-ratio", o->csa_ratio, "does not divide --head-dim (%d): "
+		    "coli keeps a compressed row as head-dim / ratio floats a token", o->head_dim) ||
+	       need(e, o->head_dim % o->hca_ratio == 0, "hca-ratio", o->hca_ratio, "does not divide --head-dim (%d): "
+		    "coli keeps a compressed row as head-dim / ratio floats a token", o->head_dim) ||
+	       need(e, o->hash_layers <= o->layers, "hash-layers", o->hash_layers, "is more than --layers (%d)",
+		    o->layers) ||
+	       need(e, !o->fp8 || o->hidden % 32 == 0, "hidden", o->hidden, "is not a multiple of 32, as --fp8's FP4 "
+		    "experts need (a scale per 32 columns)") ||
+	       need(e, !o->fp8 || o->expert_ffn % 32 == 0, "expert-ffn", o->expert_ffn, "is not a multiple of 32, as "
+		    "--fp8's FP4 experts need (a scale per 32 columns)") ||
+	       need(e, o->measure_tokens == 0, "measure", o->measure_tokens, "is not 0: the routing measurement does not "
+		    "run deepseek_v4's blocks (coli-run --usage counts a converted model's routing)") ? -1 : 0;
+}
+
 static int check_shape(const synth_opts *o, coli_err *e)
 {
 	int olmoe_hd = strcmp(o->family, "olmoe") || o->head_dim * o->heads == o->hidden;
@@ -463,7 +603,8 @@ static int check_shape(const synth_opts *o, coli_err *e)
 	       need(e, o->kv_heads <= o->heads && o->heads % o->kv_heads == 0, "kv-heads",
 		    o->kv_heads, "is not a divisor of --heads (%d)", o->heads) ||
 	       need(e, o->dense_layers < o->layers, "dense-layers", o->dense_layers,
-		    "is not less than --layers (%d)", o->layers) || check_mla(o, e) || check_hybrid(o, e) ? -1 : 0;
+		    "is not less than --layers (%d)", o->layers) || check_mla(o, e) || check_hybrid(o, e) ||
+	       check_v4(o, e) ? -1 : 0;
 }
 
 int synth_opts_resolve(synth_opts *o, coli_err *e)
@@ -471,12 +612,12 @@ int synth_opts_resolve(synth_opts *o, coli_err *e)
 	int known = 0;
 	if (!o->family)
 		return coli_errf(e, COLI_EUSAGE, "missing --family (one of deepseek_v3, glm4_moe, "
-				 "glm_moe_dsa, qwen3_moe, qwen3_5_moe, olmoe, mixtral)");
+				 "glm_moe_dsa, qwen3_moe, qwen3_5_moe, olmoe, mixtral, deepseek_v4)");
 	for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)
 		known |= !strcmp(o->family, families[i]);
 	if (!known)
 		return coli_errf(e, COLI_EUSAGE, "--family: '%s' is not deepseek_v3, glm4_moe, "
-				 "glm_moe_dsa, qwen3_moe, qwen3_5_moe, olmoe or mixtral", o->family);
+				 "glm_moe_dsa, qwen3_moe, qwen3_5_moe, olmoe, mixtral or deepseek_v4", o->family);
 	if (!o->out && !o->gguf)
 		return coli_errf(e, COLI_EUSAGE, "missing --out DIR (or --gguf FILE)");
 	if (o->gguf && strcmp(o->family, "qwen3_moe") && strcmp(o->family, "qwen3_5_moe"))

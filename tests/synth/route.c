@@ -85,10 +85,34 @@ static void sigmoid_group(const coli_model *m, const float *z, const float *bias
 		       (float)m->routed_scaling_factor;
 }
 
+/* deepseek_v4: sqrt(softplus(z)) scores, chosen by score + bias, weights the chosen scores
+ * renormalised (+ 1e-20) x routed_scaling_factor. */
+static void sqrtsoftplus(const coli_model *m, const float *z, const float *bias, int *idx, float *w, float *tmp)
+{
+	int E = m->n_experts, k = m->top_k;
+	float *s = tmp, *sc = tmp + E, sum = 0;
+	for (int i = 0; i < E; i++) {
+		s[i] = sqrtf(z[i] > 20 ? z[i] : log1pf(expf(z[i])));
+		sc[i] = s[i] + (bias ? bias[i] : 0.0f);
+	}
+	topk(sc, NULL, E, k, idx);
+	for (int j = 0; w && j < k; j++)
+		sum += w[j] = s[idx[j]];
+	for (int j = 0; w && j < k; j++)
+		w[j] = w[j] / (sum + 1e-20f) * (float)m->routed_scaling_factor;
+}
+
+int synth_biased(const coli_model *m)
+{
+	return m->router == COLI_ROUTER_SIGMOID_GROUP || m->router == COLI_ROUTER_SQRTSOFTPLUS;
+}
+
 void synth_route(const coli_model *m, const float *z, const float *bias, int *idx, float *w,
 		 float *tmp)
 {
-	if (m->router == COLI_ROUTER_SIGMOID_GROUP)
+	if (m->router == COLI_ROUTER_SQRTSOFTPLUS)
+		sqrtsoftplus(m, z, bias, idx, w, tmp);
+	else if (m->router == COLI_ROUTER_SIGMOID_GROUP)
 		sigmoid_group(m, z, bias, idx, w, tmp);
 	else
 		softmax_topk(m, z, idx, w);

@@ -104,7 +104,7 @@ static void mc_release(mc *c)
 static void mc_route(mc *c, int n, double r, int *idx, int want_w)
 {
 	const float *Z = c->Z + (size_t)n * c->E, *D = c->D + (size_t)n * c->E;
-	int sig = c->m->router == COLI_ROUTER_SIGMOID_GROUP;
+	int sig = synth_biased(c->m);
 	for (int i = 0; i < c->E; i++) {
 		c->z[i] = LOGIT_SD * (Z[i] + (float)r * c->het[n] * D[i]);
 		if (!sig)
@@ -161,7 +161,7 @@ static double mc_recall(mc *c, double r)
  * gamma). */
 static double fit_gamma(mc *c, double target, double r, double *counts, double *got)
 {
-	int sig = c->m->router == COLI_ROUTER_SIGMOID_GROUP;
+	int sig = synth_biased(c->m);
 	double lo = 0, hi = (sig ? 4.0 : 20.0) * sqrt(1 + r * r) / log((double)c->E);
 	if (target <= 0) {
 		mc_counts(c, 0, r, counts, NULL);
@@ -343,6 +343,14 @@ static int biases(synth_plan *p, coli_err *e)
 		int perturbed = l > 0 && p->layer[l - 1].alpha != 0;
 		perm_fill(perm, E, key + (uint64_t)l * 0x1000193u);
 		bias_fill(p->layer[l].bias, perm, E, perturbed ? p->gamma : p->gamma0);
+		if (l < p->m->n_hash_layers && l < p->m->n_layers) { /* deepseek_v4: rank^-zipf */
+			if (!(p->layer[l].logw = coli_malloc((size_t)E * sizeof(float), e))) {
+				free(perm);
+				return -1;
+			}
+			for (int r = 0; r < E; r++)
+				p->layer[l].logw[perm[r]] = (float)(-p->zipf * log(r + 1.0));
+		}
 	}
 	free(perm);
 	return 0;
@@ -412,7 +420,7 @@ int synth_plan_build(synth_plan *p, const coli_model *m, const synth_opts *o,
 	p->n_layers = m->n_layers + m->n_mtp_layers;
 	p->router_std = LOGIT_SD / sqrtf((float)m->hidden_size);
 	sched_in in = {.ea2 = silu_sq(1.01) * 1.01};
-	if (m->router != COLI_ROUTER_SIGMOID_GROUP) {
+	if (!synth_biased(m)) {
 		p->c = U_C;
 		in.c = U_C;
 		if (unit_vector(p, e))
@@ -423,11 +431,35 @@ int synth_plan_build(synth_plan *p, const coli_model *m, const synth_opts *o,
 	return biases(p, e);
 }
 
+/* Gumbel top-k: the k largest logw[e] + Gumbel noise, a stream per layer, E values per token. */
+void synth_hash_ids(const synth_plan *p, int l, int64_t tok, int64_t *ids)
+{
+	int E = p->m->n_experts, k = p->m->top_k, best[64];
+	float g[4096];
+	uint64_t key = synth_key(p->seed, "synth.hash") + (uint64_t)l * 0x1000193u;
+	for (int e = 0; e < E; e++) {
+		double u = ((double)(synth_rand64(key, (uint64_t)tok * (uint64_t)E + (uint64_t)e) >> 11) + 0.5) / 9007199254740992.0;
+		g[e] = p->layer[l].logw[e] - (float)log(-log(u));
+	}
+	for (int j = 0; j < k; j++) {
+		best[j] = -1;
+		for (int e = 0; e < E; e++) {
+			int taken = 0;
+			for (int i = 0; i < j && !taken; i++)
+				taken = best[i] == e;
+			if (!taken && (best[j] < 0 || g[e] > g[best[j]]))
+				best[j] = e;
+		}
+		ids[j] = best[j];
+	}
+}
+
 void synth_plan_release(synth_plan *p)
 {
 	if (!p)
 		return;
 	for (int l = 0; p->layer && l < p->n_layers; l++) {
+		free(p->layer[l].logw);
 		free(p->layer[l].bias);
 		free(p->layer[l].unit_t);
 	}

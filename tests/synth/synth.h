@@ -22,7 +22,7 @@
 
 /* ---- options (options.c) ----------------------------------------------------------------- */
 
-enum { SYNTH_PRESET_NONE, SYNTH_PRESET_BENCH, SYNTH_PRESET_GLM5, SYNTH_PRESET_QWEN36 };
+enum { SYNTH_PRESET_NONE, SYNTH_PRESET_BENCH, SYNTH_PRESET_GLM5, SYNTH_PRESET_QWEN36, SYNTH_PRESET_V4FLASH };
 enum { SYNTH_GGUF_F32 = 0, SYNTH_GGUF_Q4_0 = 2, SYNTH_GGUF_Q4_1 = 3 }; /* --gguf-*: ggml types */
 
 /* Shape options are -1 until set; synth_opts_resolve fills family defaults after parsing. */
@@ -42,6 +42,7 @@ typedef struct synth_opts {
 	int lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim; /* Gated DeltaNet (qwen3_5_moe) */
 	int conv_kernel, full_interval;                  /* its conv taps; every Nth layer full attention */
 	int no_vision, unfused;    /* qwen3_5_moe: no model.visual.* tower; one tensor per expert */
+	int o_groups, o_lora, window, csa_ratio, hca_ratio, hc_mult, hash_layers; /* deepseek_v4 */
 	int vocab;
 	uint64_t shard_size, seed;
 	double zipf, predict;
@@ -110,6 +111,7 @@ typedef enum synth_kind {
 	SK_EMBED, SK_NORM, SK_BIAS, SK_CORR, SK_ROUTER, SK_LINEAR, SK_OUT, SK_DOWN, SK_HEAD,
 	SK_SCALE, /* F32 "<w>_scale_inv" of an fp8 weight: filled from the weight's block amax */
 	SK_NORM0, /* a (1 + w) RMSNorm's weight: w centred on 0 (qwen3_5_moe) */
+	SK_TID2EID, /* deepseek_v4's hash table [vocab, top_k] (I64): each token's experts */
 } synth_kind;
 
 struct synth_plan;
@@ -129,7 +131,11 @@ typedef struct synth_tensor {
 	int lead;                  /* a fused tensor's lead (index), else -1 */
 	uint64_t fused_bytes;      /* the lead: bytes of the whole fused tensor */
 	int glue;                  /* stays in the shard of the tensor before it */
-	int dtype;                 /* coli_dtype: BF16, F32 or F8_E4M3 */
+	int dtype;                 /* coli_dtype: BF16, F32, F8_E4M3; deepseek_v4 also I8 (an FP4
+				      expert, two e2m1 codes a byte), F8_E8M0 (a .scale), I64 */
+	int ue8m0;                 /* an F8_E4M3 weight with deepseek_v4's power-of-two block scales */
+	const struct synth_tensor *weight; /* an F8_E8M0 .scale: its weight (its bytes are computed
+					      from the weight's values, not kept in scales) */
 	synth_kind kind;
 	int layer, expert;         /* -1 when none */
 	uint64_t key;              /* PRNG stream */
@@ -176,6 +182,13 @@ void synth_gen_rows(const struct synth_plan *p, const synth_tensor *t, int64_t r
 
 /* ---- routing plan (routing.c) ------------------------------------------------------------ */
 
+/* The router selects with a stored bias (sigmoid + e_score_correction_bias, deepseek_v4's
+ * sqrt(softplus) + gate.bias), else softmax over logits. */
+int synth_biased(const coli_model *m);
+/* A deepseek_v4 hash layer l's top_k experts for token tok (tid2eid's row): distinct, drawn
+ * with probability in proportion to rank^-zipf of the layer's popularity order. */
+void synth_hash_ids(const struct synth_plan *p, int l, int64_t tok, int64_t *ids);
+
 /* Router selection, identical to the HF families: fills idx[k] and weights w[k] (w may be NULL
  * when only the selection is wanted). z: logits [E]; bias: e_score_correction_bias or NULL;
  * tmp: scratch of 2*E floats. */
@@ -193,6 +206,7 @@ typedef struct synth_layer_plan {
 	float alpha;          /* aligned part of down projections toward the next router's rows */
 	float u_gain;         /* softmax routers: row e gets bias[e] * u_gain along u */
 	float *bias;          /* [E] popularity of each expert, >= 0 */
+	float *logw;          /* deepseek_v4 hash layers: [E] -zipf ln(rank), else NULL */
 	float *unit_t;        /* [H x E] unit random rows of this layer's router, transposed;
 				 built when the previous layer aligns to it, else NULL */
 } synth_layer_plan;

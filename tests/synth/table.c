@@ -29,8 +29,51 @@ static int offset_norm(const coli_model *m, coli_role r)
 				  r == COLI_R_HNORM || r == COLI_R_HEAD_NORM);
 }
 
+/* deepseek_v4's tensors by role: mHC's fn like a linear, its scales like norms, its bases, the
+ * sinks and the compressors' position biases small like biases (F32 all); the hash table. */
+static synth_kind v4_kind(const coli_tensor_spec *s)
+{
+	switch (s->role) {
+	case COLI_R_EMBED: return SK_EMBED;
+	case COLI_R_LM_HEAD: return SK_HEAD;
+	case COLI_R_ROUTER: return SK_ROUTER;
+	case COLI_R_CORR_BIAS: return SK_CORR;
+	case COLI_R_TID2EID: return SK_TID2EID;
+	case COLI_R_HC_ATTN_SCALE: case COLI_R_HC_FFN_SCALE: case COLI_R_HC_HEAD_SCALE: return SK_NORM;
+	case COLI_R_HC_ATTN_BASE: case COLI_R_HC_FFN_BASE: case COLI_R_HC_HEAD_BASE: case COLI_R_SINK:
+	case COLI_R_CMP_APE: case COLI_R_IDX_CMP_APE: return SK_BIAS;
+	case COLI_R_WO_B: return SK_OUT;
+	case COLI_R_SH_DOWN: return SK_DOWN;
+	case COLI_R_EXPERT: return s->proj == COLI_PROJ_DOWN ? SK_DOWN : SK_LINEAR;
+	default: return s->ndim == 1 ? SK_NORM : SK_LINEAR;
+	}
+}
+
+/* deepseek_v4's storage as V4 Flash ships (docs/deepseek_v4.md, section 2): F32 for mHC, the
+ * sinks, the position biases and gate.bias; I64 the hash table; with --fp8 the attention's and
+ * the shared expert's matrices (and the MTP layer's e_proj/h_proj) F8_E4M3 with UE8M0 .scale,
+ * the routed experts FP4 (I8); BF16 the rest (the compressors, the indexer's weights_proj, the
+ * routers, norms, embeddings, head). */
+static int v4_dtype(const coli_tensor_spec *s, int fp8)
+{
+	switch (s->role) {
+	case COLI_R_TID2EID: return COLI_DT_I64;
+	case COLI_R_HC_ATTN_FN: case COLI_R_HC_ATTN_BASE: case COLI_R_HC_ATTN_SCALE:
+	case COLI_R_HC_FFN_FN: case COLI_R_HC_FFN_BASE: case COLI_R_HC_FFN_SCALE:
+	case COLI_R_HC_HEAD_FN: case COLI_R_HC_HEAD_BASE: case COLI_R_HC_HEAD_SCALE:
+	case COLI_R_SINK: case COLI_R_CMP_APE: case COLI_R_IDX_CMP_APE: case COLI_R_CORR_BIAS: return COLI_DT_F32;
+	case COLI_R_Q_A: case COLI_R_Q_B: case COLI_R_WKV: case COLI_R_WO_A: case COLI_R_WO_B: case COLI_R_IDX_WQ_B:
+	case COLI_R_SH_GATE: case COLI_R_SH_UP: case COLI_R_SH_DOWN: case COLI_R_E_PROJ: case COLI_R_H_PROJ:
+		return fp8 ? COLI_DT_F8_E4M3 : COLI_DT_BF16;
+	case COLI_R_EXPERT: return fp8 ? COLI_DT_I8 : COLI_DT_BF16;
+	default: return COLI_DT_BF16;
+	}
+}
+
 static synth_kind kind_of(const coli_tensor_spec *s, const coli_model *m)
 {
+	if (m->family == COLI_FAM_DEEPSEEK_V4)
+		return v4_kind(s);
 	if (ends_with(s->name, "embed_tokens.weight"))
 		return SK_EMBED;
 	if (ends_with(s->name, "lm_head.weight") || ends_with(s->name, "shared_head.head.weight"))
@@ -104,7 +147,10 @@ static int fill(synth_tensor *t, const coli_tensor_spec *s, const synth_plan *p,
 	t->rows = s->ndim == 2 ? s->shape[0] : 1;
 	t->cols = s->ndim == 2 ? s->shape[1] : s->shape[0];
 	t->kind = kind_of(s, p->m);
-	t->dtype = dtype_of(s, t->kind, o->fp8, synth_layout_fused(p->m, o));
+	if (p->m->family == COLI_FAM_DEEPSEEK_V4)
+		t->dtype = v4_dtype(s, o->fp8), t->ue8m0 = t->dtype == COLI_DT_F8_E4M3;
+	else
+		t->dtype = dtype_of(s, t->kind, o->fp8, synth_layout_fused(p->m, o));
 	t->layer = s->layer;
 	t->expert = s->expert;
 	t->key = key_of(p, t);
@@ -113,6 +159,8 @@ static int fill(synth_tensor *t, const coli_tensor_spec *s, const synth_plan *p,
 	if (synth_layout_name(t, s, p->m, o, e))
 		return -1;
 	t->nbytes = (uint64_t)t->rows * synth_row_bytes(t);
+	if (t->dtype == COLI_DT_I8) /* FP4: stored [rows, cols / 2], two codes a byte */
+		t->sndim = 2, t->sshape[0] = t->rows, t->sshape[1] = t->cols / 2;
 	if (t->kind == SK_DOWN && p->layer[t->layer].alpha != 0) {
 		t->sj = coli_malloc((size_t)t->cols * sizeof(float), e);
 		if (!t->sj)
@@ -122,12 +170,17 @@ static int fill(synth_tensor *t, const coli_tensor_spec *s, const synth_plan *p,
 	return 0;
 }
 
-/* The F32 "<w>_scale_inv" [ceil(rows/128), ceil(cols/128)] of fp8 weight t[w]. */
+/* The F32 "<w>_scale_inv" [ceil(rows/128), ceil(cols/128)] of fp8 weight t[w]; deepseek_v4's
+ * F8_E8M0 "<base>.scale" of the same shape, or [rows, cols/32] for an FP4 expert. */
 static int add_scale(synth_table *tb, int w, coli_err *e)
 {
 	synth_tensor *t = &tb->t[w], *s = &tb->t[tb->n];
 	char name[sizeof(s->name) + 16];
-	snprintf(name, sizeof(name), "%s_scale_inv", t->name);
+	int e8 = t->ue8m0 || t->dtype == COLI_DT_I8;
+	if (e8)
+		snprintf(name, sizeof(name), "%.*s.scale", (int)strlen(t->name) - 7, t->name); /* less ".weight" */
+	else
+		snprintf(name, sizeof(name), "%s_scale_inv", t->name);
 	if (strlen(name) >= sizeof(s->name))
 		return coli_errf(e, COLI_EUSAGE, "%s: tensor name too long", t->name);
 	memset(s, 0, sizeof(*s));
@@ -148,6 +201,15 @@ static int add_scale(synth_table *tb, int w, coli_err *e)
 	s->layer = t->layer;
 	s->expert = t->expert;
 	s->scale_of = w;
+	if (e8) { /* computed from the weight's values when written: nothing kept */
+		s->dtype = COLI_DT_F8_E8M0;
+		s->weight = t;
+		if (t->dtype == COLI_DT_I8)
+			s->rows = t->rows, s->cols = t->cols / 32;
+		s->nbytes = (uint64_t)s->rows * (uint64_t)s->cols;
+		tb->n++;
+		return 0;
+	}
 	s->nbytes = (uint64_t)s->rows * (uint64_t)s->cols * 4;
 	t->scales = coli_calloc((size_t)(s->rows * s->cols), sizeof(float), e);
 	if (!t->scales)
@@ -161,7 +223,7 @@ static int module_rank(const coli_tensor_spec *s)
 {
 	if (s->layer >= 0)
 		return 1;
-	return ends_with(s->name, "embed_tokens.weight") ? 0 : 2;
+	return ends_with(s->name, "embed_tokens.weight") || s->role == COLI_R_EMBED ? 0 : 2;
 }
 
 static int add_all(synth_table *tb, const synth_plan *p, const coli_tensor_spec *spec, int n,
@@ -174,7 +236,7 @@ static int add_all(synth_table *tb, const synth_plan *p, const coli_tensor_spec 
 			int w = tb->n++;
 			if (fill(&tb->t[w], &spec[i], p, o, e))
 				return -1;
-			if (tb->t[w].dtype == COLI_DT_F8_E4M3 && add_scale(tb, w, e))
+			if ((tb->t[w].dtype == COLI_DT_F8_E4M3 || tb->t[w].dtype == COLI_DT_I8) && add_scale(tb, w, e))
 				return -1;
 		}
 	}

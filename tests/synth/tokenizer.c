@@ -18,7 +18,7 @@ char *synth_tok_default_path(const char *family)
 	if (n <= 0)
 		return NULL;
 	exe[n] = 0;
-	const char *pkg = !strcmp(family, "deepseek_v3") ? "deepseek_v3" : "qwen3";
+	const char *pkg = !strcmp(family, "deepseek_v3") || !strcmp(family, "deepseek_v4") ? "deepseek_v3" : "qwen3";
 	size_t cap = (size_t)n + 128;
 	char *p = malloc(cap);
 	if (p)

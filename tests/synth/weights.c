@@ -304,6 +304,8 @@ void synth_gen_rows(const synth_plan *p, const synth_tensor *t, int64_t row0, in
 
 uint64_t synth_row_bytes(const synth_tensor *t)
 {
+	if (t->dtype == COLI_DT_I8) /* FP4: two codes a byte */
+		return (uint64_t)t->cols / 2;
 	return (uint64_t)t->cols * coli_dtype_size((coli_dtype)t->dtype);
 }
 
@@ -314,8 +316,107 @@ int synth_row_align(const synth_tensor *t)
 
 int64_t synth_scratch_floats(const synth_tensor *t, int64_t nrows)
 {
+	if (t->weight) /* a .scale row: its weight's rows (a 128-row block, or one FP4 row) */
+		return (t->weight->dtype == COLI_DT_I8 ? 1 : SYNTH_FP8_BLOCK) * t->weight->cols;
 	int64_t r = t->dtype == COLI_DT_F8_E4M3 ? SYNTH_FP8_BLOCK : 1;
 	return (nrows < r ? nrows : r) * t->cols;
+}
+
+/* ---- deepseek_v4's encodings: UE8M0 scales, FP4 e2m1 --------------------------------------- */
+
+#define FP4_BLOCK 32
+
+/* The UE8M0 byte of the smallest power of two s with amax / s <= top (amax 0: s = 1). */
+static uint8_t ue8m0_of(float amax, float top)
+{
+	if (!(amax > 0))
+		return 127;
+	int ex;
+	float m = frexpf(amax / top, &ex); /* amax / top = m 2^ex, m in [0.5, 1) */
+	int p = m > 0.5f ? ex : ex - 1;
+	return (uint8_t)(p < -127 ? 0 : p > 127 ? 254 : p + 127);
+}
+
+static float ue8m0_value(uint8_t b)
+{
+	return ldexpf(1.0f, (int)b - 127);
+}
+
+/* The e2m1 code (sign bit 3) nearest v, |v| <= 6: 0, 0.5, 1, 1.5, 2, 3, 4, 6. */
+static uint8_t e2m1_of(float v)
+{
+	static const float mid[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+	float a = fabsf(v);
+	uint8_t c = 0;
+	while (c < 7 && a > mid[c])
+		c++;
+	return (uint8_t)(c | (v < 0 && c ? 8 : 0));
+}
+
+/* Block b (128 rows from row0, 128 columns) scale byte of an FP8 UE8M0 weight; w: its rows. */
+static uint8_t fp8_block_byte(const synth_tensor *t, const float *w, int64_t nrows, int64_t cb)
+{
+	int64_t c0 = cb * SYNTH_FP8_BLOCK, c1 = c0 + SYNTH_FP8_BLOCK > t->cols ? t->cols : c0 + SYNTH_FP8_BLOCK;
+	float amax = 0;
+	for (int64_t r = 0; r < nrows; r++)
+		amax = fmaxf(amax, amax_of(w + r * t->cols + c0, c1 - c0));
+	return ue8m0_of(amax, 448.0f);
+}
+
+/* One 128-row block of an F8_E4M3 weight with UE8M0 scales: codes into out. */
+static void fp8_ue8m0_block(const synth_plan *p, const synth_tensor *t, int64_t row0, int64_t nrows, float *w,
+			    uint8_t *out)
+{
+	synth_gen_rows(p, t, row0, nrows, w);
+	for (int64_t cb = 0; cb * SYNTH_FP8_BLOCK < t->cols; cb++) {
+		int64_t c0 = cb * SYNTH_FP8_BLOCK, n = t->cols - c0 < SYNTH_FP8_BLOCK ? t->cols - c0 : SYNTH_FP8_BLOCK;
+		float inv = 1.0f / ue8m0_value(fp8_block_byte(t, w, nrows, cb));
+		for (int64_t r = 0; r < nrows; r++)
+			e4m3_scale(w + r * t->cols + c0, n, inv, out + r * t->cols + c0);
+	}
+}
+
+/* One FP4 row: codes two a byte, the even column in the low nibble; scale bytes into sc (or
+ * NULL). w: the row's values. */
+static void fp4_row(const synth_tensor *t, const float *w, uint8_t *out, uint8_t *sc)
+{
+	for (int64_t b = 0; b < t->cols / FP4_BLOCK; b++) {
+		const float *x = w + b * FP4_BLOCK;
+		uint8_t s = ue8m0_of(amax_of(x, FP4_BLOCK), 6.0f);
+		float inv = 1.0f / ue8m0_value(s);
+		if (sc)
+			sc[b] = s;
+		for (int j = 0; out && j < FP4_BLOCK; j += 2)
+			out[(b * FP4_BLOCK + j) / 2] = (uint8_t)(e2m1_of(x[j] * inv) | e2m1_of(x[j + 1] * inv) << 4);
+	}
+}
+
+/* Rows [row0, row0 + nrows) of a .scale tensor, from its weight's values. */
+static void ue8m0_scale_rows(const synth_plan *p, const synth_tensor *s, int64_t row0, int64_t nrows, float *w,
+			     uint8_t *out)
+{
+	const synth_tensor *t = s->weight;
+	for (int64_t r = 0; r < nrows; r++) {
+		if (t->dtype == COLI_DT_I8) {
+			synth_gen_rows(p, t, row0 + r, 1, w);
+			fp4_row(t, w, NULL, out + r * s->cols);
+			continue;
+		}
+		int64_t w0 = (row0 + r) * SYNTH_FP8_BLOCK, n = t->rows - w0 < SYNTH_FP8_BLOCK ? t->rows - w0 : SYNTH_FP8_BLOCK;
+		synth_gen_rows(p, t, w0, n, w);
+		for (int64_t cb = 0; cb < s->cols; cb++)
+			out[r * s->cols + cb] = fp8_block_byte(t, w, n, cb);
+	}
+}
+
+/* A hash layer's tid2eid rows (I64). */
+static void tid2eid_rows(const synth_plan *p, const synth_tensor *t, int64_t row0, int64_t nrows, uint8_t *out)
+{
+	int64_t ids[64];
+	for (int64_t r = 0; r < nrows; r++) {
+		synth_hash_ids(p, t->layer, row0 + r, ids);
+		memcpy(out + r * t->cols * 8, ids, (size_t)t->cols * 8);
+	}
 }
 
 void synth_fp8_block(const synth_plan *p, const synth_tensor *t, int64_t row0, int64_t nrows,
@@ -344,7 +445,7 @@ static int plain(const synth_plan *p, const synth_tensor *t)
 	case SK_EMBED: return p->c == 0;
 	case SK_ROUTER: return p->u == NULL;
 	case SK_DOWN: return t->sj == NULL;
-	case SK_CORR: case SK_SCALE: return 0;
+	case SK_CORR: case SK_SCALE: case SK_TID2EID: return 0;
 	default: return 1;
 	}
 }
@@ -365,6 +466,28 @@ void synth_encode_rows(const synth_plan *p, const synth_tensor *t, int64_t row0,
 		       float *scratch, uint8_t *out)
 {
 	uint64_t rb = synth_row_bytes(t);
+	if (t->weight) {
+		ue8m0_scale_rows(p, t, row0, nrows, scratch, out);
+		return;
+	}
+	if (t->kind == SK_TID2EID) {
+		tid2eid_rows(p, t, row0, nrows, out);
+		return;
+	}
+	if (t->dtype == COLI_DT_I8) {
+		for (int64_t r = 0; r < nrows; r++) {
+			synth_gen_rows(p, t, row0 + r, 1, scratch);
+			fp4_row(t, scratch, out + (uint64_t)r * rb, NULL);
+		}
+		return;
+	}
+	if (t->ue8m0) {
+		for (int64_t r = 0; r < nrows; r += SYNTH_FP8_BLOCK) {
+			int64_t n = nrows - r < SYNTH_FP8_BLOCK ? nrows - r : SYNTH_FP8_BLOCK;
+			fp8_ue8m0_block(p, t, row0 + r, n, scratch, out + (uint64_t)r * rb);
+		}
+		return;
+	}
 	if (t->dtype == COLI_DT_F8_E4M3) {
 		for (int64_t r = 0; r < nrows; r += SYNTH_FP8_BLOCK) {
 			int64_t n = nrows - r < SYNTH_FP8_BLOCK ? nrows - r : SYNTH_FP8_BLOCK;

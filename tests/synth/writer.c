@@ -128,7 +128,7 @@ static void gen_job(pool *P, int j, uint8_t *buf, float *scratch)
 	for (int k = 0; k < jb->nseg; k++) {
 		const seg *s = &P->J->s[jb->seg0 + k];
 		const synth_tensor *t = &P->tb->t[s->t];
-		if (t->kind != SK_SCALE) /* scale_inv: copied by the writer once its weight is done */
+		if (t->kind != SK_SCALE || t->weight) /* scale_inv: copied by the writer once its weight is done */
 			synth_encode_rows(P->p, t, s->row0, s->nrows, scratch, buf + s->off);
 	}
 }
@@ -360,7 +360,7 @@ static void fill_scales(const synth_table *tb, const jobs *J, int j, uint8_t *bu
 	for (int k = 0; k < jb->nseg; k++) {
 		const seg *s = &J->s[jb->seg0 + k];
 		const synth_tensor *t = &tb->t[s->t];
-		if (t->kind == SK_SCALE)
+		if (t->kind == SK_SCALE && !t->weight)
 			memcpy(buf + s->off, tb->t[t->scale_of].scales, t->nbytes);
 	}
 }
