@@ -183,12 +183,12 @@ static int64_t nib_chunks(const coli_mat *W)
 	return (kern_blocks(W) + nib_gpc(W->enc) - 1) / nib_gpc(W->enc);
 }
 
-/* The column of nibble j of dword d of chunk p. */
+/* The column of nibble j of dword d of chunk p (pairs: in the mapping's order, kv_pairs_col). */
 static int64_t nib_col(coli_enc enc, int64_t p, int d, int j)
 {
 	int64_t byte = 4 * KV_N * p + 4 * d + (j >> 1);
 	if (kern_enc_of(enc)->code == KC_U4_PAIRS)
-		return 2 * byte + (j & 1);
+		return 8 * KV_N * p + kv_pairs_col(d, j);
 	return 64 * (byte / 32) + 32 * (j & 1) + byte % 32;
 }
 
@@ -268,7 +268,7 @@ KV_INLINE void nib_rows(coli_enc enc, const coli_mat *W, const float *xp, int64_
 						sv = kv_set1(kv_f16(h));
 					} else {
 						if ((p - p0) % LPG == 0) {
-							s8 = e->scale == KS_E8_BLOCK ? kv_e8n(sr + GPC * p, G - GPC * p)
+							s8 = e->scale == KS_E8_BLOCK ? kv_mul(kv_e8n(sr + GPC * p, G - GPC * p), kv_set1(KV_PAIRS_UNIT))
 										     : kv_f16n(sr + 2 * GPC * p, G - GPC * p);
 							idx = kv_lanes_by((int)LPG);
 						}

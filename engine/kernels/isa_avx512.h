@@ -137,6 +137,10 @@ KV_INLINE void kv_nibbles(kv_i v, const kern_enc *e, kv_f *w)
 		w[j] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4 * j), lut);
 }
 
+/* 4-bit pairs (FP4) in the nibble order: nibble j of dword d is column 8d + j, its value lut's. */
+#define KV_PAIRS_UNIT 1.0f
+static inline int kv_pairs_col(int d, int j) { return 8 * d + j; }
+
 #define KV_PIN(v) __asm__("" : "+v"(v))
 
 /* ---- the GEMM's transpose of KV_N vectors ---- */
