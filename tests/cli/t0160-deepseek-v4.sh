@@ -68,6 +68,16 @@ test_expect_success "deepseek_v4: --verify names the fp4 record whose code or sc
 		rm -rf bad.coli
 	done
 '
+test_expect_success "deepseek_v4: coli-plan predicts fp4 records at the probe's FP4 kernel speed (int4's for a probe without it)" '
+	coli-plan probe -q --weights-mib 8 --seconds 0.02 --disk-mib 16 --qd 1 --disk "$SCRATCH" -o measured.json &&
+	grep -q "\"fp4_bps_all\": [1-9]" measured.json &&
+	jq ".int4_bps_1 = 1e10 | .int4_bps_all = 1e10 | .fp4_bps_1 = 2e9 | .fp4_bps_all = 2e9" measured.json >probe.json &&
+	jq "del(.fp4_bps_1, .fp4_bps_all, .fp4_prefill_bps_all)" probe.json >old.json &&
+	coli-plan -q "$SCRATCH/fp4.coli" --probe probe.json -o plan.json &&
+	coli-plan -q "$SCRATCH/fp4.coli" --probe old.json -o old-plan.json &&
+	test "$(jq ".predicted.warm.experts_s" plan.json)" = 9.8304e-05 &&
+	test "$(jq ".predicted.warm.experts_s" old-plan.json)" = 1.96608e-05
+'
 test_expect_success "deepseek_v4: the FP4 fixture converts at 16 expert and MTP bits (bf16, exactly) and verifies" '
 	converted "$FIX/deepseek_v4-fp4-tiny/checkpoint" fp4-16.coli "--expert-bits 16 --mtp-bits 16" &&
 	grep -q "record      24576 bytes (gate bf16 \[64, 64\], up bf16, down bf16 \[64, 64\]" info
