@@ -228,6 +228,8 @@ KV_INLINE void nib_chunk(const kern_enc *e, kv_i v, kv_f sv, const float *xp, in
 #pragma GCC unroll 8
 		for (int j = 1; j < 8; j++)
 			s = kv_fma(w[j], kv_load_a(x + KV_N * j), s);
+		if (e->code == KC_U4_PAIRS && KV_PAIRS_UNIT != 1.0f) /* pairs decoded at a unit of their own */
+			s = kv_mul(s, kv_set1(KV_PAIRS_UNIT));
 		acc[t] = kv_fma(s, sv, acc[t]);
 	}
 }
@@ -268,7 +270,7 @@ KV_INLINE void nib_rows(coli_enc enc, const coli_mat *W, const float *xp, int64_
 						sv = kv_set1(kv_f16(h));
 					} else {
 						if ((p - p0) % LPG == 0) {
-							s8 = e->scale == KS_E8_BLOCK ? kv_mul(kv_e8n(sr + GPC * p, G - GPC * p), kv_set1(KV_PAIRS_UNIT))
+							s8 = e->scale == KS_E8_BLOCK ? kv_e8n(sr + GPC * p, G - GPC * p)
 										     : kv_f16n(sr + 2 * GPC * p, G - GPC * p);
 							idx = kv_lanes_by((int)LPG);
 						}

@@ -180,21 +180,20 @@ KV_INLINE kv_f kv_u4_affine(kv_i d, kv_f s, kv_f m)
 
 /* ---- 4-bit pairs (FP4) in the nibble order ---- */
 
-/* A chunk of KV_N dwords of pairs (64 columns: two blocks of 32) decodes through vpshufb: its
- * dwords interleaved by block (block 0's dword i, then block 1's), each byte's low and high nibble
- * looked up in a 16-byte table of 2 x lut (e2m1 doubled: the integers 0 .. 12 and their
- * negatives), the bytes widened to int32 and converted: w[q] (q < 4) holds the low nibbles of
- * interleaved bytes 8q .. 8q+7, w[4 + q] their high ones. Lanes 0-3 are block 0's, 4-7 block 1's;
- * the values are lut / KV_PAIRS_UNIT, exactly (the scales are multiplied by KV_PAIRS_UNIT). About
- * 28 operations per 64 weights where per-nibble lookups and signs take 38. */
-#define KV_PAIRS_UNIT 0.5f
+/* A chunk of KV_N dwords of pairs (64 columns: block 0 in the low 128 bits, block 1 in the high)
+ * decodes through vpshufb, in-lane: each byte's low and high nibble looked up in a 16-byte table
+ * of 2 x lut (e2m1 doubled: the integers -12 .. 12), then four bytes of each half placed in the
+ * top byte of a dword (vpshufb again, zeros below) and converted: v x 2^24 exactly. w[q] (q < 4)
+ * holds the low nibbles of bytes 4q .. 4q+3 of each half (lanes 0-3 block 0's, 4-7 block 1's),
+ * w[4 + q] their high ones; the values are lut / KV_PAIRS_UNIT (2^25 lut), and the chunk's sum is
+ * multiplied by KV_PAIRS_UNIT (exact: a power of two). 21 operations per 64 weights, all
+ * shuffles in-lane, where q4's arithmetic takes 25. */
+#define KV_PAIRS_UNIT 0x1p-25f
 
 /* The column (within its chunk) of lane d of w[j]. */
 static inline int kv_pairs_col(int d, int j)
 {
-	static const int perm[8] = {0, 4, 1, 5, 2, 6, 3, 7};
-	int b = 8 * (j & 3) + d;
-	return 2 * (4 * perm[b / 4] + b % 4) + (j >> 2);
+	return 2 * (16 * (d / 4) + 4 * (j & 3) + d % 4) + (j >> 2);
 }
 
 KV_INLINE void kv_pairs(kv_i v, const kern_enc *e, kv_f *w)
@@ -203,16 +202,15 @@ KV_INLINE void kv_pairs(kv_i v, const kern_enc *e, kv_f *w)
 	for (int i = 0; i < 16; i++)
 		t[i] = (int8_t)(2 * e->lut[i]);
 	const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const void *)t)), m = _mm256_set1_epi8(15);
-	__m256i u = _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-	__m256i q[2] = {_mm256_shuffle_epi8(tab, _mm256_and_si256(u, m)),
-			_mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(u, 4), m))};
-#pragma GCC unroll 2
-	for (int h = 0; h < 2; h++) {
-		__m128i a = _mm256_castsi256_si128(q[h]), b = _mm256_extracti128_si256(q[h], 1);
-		w[4 * h] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(a));
-		w[4 * h + 1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(a, 8)));
-		w[4 * h + 2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
-		w[4 * h + 3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)));
+	__m256i q[2] = {_mm256_shuffle_epi8(tab, _mm256_and_si256(v, m)),
+			_mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), m))};
+#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++) {
+		const char z = (char)0x80, b0 = (char)(4 * k), b1 = (char)(4 * k + 1), b2 = (char)(4 * k + 2), b3 = (char)(4 * k + 3);
+		const __m256i place = _mm256_setr_epi8(z, z, z, b0, z, z, z, b1, z, z, z, b2, z, z, z, b3,
+						       z, z, z, b0, z, z, z, b1, z, z, z, b2, z, z, z, b3);
+		w[k] = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(q[0], place));
+		w[4 + k] = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(q[1], place));
 	}
 }
 
