@@ -426,19 +426,19 @@ static void check_matrix(const char *isa, coli_enc enc, int64_t rows, int64_t co
 	tmat_free(&t);
 }
 
-/* q4 without prepared x (what a variant does when kernels.c cannot allocate the buffer): the
- * variant's own entry points, called with xp = NULL. */
-static void check_q4_unprepared(const char *isa, const kern_ops *k)
+/* q4 or fp4 without prepared x (what a variant does when kernels.c cannot allocate the buffer):
+ * the variant's own entry points, called with xp = NULL. */
+static void check_unprepared(const char *isa, const kern_ops *k, coli_enc enc)
 {
 	char name[160];
 	tmat t;
-	if (tmat_make(&t, COLI_ENC_Q4, 37, 1000, 0, 0) < 0)
+	if (tmat_make(&t, enc, 37, 1000, 0, 0) < 0)
 		return;
 	float *X = rand_vec(3 * 1000), *Y = calloc(3 * 37, sizeof(float));
 	int64_t worst = 0;
 	k->vec(&t.m, X, NULL, Y, 0, 37);
 	double e = vec_err(&t, X, Y, 1, &worst);
-	snprintf(name, sizeof(name), "%s q4 matvec without prepared x", isa);
+	snprintf(name, sizeof(name), "%s %s matvec without prepared x", isa, coli_enc_name(enc));
 	T_CHECK(name, e <= 1, "row %lld: error %.3g x tolerance", (long long)worst, e);
 	k->mul(&t.m, X, NULL, 3, Y, 0, 37);
 	e = 0;
@@ -446,7 +446,7 @@ static void check_q4_unprepared(const char *isa, const kern_ops *k)
 		double en = vec_err(&t, X + n * 1000, Y + n * 37, 1, &worst);
 		e = en > e ? en : e;
 	}
-	snprintf(name, sizeof(name), "%s q4 coli_mat_mul n=3 without prepared x", isa);
+	snprintf(name, sizeof(name), "%s %s coli_mat_mul n=3 without prepared x", isa, coli_enc_name(enc));
 	T_CHECK(name, e <= 1, "error %.3g x tolerance", e);
 	free(X);
 	free(Y);
@@ -594,9 +594,9 @@ static void check_isa(const char *isa)
 	check_matrix(isa, COLI_ENC_FP8, 21, 100, 7, 20);
 	check_fp8_nan(isa);
 	check_fp4_scales(isa);
-	check_q4_unprepared(isa, strcmp(isa, "avx512") == 0 ? &kern_avx512
-				 : strcmp(isa, "avx2") == 0 ? &kern_avx2
-							    : &kern_scalar);
+	const kern_ops *k = strcmp(isa, "avx512") == 0 ? &kern_avx512 : strcmp(isa, "avx2") == 0 ? &kern_avx2 : &kern_scalar;
+	check_unprepared(isa, k, COLI_ENC_Q4);
+	check_unprepared(isa, k, COLI_ENC_FP4);
 }
 
 /* Opens a context of isa (NULL: the best); its variant's name, or NULL with *rc -1. */
