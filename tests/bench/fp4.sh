@@ -12,12 +12,8 @@ k=bin/coli-kernbench rounds=${1:-7}
 cases="2048 4096 0 41
 32768 4096 0 9
 2048 4096 29 7"
-tmp=$(mktemp -d)
+isas=$(kern_isas "$k") tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-isas=""
-for isa in avx2 avx512; do
-	"$k" $isa q4 16 64 0 1 >/dev/null 2>&1 && isas="$isas $isa"
-done
 for r in $(seq 1 "$rounds"); do
 	for isa in $isas; do
 		i=0
