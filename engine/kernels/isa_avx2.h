@@ -111,9 +111,13 @@ KV_INLINE kv_f kv_e8n(const uint8_t *p, int64_t n)
 		memcpy(b, p, (size_t)(n > 0 ? n : 0));
 	__m256i d = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const void *)(n >= 8 ? p : b)));
 	__m256i f = _mm256_slli_epi32(d, 23);
-	__m256i zero = _mm256_and_si256(_mm256_cmpeq_epi32(d, _mm256_setzero_si256()), kv_first(n));
-	f = _mm256_blendv_epi8(f, _mm256_set1_epi32(0x00400000), zero);
-	f = _mm256_blendv_epi8(f, _mm256_set1_epi32(0x7FC00000), _mm256_cmpeq_epi32(d, _mm256_set1_epi32(255)));
+	/* bytes 0 and 255 are rare: one test for both ((d + 1) & 255 is below 2 only for them) */
+	__m256i odd = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), _mm256_and_si256(_mm256_add_epi32(d, _mm256_set1_epi32(1)), _mm256_set1_epi32(255)));
+	if (!_mm256_testz_si256(odd, kv_first(n))) {
+		__m256i zero = _mm256_and_si256(_mm256_cmpeq_epi32(d, _mm256_setzero_si256()), kv_first(n));
+		f = _mm256_blendv_epi8(f, _mm256_set1_epi32(0x00400000), zero);
+		f = _mm256_blendv_epi8(f, _mm256_set1_epi32(0x7FC00000), _mm256_cmpeq_epi32(d, _mm256_set1_epi32(255)));
+	}
 	return _mm256_castsi256_ps(f);
 }
 

@@ -85,10 +85,13 @@ KV_INLINE kv_f kv_f16n(const uint8_t *p, int64_t n)
  * rest zero. */
 KV_INLINE kv_f kv_e8n(const uint8_t *p, int64_t n)
 {
-	__m512i d = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(kv_first(n), p));
+	__m512i d = _mm512_cvtepu8_epi32(n >= 16 ? _mm_loadu_si128((const void *)p) : _mm_maskz_loadu_epi8(kv_first(n), p));
 	__m512i f = _mm512_slli_epi32(d, 23);
-	f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(d, _mm512_setzero_si512()) & kv_first(n), _mm512_set1_epi32(0x00400000));
-	f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(d, _mm512_set1_epi32(255)), _mm512_set1_epi32(0x7FC00000));
+	/* bytes 0 and 255 (d - 1 >= 254 unsigned) are rare: one test for both */
+	if (_mm512_cmpge_epu32_mask(_mm512_sub_epi32(d, _mm512_set1_epi32(1)), _mm512_set1_epi32(254)) & kv_first(n)) {
+		f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(d, _mm512_setzero_si512()) & kv_first(n), _mm512_set1_epi32(0x00400000));
+		f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(d, _mm512_set1_epi32(255)), _mm512_set1_epi32(0x7FC00000));
+	}
 	return _mm512_castsi512_ps(f);
 }
 
