@@ -85,17 +85,25 @@ static int not_a_container(const char *src, coli_err *e)
 		  : 0;
 }
 
-/* deepseek_v4's FP4 experts: no container encoding holds e2m1 codes yet, so they are kept
- * exactly as bf16 at --expert-bits 16 (each value e2m1 x a power of two); 4 or 8 bits would
- * requantize them, changing the model's weights, which coli never does silently. */
-static int storable(const conv *cv, coli_err *e)
+/* The bits of each class: as given, else the defaults (4, 4, 8). deepseek_v4's FP4 experts are
+ * never requantized: without --expert-bits (--mtp-bits for the MTP layer's) their codes and
+ * scales are kept (fp4, layout.c), at 16 their values widened exactly to bf16; an explicit 4 or 8
+ * asks for gs64 int4 or int8 of them, which would change the model's weights, which coli never
+ * does silently: refused. */
+static int resolve_bits(conv *cv, coli_err *e)
 {
+	static const int dflt[3] = {4, 4, 8};
+	static const char *const name[3] = {"expert", "dense", "mtp"};
 	const coli_model *m = &cv->ct.model;
-	for (int i = 0; m->fp4_experts && i < 3; i += 2) /* the routed experts, the MTP layer's */
-		if (cv->o->bits[i] != 16 && (i == 0 || m->n_mtp_layers > 0))
+	for (int i = 0; i < 3; i++) {
+		int b = cv->o->bits[i], fp4 = m->fp4_experts && i != 1 && (i == 0 || m->n_mtp_layers > 0);
+		if (fp4 && (b == 4 || b == 8))
 			return coli_errf(e, COLI_EUSAGE, "--%s-bits %d: %s holds FP4 experts (config.json: expert_dtype: fp4), "
-					 "which %d bits would requantize; --%s-bits 16 keeps their values exactly (as bf16)",
-					 i ? "mtp" : "expert", cv->o->bits[i], cv->o->src, cv->o->bits[i], i ? "mtp" : "expert");
+					 "which gs64 int%d would requantize; without --%s-bits they are kept as shipped (fp4, "
+					 "4.25 bits a weight), --%s-bits 16 widens them exactly to bf16",
+					 name[i], b, cv->o->src, b, name[i], name[i]);
+		cv->ct.bits[i] = b ? b : dflt[i];
+	}
 	return 0;
 }
 
@@ -104,14 +112,13 @@ static int plan(conv *cv, coli_err *e)
 	if (source_folder(cv->o->src, e) < 0 || not_a_container(cv->o->src, e) < 0 || coli_ckpt_open(&cv->src, cv->o->src, e) < 0 ||
 	    source_fingerprint(cv, e) < 0 || canonical_config(cv, e) < 0 ||
 	    coli_model_map_ckpt(&cv->ct.model, cv->src, &cv->skipped, e) < 0 ||
-	    coli_model_check_ckpt(&cv->ct.model, cv->src, e) < 0 || storable(cv, e) < 0)
+	    coli_model_check_ckpt(&cv->ct.model, cv->src, e) < 0 || resolve_bits(cv, e) < 0)
 		return -1;
 	if (cv->skipped) /* never silently: the container holds the text model only */
 		fprintf(stderr, "coli-convert: %s: %d tensors of the vision tower (model.visual.*) left out: the container "
 			"holds the text model\n", cv->o->src, cv->skipped);
-	memcpy(cv->ct.bits, cv->o->bits, sizeof(cv->ct.bits));
-	if (coli_layout_plan(&cv->ct.layout, &cv->ct.model, cv->src, cv->o->bits[0], cv->o->bits[1],
-			     cv->o->bits[2], e) < 0)
+	if (coli_layout_plan(&cv->ct.layout, &cv->ct.model, cv->src, cv->ct.bits[0], cv->ct.bits[1],
+			     cv->ct.bits[2], e) < 0)
 		return -1;
 	coli_container_identity(&cv->ct.layout, cv->ct.config_json, cv->ct.model.n_mtp_layers, cv->ct.bits,
 				cv->ct.identity);
@@ -191,8 +198,8 @@ static char *provenance(const conv *cv)
 		json_array_append_new(shards, json_pack("{s:s, s:I}", "name", cv->src->files[i].name, "size",
 							(json_int_t)cv->src->files[i].size));
 	json_t *p = json_pack("{s:s, s:{s:i, s:i, s:i, s:b}, s:{s:s, s:b, s:o}}", "converter",
-			      COLI_CONVERT_VERSION, "options", "expert_bits", cv->o->bits[0], "dense_bits",
-			      cv->o->bits[1], "mtp_bits", cv->o->bits[2], "allow_nonfinite", cv->o->allow_nonfinite,
+			      COLI_CONVERT_VERSION, "options", "expert_bits", cv->ct.bits[0], "dense_bits",
+			      cv->ct.bits[1], "mtp_bits", cv->ct.bits[2], "allow_nonfinite", cv->o->allow_nonfinite,
 			      "source", "dtype", cv->ct.model.dtype, "fp8", cv->ct.model.fp8, "shards", shards);
 	char *s = p ? json_dumps(p, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
 	json_decref(p);

@@ -13,7 +13,7 @@
 
 typedef struct convert_opts {
 	const char *src, *out;
-	int bits[3];          /* expert, dense, mtp */
+	int bits[3];          /* expert, dense, mtp; 0: not given (4, 4, 8; FP4 experts kept) */
 	int threads;
 	int force;
 	int allow_nonfinite;

@@ -1,5 +1,6 @@
 /* encode.c: turns source rows into container bytes: f32 for small tensors, the source's own
- * bits at 16, gs64 int8/int4 at 8/4; every value checked finite unless allowed. */
+ * bits at 16, gs64 int8/int4 at 8/4, FP4 experts' codes and scales copied (fp4) or widened
+ * exactly (bf16); every value checked finite unless allowed. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -99,6 +100,30 @@ static int copy_row(const conv *cv, const rows_task *t, int64_t r, float *scratc
 	return 0;
 }
 
+/* An FP4 row kept (fp4): its codes copied, its scales as UE8M0 bytes (an F8_E8M0 source's bytes
+ * again: read_scales widened them exactly; an F32 source's must be powers of two), after the
+ * finiteness check of its values. */
+static int fp4_row(const conv *cv, const rows_task *t, int64_t r, float *scratch, coli_err *e)
+{
+	int64_t nb = (t->b->cols + 31) / 32;
+	const float *srow = t->scale + (r - t->row0) * t->bcols;
+	uint8_t *sc = t->scales + (uint64_t)(r - t->row0) * (uint64_t)nb;
+	decode_row(t, r, scratch);
+	if (check_row(cv, t, r, scratch, e) < 0)
+		return -1;
+	memcpy(t->codes + (uint64_t)(r - t->row0) * t->b->row_bytes, t->data + (r - t->row0) * t->src_row_bytes,
+	       (size_t)t->src_row_bytes);
+	for (int64_t b = 0; b < nb; b++) {
+		int u = coli_f32_to_e8m0(srow[b]);
+		if (u < 0)
+			return coli_errf(e, COLI_EDATA, "%s: tensor '%s': element %lld: scale %g is not a power of two in "
+					 "[2^-127, 2^127] (UE8M0)", cv->src->files[t->ss->file].path, t->ss->name,
+					 (long long)(r * t->bcols + b), (double)srow[b]);
+		sc[b] = (uint8_t)u;
+	}
+	return 0;
+}
+
 /* Rows re-encoded from their float32 value: f32, or gs64 over the row zero-padded to 64. */
 static int quant_row(const conv *cv, const rows_task *t, int64_t r, float *scratch, coli_err *e)
 {
@@ -182,7 +207,9 @@ static int encode_rows(const conv *cv, rows_task *t, float *scratch, coli_err *e
 {
 	int keep = t->b->enc == COLI_ENC_BF16 || t->b->enc == COLI_ENC_F16 || t->b->enc == COLI_ENC_FP8;
 	for (int64_t r = t->row0; r < t->row0 + t->nrows; r++)
-		if ((keep ? copy_row(cv, t, r, scratch, e) : quant_row(cv, t, r, scratch, e)) < 0)
+		if ((t->b->enc == COLI_ENC_FP4 ? fp4_row(cv, t, r, scratch, e)
+		     : keep			? copy_row(cv, t, r, scratch, e)
+						: quant_row(cv, t, r, scratch, e)) < 0)
 			return -1;
 	if (t->b->enc == COLI_ENC_FP8 && copy_fp8_scales(cv, t, e) < 0)
 		return -1;

@@ -39,11 +39,17 @@ static void print_records(const coli_container *c)
 		main_layers += !x->mtp;
 	}
 	const coli_lexperts *x = c->layout.n_elayers ? &c->layout.elayers[0] : NULL;
-	if (x)
-		printf("record      %llu bytes (gate %s [%lld, %lld], up %s, down %s [%lld, %lld]), 4096-aligned\n",
+	if (x) {
+		uint64_t parts = x->part[0].nbytes + x->part[1].nbytes + x->part[2].nbytes, weights = 0;
+		for (int p = 0; p < 3; p++)
+			weights += (uint64_t)x->part[p].rows * (uint64_t)x->part[p].cols;
+		printf("record      %llu bytes (gate %s [%lld, %lld], up %s, down %s [%lld, %lld]; parts %llu bytes, %.2f bits a "
+		       "weight), 4096-aligned\n",
 		       (unsigned long long)x->record_size, coli_enc_name(x->part[0].enc), (long long)x->part[0].rows,
 		       (long long)x->part[0].cols, coli_enc_name(x->part[1].enc), coli_enc_name(x->part[2].enc),
-		       (long long)x->part[2].rows, (long long)x->part[2].cols);
+		       (long long)x->part[2].rows, (long long)x->part[2].cols, (unsigned long long)parts,
+		       (double)parts * 8 / (double)weights);
+	}
 	char b1[32], b2[32];
 	printf("experts     %s in %d MoE layers x %d records", human(main_bytes, b1), main_layers, x ? x->n_experts : 0);
 	if (mtp_bytes)

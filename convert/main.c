@@ -17,7 +17,7 @@ enum { CONVERT, VERIFY, INFO };
 
 static const coli_choice bits[] = {{"4", 4}, {"8", 8}, {"16", 16}, {NULL, 0}};
 
-static convert_opts o = {.bits = {4, 4, 8}};
+static convert_opts o; /* bits 0: not given (convert.c's defaults) */
 static int verify, info, help;
 
 static const coli_option options[] = {
@@ -25,7 +25,7 @@ static const coli_option options[] = {
 		      "f32 or fp8)\ninto a coli container: routed experts as one aligned record each, "
 		      "dense part, MTP layer."),
 	COLI_OPT_TEXT(""),
-	COLI_OPT_CHOICE(0, "expert-bits", &o.bits[0], bits, "routed experts (default 4: gs64 int4)"),
+	COLI_OPT_CHOICE(0, "expert-bits", &o.bits[0], bits, "routed experts (default 4: gs64 int4; FP4 experts kept as\nshipped, fp4)"),
 	COLI_OPT_CHOICE(0, "dense-bits", &o.bits[1], bits,
 			"embeddings, attention, dense and shared MLPs, lm_head (default 4)"),
 	COLI_OPT_CHOICE(0, "mtp-bits", &o.bits[2], bits, "MTP layer (default 8)\n16 keeps the "

@@ -7,7 +7,7 @@
 
 #include "fileio.h"
 
-static const char *const enc_names[COLI_ENC_COUNT] = {"f32", "bf16", "f16", "fp8", "q8", "q4"};
+static const char *const enc_names[COLI_ENC_COUNT] = {"f32", "bf16", "f16", "fp8", "q8", "q4", "fp4"};
 static const char *const section_files[COLI_SEC_COUNT] = {"dense.bin", "mtp.bin", "experts.bin"};
 
 const char *coli_enc_name(coli_enc enc)
@@ -51,6 +51,11 @@ int coli_blob_init(coli_blob *b, coli_enc enc, int64_t rows, int64_t cols, const
 	case COLI_ENC_F16: b->row_bytes = (uint64_t)cols * 2; break;
 	case COLI_ENC_Q8: b->row_bytes = groups * 64; scale_count = (uint64_t)rows * groups; scale_size = 2; break;
 	case COLI_ENC_Q4: b->row_bytes = groups * 32; scale_count = (uint64_t)rows * groups; scale_size = 2; break;
+	case COLI_ENC_FP4:
+		b->row_bytes = div_up((uint64_t)cols, 32) * 16;
+		scale_count = (uint64_t)rows * div_up((uint64_t)cols, 32);
+		scale_size = 1;
+		break;
 	case COLI_ENC_FP8:
 		if (!block || block[0] <= 0 || block[1] <= 0)
 			return coli_errf(e, COLI_EDATA, "fp8 block size missing");
@@ -69,12 +74,15 @@ int coli_blob_init(coli_blob *b, coli_enc enc, int64_t rows, int64_t cols, const
 	return 0;
 }
 
-/* The encoding a class gets at `bits`: 16 keeps the source's own encoding (FP4 experts, which no
- * encoding holds yet, their exact bf16 values). */
+/* The encoding a class gets at `bits`: 16 keeps the source's own encoding. FP4 experts (I8 codes)
+ * are never requantized: below 16 bits their codes and scales are kept (fp4), at 16 their values
+ * widened exactly (e2m1 x a power of two is exact in bf16). */
 static int pick_enc(const coli_st_tensor *t, coli_tclass cls, int bits)
 {
 	if (cls == COLI_TC_SMALL)
 		return COLI_ENC_F32;
+	if (cls == COLI_TC_EXPERT && t->dtype == COLI_DT_I8)
+		return bits == 16 ? COLI_ENC_BF16 : COLI_ENC_FP4;
 	if (bits == 4)
 		return COLI_ENC_Q4;
 	if (bits == 8)
@@ -83,7 +91,6 @@ static int pick_enc(const coli_st_tensor *t, coli_tclass cls, int bits)
 	case COLI_DT_BF16: return COLI_ENC_BF16;
 	case COLI_DT_F16: return COLI_ENC_F16;
 	case COLI_DT_F8_E4M3: return COLI_ENC_FP8;
-	case COLI_DT_I8: return COLI_ENC_BF16; /* FP4 experts: e2m1 x a power of two is exact in bf16 */
 	default: return COLI_ENC_F32;
 	}
 }

@@ -7,6 +7,8 @@
  *   fp8              e4m3 codes, cols bytes per row; scales: f32 scale_inv[ceil(rows/b0)][ceil(cols/b1)]
  *   q8               gs64 int8, ceil(cols/64) x 64 bytes per row; scales: fp16 [rows][ceil(cols/64)]
  *   q4               gs64 int4 (quant.h packing), ceil(cols/64) x 32 bytes per row; scales as q8
+ *   fp4              e2m1 codes two a byte (low nibble the even column), ceil(cols/32) x 16 bytes
+ *                    per row; scales: UE8M0 bytes [rows][ceil(cols/32)], each 2^(b - 127)
  * A row whose length is not a multiple of 64 is quantized as if zero-padded to one.
  * Sections: dense.bin (globals and main layers), mtp.bin (MTP layers), experts.bin (records).
  * Every section file starts with a 4096-byte header; tensors are 64-aligned; expert records are
@@ -32,6 +34,7 @@ typedef enum coli_enc {
 	COLI_ENC_FP8,
 	COLI_ENC_Q8,
 	COLI_ENC_Q4,
+	COLI_ENC_FP4,
 	COLI_ENC_COUNT
 } coli_enc;
 
@@ -90,7 +93,8 @@ typedef struct coli_layout {
 } coli_layout;
 
 /* Plans a container for model m from checkpoint src with the given bits (4, 8 or 16 for each
- * class; 16 keeps the source encoding). Small tensors are f32. CRCs are left 0. */
+ * class; 16 keeps the source encoding). Small tensors are f32. FP4 experts (I8 sources) are never
+ * requantized: fp4 below 16 bits, their exact bf16 values at 16. CRCs are left 0. */
 int coli_layout_plan(coli_layout *L, const coli_model *m, const coli_ckpt *src, int expert_bits,
 		     int dense_bits, int mtp_bits, coli_err *e);
 

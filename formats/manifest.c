@@ -306,11 +306,14 @@ static int check_placement(rd *r, coli_layout *L)
 	return rc;
 }
 
-/* The encoding a tensor of class cls may have at `bits` (16: the source's own). */
+/* The encoding a tensor of class cls may have at `bits` (16: the source's own). FP4 experts
+ * (expert_dtype fp4) are fp4 below 16 bits, bf16 at 16. */
 static int enc_allowed(const coli_model *m, coli_tclass cls, int bits, const coli_blob *b)
 {
 	if (cls == COLI_TC_SMALL)
 		return b->enc == COLI_ENC_F32;
+	if (cls == COLI_TC_EXPERT && m->fp4_experts)
+		return b->enc == (bits == 16 ? COLI_ENC_BF16 : COLI_ENC_FP4);
 	if (bits != 16)
 		return b->enc == (bits == 4 ? COLI_ENC_Q4 : COLI_ENC_Q8);
 	if (b->enc == COLI_ENC_FP8)

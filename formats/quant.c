@@ -238,6 +238,21 @@ void coli_fp4_row_f32(const uint8_t *codes, size_t cols, const float *scales, fl
 	}
 }
 
+float coli_e8m0_to_f32(uint8_t b)
+{
+	return b == 255 ? NAN : b == 0 ? 0x1p-127f : f32_from_bits((uint32_t)b << 23);
+}
+
+int coli_f32_to_e8m0(float s)
+{
+	uint32_t u = f32_bits(s);
+	if (isnan(s))
+		return 255;
+	if (u == 0x00400000u) /* 2^-127 */
+		return 0;
+	return (u & 0x807FFFFFu) == 0 && (u >> 23) >= 1 && (u >> 23) <= 254 ? (int)(u >> 23) : -1;
+}
+
 static void nan_row(size_t cols, float *out)
 {
 	for (size_t c = 0; c < cols; c++)

@@ -42,6 +42,11 @@ int coli_q4_code(const uint8_t *codes, size_t i);
  * 2, 3, 4, 6 and their negatives), each times its 32 columns' scale scales[c / 32] (NULL: 1). */
 void coli_fp4_row_f32(const uint8_t *codes, size_t cols, const float *scales, float *out);
 
+/* UE8M0 (deepseek_v4's scales): byte b is 2^(b - 127) (b 0: 2^-127, a subnormal float), 255 NaN. */
+float coli_e8m0_to_f32(uint8_t b);
+/* The UE8M0 byte of s: s a power of two in [2^-127, 2^127], or NaN (255); -1 for anything else. */
+int coli_f32_to_e8m0(float s);
+
 /* Row r of a source tensor [rows, cols] as float32, exactly as the checkpoint defines it.
  *   BF16/F16/F32: plain conversion of the stored row.
  *   F8_E4M3 with block scales scale_inv [ceil(rows/bs0), ceil(cols/bs1)] (f32):

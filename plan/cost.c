@@ -2,8 +2,10 @@
  * decode speed, from a cost model calibrated by the probe.
  *
  * Seconds per decode token, at the middle of a --ctx context (position ctx / 2):
- *   experts    each MoE layer's top_k records / the kernels' measured speed for their bits
- *   attention  the attention matrices (self_attn.*, deepseek_v4's attn.*) / the kernels' speed,
+ *   experts    each MoE layer's top_k records / the kernels' measured speed for their encoding
+ *              (int4, int8, FP4: a probe before revision 1.2 has no FP4 figure, int4's stands in:
+ *              the same bytes per weight)
+ *   attention  the attention matrices (self_attn.*, deepseek_v4's attn.*) / the kernels' speed for their encoding,
  *              + the attention core at position ctx / 2: its multiply-adds (the engine's count)
  *              at the probe's rate (x threads where the engine shares them), or the KV cache
  *              read at the memory bandwidth when that takes longer; DSA models attend only
@@ -45,21 +47,25 @@
 #define WRONG_COST 0.25      /* share of a wrong prediction's read that delays demanded reads
 			      * (they are read only while no demanded read is in flight) */
 
-/* Weight bytes per second of the kernels at this plan's threads, for an encoding's bits. */
-static double kernel_bps(const plan *p, int bits)
+/* Weight bytes per second of the kernels at this plan's threads, for an encoding. */
+static double kernel_bps(const plan *p, coli_enc enc)
 {
 	const coli_probe *pr = &p->probe;
 	int all = p->threads > 1;
-	if (bits == 4)
+	if (enc == COLI_ENC_FP4 && pr->fp4_bps_all > 0)
+		return all ? pr->fp4_bps_all : pr->fp4_bps_1;
+	if (enc == COLI_ENC_Q4 || enc == COLI_ENC_FP4)
 		return all ? pr->int4_bps_all : pr->int4_bps_1;
-	if (bits == 8)
+	if (enc == COLI_ENC_Q8)
 		return all ? pr->int8_bps_all : pr->int8_bps_1;
 	return all ? pr->mem_bps_all : pr->mem_bps_1; /* float matrices: as fast as memory reads */
 }
 
-static int enc_bits(const coli_blob *b)
+/* The encoding of a MoE layer's records (their gate's). */
+static coli_enc record_enc(const plan *p, const plan_layer *L)
 {
-	return b->enc == COLI_ENC_Q4 ? 4 : b->enc == COLI_ENC_Q8 ? 8 : 16;
+	const coli_lexperts *x = coli_container_experts(p->ct, L->layer);
+	return x ? x->part[0].enc : COLI_ENC_Q4;
 }
 
 /* Seconds per token of the dense matrices: attention's (*att) and the others (*rest). */
@@ -71,7 +77,7 @@ static void dense_time(const plan *p, double *att, double *rest)
 		const coli_ltensor *t = &L->tensors[i];
 		if (t->section != COLI_SEC_DENSE || t->ndim != 2 || strstr(t->name, "embed_tokens"))
 			continue;
-		double s = (double)t->blob.nbytes / kernel_bps(p, enc_bits(&t->blob));
+		double s = (double)t->blob.nbytes / kernel_bps(p, t->blob.enc);
 		*(strstr(t->name, "self_attn") || strstr(t->name, "linear_attn") || strstr(t->name, ".attn.") ? att : rest) += s;
 	}
 }
@@ -174,7 +180,7 @@ static coli_plan_speed speed(plan *p, int cold)
 	double ahead = 0, stalled = 0; /* hash layers: reads requested at the token's start, waits so far */
 	for (int i = 0; i < p->n_moe; i++) {
 		plan_layer *L = &p->layers[i];
-		double h = cold ? L->hit_pins : L->hit, x = p->top_k * L->record / kernel_bps(p, p->ct->bits[0]);
+		double h = cold ? L->hit_pins : L->hit, x = p->top_k * L->record / kernel_bps(p, record_enc(p, L));
 		s.experts_s += x;
 		L->exact = hash_layer(p, L->layer);
 		if (!p->stream)

@@ -40,7 +40,7 @@ static const char *const synopsis[] = {
 
 static const coli_option options[] = {
 	COLI_OPT_TEXT("Measures this machine for the planner: CPU model, ISA flags and cores; RAM and the "
-		      "memory cgroup limit; the engine's int4 and int8 kernels and the memory read speed; "
+		      "memory cgroup limit; the engine's int4, int8 and FP4 kernels and the memory read speed; "
 		      "GPUs; and for each --disk folder its device, filesystem, free space and O_DIRECT "
 		      "random-read speed at the expert record size (buffered reads apart). Writes probe.json; "
 		      "what it already holds for this CPU and these devices is reused, not measured again."),
@@ -216,12 +216,12 @@ static int load_cache(const char *path, const coli_probe *now, coli_probe *old, 
 }
 
 /* The CPU measurements of old, when taken with the kernel variant this CPU runs (and complete:
- * a probe of revision 1.0 lacks the attention core's). */
+ * a probe of revision 1.0 lacks the attention core's, one before 1.2 the FP4 kernels'). */
 static int reuse_cpu(coli_probe *p, const coli_probe *old, const char *path)
 {
 	char variant[32], t[32];
 	coli_err e = {0, ""};
-	if (old->attn_fma_per_s <= 0 || probe_cpu_variant(variant, sizeof(variant), &e) < 0 || strcmp(variant, old->kernels))
+	if (old->attn_fma_per_s <= 0 || old->fp4_bps_all <= 0 || probe_cpu_variant(variant, sizeof(variant), &e) < 0 || strcmp(variant, old->kernels))
 		return 0;
 	memcpy(p->kernels, old->kernels, sizeof(p->kernels));
 	p->mem_bps_1 = old->mem_bps_1, p->mem_bps_all = old->mem_bps_all;
@@ -229,6 +229,7 @@ static int reuse_cpu(coli_probe *p, const coli_probe *old, const char *path)
 	p->int8_bps_1 = old->int8_bps_1, p->int8_bps_all = old->int8_bps_all;
 	p->int4_prefill_bps_all = old->int4_prefill_bps_all, p->int8_prefill_bps_all = old->int8_prefill_bps_all;
 	p->attn_fma_per_s = old->attn_fma_per_s;
+	p->fp4_bps_1 = old->fp4_bps_1, p->fp4_bps_all = old->fp4_bps_all, p->fp4_prefill_bps_all = old->fp4_prefill_bps_all;
 	p->cpu_taken = old->cpu_taken;
 	note("reused from %s: the CPU measurements (%s, %s kernels) taken %s; --force measures anew", path,
 	     old->cpu_model, old->kernels, when(old->cpu_taken, t, sizeof(t)));
@@ -340,6 +341,8 @@ static void print_summary(const coli_probe *p)
 	       "(%d tokens) int4 %.1f, int8 %.1f GB/s\n", p->kernels, p->int4_bps_1 / G, p->int4_bps_all / G,
 	       p->int8_bps_1 / G, p->int8_bps_all / G, p->physical_cores, COLI_PROBE_PREFILL_TOKENS,
 	       p->int4_prefill_bps_all / G, p->int8_prefill_bps_all / G);
+	printf("kernels  fp4: decode %.1f / %.1f GB/s (1 / %d threads); prefill (%d tokens) %.1f GB/s\n", p->fp4_bps_1 / G,
+	       p->fp4_bps_all / G, p->physical_cores, COLI_PROBE_PREFILL_TOKENS, p->fp4_prefill_bps_all / G);
 	printf("attention core: %.2f G multiply-adds/s (1 thread)\n", p->attn_fma_per_s / G);
 	char a[32], b[32], c[32];
 	printf("ram      %s total, %s available; memory cgroup limit %s\n", human(p->ram_total, a, sizeof(a)),

@@ -1,5 +1,5 @@
 /* probe_cpu.c: the engine's kernels timed on Qwen3-30B-A3B expert matrices (gate and up
- * 768 x 2048, down 2048 x 768, gs64 int4 and int8), decode (a token's 8 experts per dispatch,
+ * 768 x 2048, down 2048 x 768, gs64 int4 and int8, FP4), decode (a token's 8 experts per dispatch,
  * as the MoE block does) and prefill (64 tokens per product); its attention core (a head of 128
  * against 256 positions); and the memory read bandwidth. */
 #include <stdatomic.h>
@@ -204,7 +204,7 @@ static int setup(cpu_run *r, const probe_cpu_opts *o, coli_err *e)
 static int kernels_of(cpu_run *r, coli_enc enc, double seconds, double out[3], coli_err *e)
 {
 	experts X = {.x = r->x, .h = r->x + HIDDEN, .y = r->x + 2 * HIDDEN};
-	const char *name = enc == COLI_ENC_Q4 ? "int4" : "int8";
+	const char *name = enc == COLI_ENC_Q4 ? "int4" : enc == COLI_ENC_FP4 ? "fp4" : "int8";
 	if (layout_experts(&X, enc, r->buf, r->bytes, e) < 0)
 		return -1;
 	probe_progress("cpu: %s decode products, 1 thread", name);
@@ -220,7 +220,7 @@ static int kernels_of(cpu_run *r, coli_enc enc, double seconds, double out[3], c
 int probe_cpu_measure(coli_probe *p, const probe_cpu_opts *o, coli_err *e)
 {
 	cpu_run r = {0};
-	double q4[3], q8[3];
+	double q4[3], q8[3], fp4[3];
 	int rc = setup(&r, o, e);
 	if (rc == 0) {
 		probe_progress("cpu: memory read, 1 thread");
@@ -231,6 +231,8 @@ int probe_cpu_measure(coli_probe *p, const probe_cpu_opts *o, coli_err *e)
 	}
 	if (rc == 0)
 		rc = kernels_of(&r, COLI_ENC_Q8, o->seconds, q8, e);
+	if (rc == 0)
+		rc = kernels_of(&r, COLI_ENC_FP4, o->seconds, fp4, e);
 	if (rc == 0) {
 		probe_progress("cpu: attention core, 1 thread");
 		if (!(p->attn_fma_per_s = coli_attn_core_rate(ATT_DIM, ATT_POS, o->seconds)))
@@ -240,6 +242,7 @@ int probe_cpu_measure(coli_probe *p, const probe_cpu_opts *o, coli_err *e)
 		snprintf(p->kernels, sizeof(p->kernels), "%s", coli_kernels_isa(r.kall));
 		p->int4_bps_1 = q4[0], p->int4_bps_all = q4[1], p->int4_prefill_bps_all = q4[2];
 		p->int8_bps_1 = q8[0], p->int8_bps_all = q8[1], p->int8_prefill_bps_all = q8[2];
+		p->fp4_bps_1 = fp4[0], p->fp4_bps_all = fp4[1], p->fp4_prefill_bps_all = fp4[2];
 		p->cpu_taken = (double)time(NULL);
 	}
 	release(&r);

@@ -9,14 +9,16 @@
  * more things mattered on Zen 5: the scales are prefetched like the codes, and a code chunk is
  * loaded once (nib_chunk).
  *
- * 4-bit codes in quant.h's packing (q4) with x prepared (KX_F32_NIB): a chunk of KV_N dwords (KV_N / 8
- * groups of 64 columns) is loaded whole; nibble j of every dword (bits 4j .. 4j+3) becomes floats
- * through the mapping's kv_nibbles (a 16-entry lookup, or arithmetic for an affine table), and x
- * is prepared once per product in the matching order (prep), so the weights are never reordered.
- * Lane i of a chunk belongs to its group i / 8; the chunk's sum is scaled by the groups' scales
- * spread over the lanes (a vector of them loaded once per 8 chunks, then permuted), or by the
- * group's scale broadcast where a chunk is one group (KV_N 8: two more live registers cost AVX2
- * spills).
+ * 4-bit codes with x prepared (KX_F32_NIB): quant.h's packing (q4, groups of 64) or FP4's pairs
+ * (blocks of 32, two consecutive columns a byte): a chunk of KV_N dwords (8 KV_N columns: nib_gpc
+ * groups) is loaded whole; nibble j of every dword (bits 4j .. 4j+3) becomes floats through the
+ * mapping's kv_nibbles (a 16-entry lookup, arithmetic for an affine table, an 8-entry lookup and
+ * the sign for a sign-magnitude one), and x is prepared once per product in the matching order
+ * (prep), so the weights are never reordered. Lane i of a chunk belongs to its group
+ * i / (KV_N / nib_gpc); the chunk's sum is scaled by the groups' scales spread over the lanes (a
+ * vector of KV_N of them loaded once per KV_N / nib_gpc chunks, then permuted), or by the group's
+ * scale broadcast where a chunk is one group (q4 at KV_N 8: two more live registers cost AVX2
+ * spills). FP4's scales are powers of two, so scaling the sum is the same as scaling each weight.
  *
  * Every other encoding (and q4 when x is not prepared) decodes KV_N columns at a time (kdec) under
  * one scale: 4 x KV_N columns per step into four accumulators per token, one scale group at a
@@ -39,20 +41,19 @@
 #define XL1 8192      /* floats of x kept in L1: a block has XL1 / T columns */
 #define SMALL_N 16    /* coli_mat_mul up to small_n(enc) <= SMALL_N tokens uses the matvec kernels */
 #define PF_AHEAD 8192 /* bytes, when rows are read whole: one stream */
-#define GPC (KV_N / 8) /* 64-column groups of 4-bit codes per chunk of KV_N dwords */
 #define MR (2 * KV_N) /* GEMM: rows of a panel */
 #define NR KV_GEMM_NR /* GEMM: tokens per micro-kernel call */
 #define KC 256        /* GEMM: columns per decoded chunk */
 
 /* ---- prefetching ---- */
 
-/* The scales of row r (2 bytes per block), fetched a block of rows ahead: a scale that misses in
+/* The scales of row r (a scale per block), fetched a block of rows ahead: a scale that misses in
  * the cache stalls everything that depends on it (measured: -25% from RAM). */
 KV_INLINE void prefetch_scales(coli_enc enc, const coli_mat *W, int64_t r)
 {
-	const int64_t n = kern_enc_blocks(enc, W->cols);
-	uintptr_t s = (uintptr_t)W->scales + (uintptr_t)(2 * r * n);
-	for (int64_t o = 0; o < 2 * n; o += 64)
+	const int64_t n = kern_enc_blocks(enc, W->cols) * kern_scale_bytes(enc);
+	uintptr_t s = (uintptr_t)W->scales + (uintptr_t)(r * n);
+	for (int64_t o = 0; o < n; o += 64)
 		_mm_prefetch((const char *)(s + (uintptr_t)o), _MM_HINT_T0);
 }
 
@@ -88,6 +89,7 @@ KV_INLINE kgrp kgroup(coli_enc enc, const uint8_t *sr, int64_t b)
 	switch (e->scale) {
 	case KS_F16_BLOCK: memcpy(&h, sr + 2 * b, 2); g.f = kv_f16(h); break;
 	case KS_F32_TILE: memcpy(&g.f, sr + 4 * b, 4); break;
+	case KS_E8_BLOCK: g.f = kern_e8(sr[b]); break;
 	default: g.f = 1.0f; break;
 	}
 	g.s = kv_set1(e->code == KC_E4M3 ? g.f * 256.0f : g.f);
@@ -126,6 +128,16 @@ KV_INLINE kv_f kdec(coli_enc enc, const uint8_t *c, int64_t k, const kgrp *g)
 		break;
 #endif
 	}
+	case KC_U4_PAIRS: {
+		kv_i d = kv_u4pairs(c + k / 2);
+#if KV_LUT16
+		return kv_mul(kv_lut(d, kv_lut_of(e)), g->s);
+#else
+		if (e->lut_signmag)
+			return kv_mul(kv_lut_sm(d, 0, e), g->s);
+		break;
+#endif
+	}
 	default: break;
 	}
 	float w[KV_N];
@@ -149,17 +161,35 @@ KV_INLINE kv_f kdec_part(coli_enc enc, const uint8_t *c, int64_t k, int64_t n, c
 
 /* ---- 4-bit codes in the nibble order (x prepared) ---- */
 
-/* Encodings that take the nibble-order paths: 4-bit codes in quant.h's packing, fp16 scales per
- * 64-column block, a table the mapping can turn into floats. */
+/* Encodings that take the nibble-order paths: 4-bit codes in quant.h's packing with fp16 scales
+ * per 64-column block, or in pairs (FP4) with UE8M0 scales per 32, and a table the mapping can
+ * turn into floats. */
 static inline int nib_enc(coli_enc enc)
 {
 	const kern_enc *e = kern_enc_of(enc);
-	return e->code == KC_U4_LUT && e->scale == KS_F16_BLOCK && e->block == 64 && (KV_LUT16 || e->lut_affine);
+	return ((e->code == KC_U4_LUT && e->scale == KS_F16_BLOCK && e->block == 64) ||
+		(e->code == KC_U4_PAIRS && e->scale == KS_E8_BLOCK && e->block == 32)) &&
+	       (KV_LUT16 || e->lut_affine || e->lut_signmag);
+}
+
+/* Groups (blocks) of a nibble-order encoding per chunk of KV_N dwords (8 KV_N columns). */
+static inline int64_t nib_gpc(coli_enc enc)
+{
+	return 8 * KV_N / kern_enc_of(enc)->block;
 }
 
 static int64_t nib_chunks(const coli_mat *W)
 {
-	return (kern_blocks(W) + GPC - 1) / GPC;
+	return (kern_blocks(W) + nib_gpc(W->enc) - 1) / nib_gpc(W->enc);
+}
+
+/* The column of nibble j of dword d of chunk p (pairs: in the mapping's order, kv_pairs_col). */
+static int64_t nib_col(coli_enc enc, int64_t p, int d, int j)
+{
+	int64_t byte = 4 * KV_N * p + 4 * d + (j >> 1);
+	if (kern_enc_of(enc)->code == KC_U4_PAIRS)
+		return 8 * KV_N * p + kv_pairs_col(d, j);
+	return 64 * (byte / 32) + 32 * (j & 1) + byte % 32;
 }
 
 static kern_xtype xtype(const coli_mat *W)
@@ -179,7 +209,7 @@ static void prep(const coli_mat *W, const float *x, void *out)
 	for (int64_t p = 0; p < nib_chunks(W); p++)
 		for (int j = 0; j < 8; j++)
 			for (int d = 0; d < KV_N; d++) {
-				int64_t byte = 4 * KV_N * p + 4 * d + (j >> 1), col = 64 * (byte / 32) + 32 * (j & 1) + byte % 32;
+				int64_t col = nib_col(W->enc, p, d, j);
 				xp[8 * KV_N * p + KV_N * j + d] = col < W->cols ? x[col] : 0.0f;
 			}
 }
@@ -198,6 +228,8 @@ KV_INLINE void nib_chunk(const kern_enc *e, kv_i v, kv_f sv, const float *xp, in
 #pragma GCC unroll 8
 		for (int j = 1; j < 8; j++)
 			s = kv_fma(w[j], kv_load_a(x + KV_N * j), s);
+		if (e->code == KC_U4_PAIRS && KV_PAIRS_UNIT != 1.0f) /* pairs decoded at a unit of their own */
+			s = kv_mul(s, kv_set1(KV_PAIRS_UNIT));
 		acc[t] = kv_fma(s, sv, acc[t]);
 	}
 }
@@ -209,8 +241,9 @@ KV_INLINE void nib_rows(coli_enc enc, const coli_mat *W, const float *xp, int64_
 			int64_t ys, int64_t r0, int64_t r1)
 {
 	const kern_enc *e = kern_enc_of(enc);
+	const int64_t GPC = nib_gpc(enc), LPG = KV_N / GPC; /* groups per chunk, lanes per group */
 	const int64_t G = kern_enc_blocks(enc, W->cols), P = (G + GPC - 1) / GPC, full = G / GPC, cb = XL1 / (8 * KV_N) / T;
-	const kv_i step = kv_iset1(GPC);
+	const kv_i step = kv_iset1((int)GPC);
 	kv_f acc[RB][4];
 	for (int64_t b0 = r0; b0 < r1; b0 += RB) {
 		int nr = r1 - b0 < RB ? (int)(r1 - b0) : RB, whole = P <= cb;
@@ -223,7 +256,7 @@ KV_INLINE void nib_rows(coli_enc enc, const coli_mat *W, const float *xp, int64_
 			for (int i = 0; i < nr; i++) {
 				const uint8_t *c = W->codes + (b0 + i) * W->row_bytes, *sr = kern_enc_row_scales(enc, W, b0 + i);
 				kv_f s8 = kv_zero(), a[4];
-				kv_i idx = kv_lane8();
+				kv_i idx = kv_lanes_by((int)LPG);
 				if (p0 == 0)
 					prefetch_scales(enc, W, b0 + i + RB);
 #pragma GCC unroll 4
@@ -236,16 +269,17 @@ KV_INLINE void nib_rows(coli_enc enc, const coli_mat *W, const float *xp, int64_
 						memcpy(&h, sr + 2 * p, 2);
 						sv = kv_set1(kv_f16(h));
 					} else {
-						if ((p - p0) % 8 == 0) {
-							s8 = kv_f16n(sr + 2 * GPC * p, G - GPC * p);
-							idx = kv_lane8();
+						if ((p - p0) % LPG == 0) {
+							s8 = e->scale == KS_E8_BLOCK ? kv_e8n(sr + GPC * p, G - GPC * p)
+										     : kv_f16n(sr + 2 * GPC * p, G - GPC * p);
+							idx = kv_lanes_by((int)LPG);
 						}
 						sv = kv_perm(idx, s8);
 						idx = kv_iadd(idx, step);
 					}
 					/* a last chunk of fewer groups: its upper dwords are zero codes, x and scale */
 					kv_i v = GPC == 1 || p < full ? kv_iload(c + 4 * KV_N * p)
-								      : kv_iload_m(c + 4 * KV_N * p, kv_first(8 * (G - GPC * p)));
+								      : kv_iload_m(c + 4 * KV_N * p, kv_first(e->block_bytes / 4 * (G - GPC * p)));
 					if (((4 * KV_N * p) & 63) == 0)
 						prefetch_next(c + 4 * KV_N * p, &pf, whole);
 					nib_chunk(e, v, sv, xp + 8 * KV_N * p, xs, T, a);
@@ -296,7 +330,7 @@ KV_INLINE void gen_rows(coli_enc enc, const coli_mat *W, const float *x, int64_t
 			for (int i = 0; i < nr; i++) {
 				const uint8_t *c = W->codes + (b0 + i) * W->row_bytes, *sr = kern_enc_row_scales(enc, W, b0 + i);
 				kv_f a[4][4];
-				if (c0 == 0 && e->scale == KS_F16_BLOCK)
+				if (c0 == 0 && (e->scale == KS_F16_BLOCK || e->scale == KS_E8_BLOCK))
 					prefetch_scales(enc, W, b0 + i + RB);
 #pragma GCC unroll 4
 				for (int t = 0; t < T; t++) {
@@ -615,7 +649,7 @@ KV_INLINE void nib_vec_t(coli_enc enc, const coli_mat *W, int64_t r0, int64_t nr
 			kv_store_m(y + k0 + KV_N * i, m[i], acc[i]);
 	}
 }
-#define VEC_T_OF(E) (nib_enc(COLI_ENC_##E) ? nib_vec_t : gen_vec_t)
+#define VEC_T_OF(E) (nib_enc(COLI_ENC_##E) && kern_enc_of(COLI_ENC_##E)->code == KC_U4_LUT ? nib_vec_t : gen_vec_t)
 #else
 #define VEC_T_OF(E) gen_vec_t
 #endif

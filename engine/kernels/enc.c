@@ -49,3 +49,11 @@ void kern_decode_q4(const uint8_t *codes, int64_t c0, int64_t c1, float s, float
 		w[c - c0] = kern_encs[COLI_ENC_Q4].lut[(c & 32) ? byte >> 4 : byte & 15] * s;
 	}
 }
+
+void kern_decode_fp4(const uint8_t *codes, int64_t c0, int64_t c1, float s, float *w)
+{
+	for (int64_t c = c0; c < c1; c++) {
+		uint8_t byte = codes[c / 2];
+		w[c - c0] = kern_encs[COLI_ENC_FP4].lut[(c & 1) ? byte >> 4 : byte & 15] * s;
+	}
+}

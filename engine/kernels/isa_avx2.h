@@ -9,7 +9,8 @@
  *   4-bit codes: the 8 nibbles of every dword (kv_nibbles), and KV_LUT16 when a 16-entry float
  *   lookup is one instruction (the bodies then take the table paths);
  *   KV_GEMM_NR, the tokens of the GEMM's micro-kernel (2 x KV_GEMM_NR accumulators).
- * AVX2 has no 16-entry permute: 4-bit codes of an affine table become floats by arithmetic.
+ * AVX2 has no 16-entry permute: 4-bit codes of an affine table become floats by arithmetic, those
+ * of a sign-magnitude table (e2m1) by an 8-entry permute of the magnitude and the sign bit xored.
  */
 #ifndef COLI_KERNELS_ISA_AVX2_H
 #define COLI_KERNELS_ISA_AVX2_H
@@ -86,7 +87,10 @@ KV_INLINE kv_i kv_iload_m(const uint8_t *p, kv_m m) { return _mm256_maskload_epi
 KV_INLINE kv_f kv_perm(kv_i idx, kv_f v) { return _mm256_permutevar8x32_ps(v, idx); }
 KV_INLINE kv_i kv_iadd(kv_i a, kv_i b) { return _mm256_add_epi32(a, b); }
 KV_INLINE kv_i kv_iset1(int v) { return _mm256_set1_epi32(v); }
-KV_INLINE kv_i kv_lane8(void) { return _mm256_setzero_si256(); } /* each lane's index / 8 */
+KV_INLINE kv_i kv_lanes_by(int n) /* each lane's index / n, n a power of two */
+{
+	return _mm256_srli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), __builtin_ctz((unsigned)n));
+}
 
 /* The first n (<= 0: none, else at most KV_N) binary16 values at p as floats, the rest zero. */
 KV_INLINE kv_f kv_f16n(const uint8_t *p, int64_t n)
@@ -96,6 +100,46 @@ KV_INLINE kv_f kv_f16n(const uint8_t *p, int64_t n)
 	uint16_t h[8] = {0};
 	memcpy(h, p, (size_t)(n > 0 ? 2 * n : 0));
 	return _mm256_cvtph_ps(_mm_loadu_si128((const void *)h));
+}
+
+/* The first n (<= 0: none) UE8M0 bytes at p as floats 2^(b - 127) (0: 2^-127, 255: NaN), the
+ * rest zero. */
+KV_INLINE kv_f kv_e8n(const uint8_t *p, int64_t n)
+{
+	uint8_t b[16] = {0};
+	if (n < 8)
+		memcpy(b, p, (size_t)(n > 0 ? n : 0));
+	__m256i d = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const void *)(n >= 8 ? p : b)));
+	__m256i f = _mm256_slli_epi32(d, 23);
+	/* bytes 0 and 255 are rare: one test for both ((d + 1) & 255 is below 2 only for them) */
+	__m256i odd = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), _mm256_and_si256(_mm256_add_epi32(d, _mm256_set1_epi32(1)), _mm256_set1_epi32(255)));
+	if (!_mm256_testz_si256(odd, kv_first(n))) {
+		__m256i zero = _mm256_and_si256(_mm256_cmpeq_epi32(d, _mm256_setzero_si256()), kv_first(n));
+		f = _mm256_blendv_epi8(f, _mm256_set1_epi32(0x00400000), zero);
+		f = _mm256_blendv_epi8(f, _mm256_set1_epi32(0x7FC00000), _mm256_cmpeq_epi32(d, _mm256_set1_epi32(255)));
+	}
+	return _mm256_castsi256_ps(f);
+}
+
+/* KV_N 4-bit codes at p, two a byte, the low nibble first: code i in bits 0..3 of lane i (higher
+ * bits not zero). */
+KV_INLINE kv_i kv_u4pairs(const uint8_t *p)
+{
+	int32_t w;
+	memcpy(&w, p, 4);
+	__m128i b = _mm_cvtsi32_si128(w);
+	__m256i d = _mm256_cvtepu8_epi32(_mm_unpacklo_epi8(b, b));
+	return _mm256_srlv_epi32(d, _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4));
+}
+
+/* lut[code] of a sign-magnitude table (lut_signmag) for the code in bits 4q .. 4q+3 of each lane
+ * of d (other bits ignored): the magnitude lut[code & 7] by an 8-entry permute of d >> 4q, the
+ * sign bit 4q + 3 moved to bit 31 and xored. */
+KV_INLINE kv_f kv_lut_sm(kv_i d, int q, const kern_enc *e)
+{
+	__m256 mag = _mm256_permutevar8x32_ps(_mm256_loadu_ps(e->lut), q ? _mm256_srli_epi32(d, 4 * q) : d);
+	__m256i sign = _mm256_and_si256(q == 7 ? d : _mm256_slli_epi32(d, 28 - 4 * q), _mm256_set1_epi32((int)0x80000000u));
+	return _mm256_xor_ps(mag, _mm256_castsi256_ps(sign));
 }
 
 /* e4m3 codes as binary16 (sign kept, exponent and mantissa moved up by 7): value / 256, but
@@ -138,12 +182,60 @@ KV_INLINE kv_f kv_u4_affine(kv_i d, kv_f s, kv_f m)
 	return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(d, _mm256_set1_epi32(15))), s, m);
 }
 
-/* w[j] = lut_bias + nibble j (bits 4j .. 4j+3) of every dword of v, exactly: the nibble masked in
+/* ---- 4-bit pairs (FP4) in the nibble order ---- */
+
+/* A chunk of KV_N dwords of pairs (64 columns: block 0 in the low 128 bits, block 1 in the high)
+ * decodes through vpshufb, in-lane: each byte's low and high nibble looked up in a 16-byte table
+ * of 2 x lut (e2m1 doubled: the integers -12 .. 12), then four bytes of each half placed in the
+ * top byte of a dword (vpshufb again, zeros below) and converted: v x 2^24 exactly. w[q] (q < 4)
+ * holds the low nibbles of bytes 4q .. 4q+3 of each half (lanes 0-3 block 0's, 4-7 block 1's),
+ * w[4 + q] their high ones; the values are lut / KV_PAIRS_UNIT (2^25 lut), and the chunk's sum is
+ * multiplied by KV_PAIRS_UNIT (exact: a power of two). 21 operations per 64 weights, all
+ * shuffles in-lane, where q4's arithmetic takes 25. */
+#define KV_PAIRS_UNIT 0x1p-25f
+
+/* The column (within its chunk) of lane d of w[j]. */
+static inline int kv_pairs_col(int d, int j)
+{
+	return 2 * (16 * (d / 4) + 4 * (j & 3) + d % 4) + (j >> 2);
+}
+
+KV_INLINE void kv_pairs(kv_i v, const kern_enc *e, kv_f *w)
+{
+	int8_t t[16];
+	for (int i = 0; i < 16; i++)
+		t[i] = (int8_t)(2 * e->lut[i]);
+	const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const void *)t)), m = _mm256_set1_epi8(15);
+	__m256i q[2] = {_mm256_shuffle_epi8(tab, _mm256_and_si256(v, m)),
+			_mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), m))};
+#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++) {
+		const char z = (char)0x80, b0 = (char)(4 * k), b1 = (char)(4 * k + 1), b2 = (char)(4 * k + 2), b3 = (char)(4 * k + 3);
+		const __m256i place = _mm256_setr_epi8(z, z, z, b0, z, z, z, b1, z, z, z, b2, z, z, z, b3,
+						       z, z, z, b0, z, z, z, b1, z, z, z, b2, z, z, z, b3);
+		w[k] = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(q[0], place));
+		w[4 + k] = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(q[1], place));
+	}
+}
+
+/* w[j] = lut[nibble j (bits 4j .. 4j+3) of every dword of v] (pairs: kv_pairs' order and unit): a
+ * sign-magnitude table through kv_lut_sm; an affine one as lut_bias + the nibble, exactly: the
+ * nibble masked in
  * place and given the exponent of 2^(23-4j) is the float 2^(23-4j) + n; subtracting
  * 2^(23-4j) - lut_bias leaves n + lut_bias. The high half-word's nibbles go the same way after one
  * shift by 16. */
 KV_INLINE void kv_nibbles(kv_i v, const kern_enc *e, kv_f *w)
 {
+	if (e->code == KC_U4_PAIRS) {
+		kv_pairs(v, e, w);
+		return;
+	}
+	if (e->lut_signmag) {
+#pragma GCC unroll 8
+		for (int j = 0; j < 8; j++)
+			w[j] = kv_lut_sm(v, j, e);
+		return;
+	}
 	__m256i h = _mm256_srli_epi32(v, 16);
 #pragma GCC unroll 8
 	for (int j = 0; j < 8; j++) {

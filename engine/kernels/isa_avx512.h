@@ -70,11 +70,38 @@ KV_INLINE kv_i kv_iload_m(const uint8_t *p, kv_m m) { return _mm512_maskz_loadu_
 KV_INLINE kv_f kv_perm(kv_i idx, kv_f v) { return _mm512_permutexvar_ps(idx, v); }
 KV_INLINE kv_i kv_iadd(kv_i a, kv_i b) { return _mm512_add_epi32(a, b); }
 KV_INLINE kv_i kv_iset1(int v) { return _mm512_set1_epi32(v); }
-KV_INLINE kv_i kv_lane8(void) { return _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1); }
+KV_INLINE kv_i kv_lanes_by(int n) /* each lane's index / n, n a power of two */
+{
+	return _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+				 (unsigned)__builtin_ctz((unsigned)n));
+}
 
 KV_INLINE kv_f kv_f16n(const uint8_t *p, int64_t n)
 {
 	return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(kv_first(n), p));
+}
+
+/* The first n (<= 0: none) UE8M0 bytes at p as floats 2^(b - 127) (0: 2^-127, 255: NaN), the
+ * rest zero. */
+KV_INLINE kv_f kv_e8n(const uint8_t *p, int64_t n)
+{
+	__m512i d = _mm512_cvtepu8_epi32(n >= 16 ? _mm_loadu_si128((const void *)p) : _mm_maskz_loadu_epi8(kv_first(n), p));
+	__m512i f = _mm512_slli_epi32(d, 23);
+	/* bytes 0 and 255 (d - 1 >= 254 unsigned) are rare: one test for both */
+	if (_mm512_cmpge_epu32_mask(_mm512_sub_epi32(d, _mm512_set1_epi32(1)), _mm512_set1_epi32(254)) & kv_first(n)) {
+		f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(d, _mm512_setzero_si512()) & kv_first(n), _mm512_set1_epi32(0x00400000));
+		f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(d, _mm512_set1_epi32(255)), _mm512_set1_epi32(0x7FC00000));
+	}
+	return _mm512_castsi512_ps(f);
+}
+
+/* KV_N 4-bit codes at p, two a byte, the low nibble first: code i in bits 0..3 of lane i (higher
+ * bits not zero). */
+KV_INLINE kv_i kv_u4pairs(const uint8_t *p)
+{
+	__m128i b = _mm_loadl_epi64((const void *)p);
+	__m512i d = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(b, b));
+	return _mm512_srlv_epi32(d, _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4));
 }
 
 KV_INLINE kv_f kv_e4m3(const uint8_t *p)
@@ -112,6 +139,10 @@ KV_INLINE void kv_nibbles(kv_i v, const kern_enc *e, kv_f *w)
 	for (int j = 1; j < 8; j++)
 		w[j] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4 * j), lut);
 }
+
+/* 4-bit pairs (FP4) in the nibble order: nibble j of dword d is column 8d + j, its value lut's. */
+#define KV_PAIRS_UNIT 1.0f
+static inline int kv_pairs_col(int d, int j) { return 8 * d + j; }
 
 #define KV_PIN(v) __asm__("" : "+v"(v))
 

@@ -107,6 +107,8 @@ static uint64_t mat_bytes(const coli_mat *w)
 	uint64_t n = (uint64_t)w->rows * (uint64_t)w->row_bytes, g = (uint64_t)(w->cols + 63) / 64;
 	if (w->enc == COLI_ENC_Q4 || w->enc == COLI_ENC_Q8)
 		n += (uint64_t)w->rows * g * 2;
+	if (w->enc == COLI_ENC_FP4)
+		n += (uint64_t)w->rows * (uint64_t)((w->cols + 31) / 32);
 	if (w->enc == COLI_ENC_FP8)
 		n += (uint64_t)((w->rows + w->block[0] - 1) / w->block[0]) * (uint64_t)((w->cols + w->block[1] - 1) / w->block[1]) * 4;
 	return n;

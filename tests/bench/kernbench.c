@@ -18,7 +18,7 @@ static const char usage[] =
 	"usage: coli-kernbench ISA ENC ROWS COLS N REPS [THREADS]\n"
 	"\n"
 	"The median time of REPS (1..1000) calls of one product over a ROWS x COLS matrix (each 1..65536)\n"
-	"of encoding ENC (f32, bf16, f16, fp8 with 128x128 blocks, q8, q4) with kernel variant ISA (scalar,\n"
+	"of encoding ENC (f32, bf16, f16, fp8 with 128x128 blocks, q8, q4, fp4) with kernel variant ISA (scalar,\n"
 	"avx2, avx512) on THREADS threads (default 1): N = 0 is coli_mat_vec (prints \"X GB/s\" of weight\n"
 	"bytes), N = 1..512 is coli_mat_mul of N tokens (prints \"X GFLOP/s\"). The matrix is in cache when\n"
 	"it fits. Codes are random, scales moderate, fp8 codes never NaN. One thread is timed by its CPU time\n"
@@ -60,6 +60,9 @@ static void fill(const coli_blob *b, uint8_t *buf)
 			uint16_t h = coli_f32_to_f16(0.01f * (float)(1 + rng() % 100));
 			memcpy(buf + b->scales_off + 2 * i, &h, 2);
 		}
+	if (b->enc == COLI_ENC_FP4) /* UE8M0 scales 2^-7 .. 2^7 (never 0's subnormal or 255's NaN) */
+		for (uint64_t i = 0; i < b->scales_bytes; i++)
+			buf[b->scales_off + i] = (uint8_t)(120 + rng() % 15);
 	if (b->enc == COLI_ENC_FP8) {
 		float s = 0.01f;
 		for (uint64_t i = 0; i < b->scales_bytes / 4; i++)

@@ -23,6 +23,14 @@ cpu_desc() {
 		END {printf "%s (family %s, model %s; %s)\n", n, f, m, isa}'
 }
 
+# kern_isas KERNBENCH: the SIMD kernel variants (avx2, avx512) this CPU runs, as KERNBENCH finds.
+kern_isas() {
+	local isa
+	for isa in avx2 avx512; do
+		"$1" $isa q4 16 64 0 1 >/dev/null 2>&1 && echo $isa
+	done
+}
+
 # model_of NAME SHAPE [CONVERT_ARGS]: the container $dir/NAME.coli of that coli-synth shape,
 # converted with the defaults (int4 experts) or CONVERT_ARGS, regenerated only when they change;
 # the source is deleted.

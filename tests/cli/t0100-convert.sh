@@ -55,7 +55,7 @@ for f in $FIXTURES; do
 		grep -E "^family +$family$" info &&
 		grep -E "^layers +[0-9]+ \([0-9]+ dense, [0-9]+ MoE\) \+ [0-9]+ MTP$" info &&
 		grep -E "^bits +expert 4, dense 4, mtp 8 " info &&
-		grep -E "^record +[0-9]+ bytes \(gate q4 \[[0-9]+, [0-9]+\], up q4, down q4 \[[0-9]+, [0-9]+\]\), 4096-aligned$" info
+		grep -E "^record +[0-9]+ bytes \(gate q4 \[[0-9]+, [0-9]+\], up q4, down q4 \[[0-9]+, [0-9]+\]; parts [0-9]+ bytes, 4\.[0-9]+ bits a weight\), 4096-aligned$" info
 	'
 done
 

@@ -1,41 +1,88 @@
 #!/usr/bin/env bash
 # t0160-deepseek-v4.sh: DeepSeek V4 (deepseek_v4) as far as this version goes: the bf16
 # fixture converts from DeepSeek's own tensor names (the hash tables, mHC, compressors and
-# indexer included) and verifies; the FP4 fixture (as V4 Flash ships) converts at --expert-bits
-# 16 (its FP4 experts kept exactly as bf16, its FP8 matrices' UE8M0 scales read) and is refused
-# at 4 or 8 bits before any file is made (that would requantize them); coli-run gives the
-# reference's greedy ids on both, the same wherever the experts live; a session resumed
-# mid-window gives one run's ids; drafting (--draft 1..3, auto; the MTP layer's drafts and the
-# oracle's, accepted and rejected, in RAM and streamed) gives the ids and logits of --draft 0, and
-# a session saved after drafting holds the state of a run without (docs/deepseek_v4.md).
+# indexer included) and verifies; the FP4 fixture (as V4 Flash ships) converts by default with
+# its FP4 experts kept as shipped (fp4 records, 4.25 bits a weight, MTP layer's included), or
+# widened exactly to bf16 at --expert-bits 16 --mtp-bits 16, and is refused at an explicit 4 or
+# 8 (a requantization) before any file is made; --verify catches a changed byte of an fp4 record
+# (codes or scales); coli-run gives the reference's greedy ids on both fixtures and both FP4
+# containers, the same wherever the experts live and whichever kernel variant runs; a session
+# resumed mid-window gives one run's ids; drafting (--draft 1..3, auto; the MTP layer's drafts and
+# the oracle's, accepted and rejected, in RAM and streamed) gives the ids and logits of --draft 0,
+# and a session saved after drafting holds the state of a run without; the trace's spans
+# (docs/deepseek_v4.md).
 . "$(dirname "$0")/lib.sh"
 SQ="'"
+
+# isa_runs ISA: whether this CPU runs kernel variant ISA (kernels.c: avx2 needs AVX2, FMA and
+# F16C, avx512 also AVX-512 F, BW and VL).
+isa_runs() {
+	has() { grep -qw "$1" /proc/cpuinfo; }
+	case $1 in
+	scalar) true ;;
+	avx2) has avx2 && has fma && has f16c ;;
+	avx512) has avx2 && has fma && has f16c && has avx512f && has avx512bw && has avx512vl ;;
+	esac
+}
 
 F=$FIX/deepseek_v4-tiny
 M=$SCRATCH/v4.coli
 
-test_expect_success "deepseek_v4: the bf16 fixture converts (MTP layer included) and verifies" '
-	coli-convert -q "$F/checkpoint" "$M" &&
-	coli-convert --verify "$M" >verify &&
+# converted SRC OUT [OPTIONS]: converts, verifies (164 tensors, 60 expert records) and leaves
+# --info's text in ./info.
+converted() {
+	coli-convert -q ${3:-} "$1" "$2" &&
+	coli-convert --verify "$2" >verify &&
 	grep -q "ok: 164 tensors, 60 expert records" verify &&
-	coli-convert --info "$M" >info &&
+	coli-convert --info "$2" >info
+}
+
+test_expect_success "deepseek_v4: the bf16 fixture converts (MTP layer included) and verifies" '
+	converted "$F/checkpoint" "$M" &&
 	grep -q "family      deepseek_v4" info &&
 	grep -q "layers      5 (0 dense, 5 MoE) + 1 MTP" info
 '
-test_expect_success "deepseek_v4: the FP4 fixture at 4 or 8 expert bits is refused (a requantization), nothing made" '
-	expect_exit 2 coli-convert "$FIX/deepseek_v4-fp4-tiny/checkpoint" fp4.coli &&
-	err_has "--expert-bits 4:" "holds FP4 experts (config.json: expert_dtype: fp4), which 4 bits would requantize" &&
-	test ! -e fp4.coli &&
-	expect_exit 2 coli-convert --expert-bits 16 "$FIX/deepseek_v4-fp4-tiny/checkpoint" fp4.coli &&
-	err_has "--mtp-bits 8:" "--mtp-bits 16 keeps their values exactly" &&
-	test ! -e fp4.coli
+test_expect_success "deepseek_v4: the FP4 fixture at an explicit 4 or 8 expert or MTP bits is refused (a requantization), nothing made" '
+	for o in "--expert-bits 4" "--expert-bits 8" "--mtp-bits 8" "--expert-bits 16 --mtp-bits 4"; do
+		expect_exit 2 coli-convert $o "$FIX/deepseek_v4-fp4-tiny/checkpoint" fp4.coli &&
+		err_has "holds FP4 experts (config.json: expert_dtype: fp4), which gs64 int" \
+			"would requantize; without --" "bits they are kept as shipped (fp4, 4.25 bits a weight)" &&
+		test ! -e fp4.coli || exit 1
+	done &&
+	err_has "--mtp-bits 4: "
 '
-test_expect_success "deepseek_v4: the FP4 fixture converts at 16 expert and MTP bits and verifies" '
-	coli-convert -q --expert-bits 16 --mtp-bits 16 "$FIX/deepseek_v4-fp4-tiny/checkpoint" fp4.coli &&
-	coli-convert --verify fp4.coli >verify &&
-	grep -q "ok: 164 tensors, 60 expert records" verify &&
-	coli-convert --info fp4.coli >info &&
-	grep -q "record      24576 bytes (gate bf16 \[64, 64\], up bf16, down bf16 \[64, 64\])" info
+test_expect_success "deepseek_v4: the FP4 fixture converts by default with its experts kept as fp4 (MTP too) and verifies" '
+	converted "$FIX/deepseek_v4-fp4-tiny/checkpoint" "$SCRATCH/fp4.coli" &&
+	grep -q "bits        expert 4, dense 4, mtp 8" info &&
+	grep -q "record      8192 bytes (gate fp4 \[64, 64\], up fp4, down fp4 \[64, 64\]; parts 6528 bytes, 4.25 bits a weight)" info &&
+	grep -q "experts     400.00 KiB in 5 MoE layers x 10 records + 80.00 KiB MTP records" info
+'
+test_expect_success "deepseek_v4: --verify names the fp4 record whose code or scale byte changed (exit 1)" '
+	for at in $((4096 + 100)) $((4096 + 2048 + 2)) $((28672 + 2176 + 2048 + 7)); do
+		cp -R "$SCRATCH/fp4.coli" bad.coli &&
+		v=$(od -A n -t u1 -j $at -N 1 bad.coli/experts.bin | tr -d " ") &&
+		printf "\\x$(printf %02x $((v ^ 1)))" | dd of=bad.coli/experts.bin bs=1 seek=$at conv=notrunc status=none &&
+		expect_exit 1 coli-convert --verify bad.coli &&
+		case $at in
+		4196|6146) err_has "expert record [layer 0][expert 0] at offset 4096 (8192 bytes): crc32" ;;
+		*) err_has "expert record [layer 0][expert 3] at offset 28672 (8192 bytes): crc32" ;;
+		esac || exit 1
+		rm -rf bad.coli
+	done
+'
+test_expect_success "deepseek_v4: coli-plan predicts fp4 records at the probe's FP4 kernel speed (int4's for a probe without it)" '
+	coli-plan probe -q --weights-mib 8 --seconds 0.02 --disk-mib 16 --qd 1 --disk "$SCRATCH" -o measured.json &&
+	grep -q "\"fp4_bps_all\": [1-9]" measured.json &&
+	jq ".int4_bps_1 = 1e10 | .int4_bps_all = 1e10 | .fp4_bps_1 = 2e9 | .fp4_bps_all = 2e9" measured.json >probe.json &&
+	jq "del(.fp4_bps_1, .fp4_bps_all, .fp4_prefill_bps_all)" probe.json >old.json &&
+	coli-plan -q "$SCRATCH/fp4.coli" --probe probe.json -o plan.json &&
+	coli-plan -q "$SCRATCH/fp4.coli" --probe old.json -o old-plan.json &&
+	test "$(jq ".predicted.warm.experts_s" plan.json)" = 9.8304e-05 &&
+	test "$(jq ".predicted.warm.experts_s" old-plan.json)" = 1.96608e-05
+'
+test_expect_success "deepseek_v4: the FP4 fixture converts at 16 expert and MTP bits (bf16, exactly) and verifies" '
+	converted "$FIX/deepseek_v4-fp4-tiny/checkpoint" fp4-16.coli "--expert-bits 16 --mtp-bits 16" &&
+	grep -q "record      24576 bytes (gate bf16 \[64, 64\], up bf16, down bf16 \[64, 64\]" info
 '
 P="$(ids_of "$F/prompt_ids.i32.bin")"
 test_expect_success "deepseek_v4: 32 greedy ids equal the reference's, bf16 and FP4 fixtures (16 bits)" '
@@ -45,6 +92,19 @@ test_expect_success "deepseek_v4: 32 greedy ids equal the reference's, bf16 and 
 			--print-ids >got &&
 		ids_of "$FIX/$f/greedy_tokens.i32.bin" >want &&
 		test "$(cat got)" = "$(cat want)" || exit 1
+	done
+'
+G=$FIX/deepseek_v4-fp4-tiny
+test_expect_success "deepseek_v4: fp4 experts: 32 greedy ids equal the reference's with every kernel variant, in RAM and streamed" '
+	coli-convert -q --dense-bits 16 --mtp-bits 16 "$G/checkpoint" fp4-d16.coli &&
+	ids_of "$G/greedy_tokens.i32.bin" >want &&
+	for isa in scalar avx2 avx512; do
+		isa_runs $isa || continue
+		for o in "" "--cache-slots 4" "--cache-slots 2 --prefetch on" "--stream"; do
+			COLI_ISA=$isa coli-run -q -m fp4-d16.coli --prompt-ids "$(ids_of "$G/prompt_ids.i32.bin")" -n 32 \
+				--ignore-eos --print-ids $o >got &&
+			test "$(cat got)" = "$(cat want)" || { echo "$isa $o: $(cat got)"; exit 1; }
+		done
 	done
 '
 test_expect_success "deepseek_v4: ids and step logits the same in RAM, streamed (1 and 8 slots), mmap" '

@@ -2,7 +2,8 @@
  * fixture), converted at 16 bits: every FP4 expert value (e2m1 code, low nibble the even column,
  * times 2^(scale - 127) per 32 columns) stored exactly as bf16, every FP8 matrix's codes kept
  * with its F8_E8M0 .scale bytes widened to float32 scales 2^(b - 127); decoded here with tables
- * of this file, not the converter's. */
+ * of this file, not the converter's. Converted with the defaults: every fp4 record part holds
+ * the source's code bytes and .scale bytes bit for bit, at 4.25 bits a weight. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,25 +26,34 @@ static uint8_t *read_at(const coli_container *c, coli_section s, uint64_t off, u
 	return b;
 }
 
+/* The source tensor of part p of expert ex of expert layer x, and its .scale (NULL when absent). */
+static const coli_st_tensor *expert_src(const coli_container *c, const coli_ckpt *src, const coli_lexperts *x, int ex,
+					int p, const coli_st_tensor **scale)
+{
+	static const char *const w[3] = {"w1", "w3", "w2"};
+	char name[128], sname[160];
+	if (x->mtp)
+		snprintf(name, sizeof(name), "mtp.%d.ffn.experts.%d.%s", x->layer - c->model.n_layers, ex, w[p]);
+	else
+		snprintf(name, sizeof(name), "layers.%d.ffn.experts.%d.%s", x->layer, ex, w[p]);
+	snprintf(sname, sizeof(sname), "%s.scale", name);
+	strcat(name, ".weight");
+	*scale = coli_ckpt_find(src, sname);
+	return coli_ckpt_find(src, name);
+}
+
 /* Every part of every expert record against the source's FP4 codes and scales; returns the
  * values that differ (bits), first one into why. */
 static long check_experts(const coli_container *c, const coli_ckpt *src, char *why, size_t n)
 {
-	static const char *const w[3] = {"w1", "w3", "w2"};
 	long bad = 0;
 	for (int i = 0; i < c->layout.n_elayers; i++) {
 		const coli_lexperts *x = &c->layout.elayers[i];
 		for (int ex = 0; ex < x->n_experts; ex++) {
 			uint8_t *rec = read_at(c, COLI_SEC_EXPERTS, coli_record_offset(x, ex), x->record_size);
 			for (int p = 0; rec && p < 3; p++) {
-				char name[128], sname[160];
-				if (x->mtp)
-					snprintf(name, sizeof(name), "mtp.%d.ffn.experts.%d.%s", x->layer - c->model.n_layers, ex, w[p]);
-				else
-					snprintf(name, sizeof(name), "layers.%d.ffn.experts.%d.%s", x->layer, ex, w[p]);
-				snprintf(sname, sizeof(sname), "%s.scale", name);
-				strcat(name, ".weight");
-				const coli_st_tensor *t = coli_ckpt_find(src, name), *s = coli_ckpt_find(src, sname);
+				const coli_st_tensor *s, *t = expert_src(c, src, x, ex, p, &s);
+				const char *name = t ? t->name : "(missing)";
 				const coli_blob *b = &x->part[p];
 				if (!t || !s || t->dtype != COLI_DT_I8 || s->dtype != COLI_DT_F8_E8M0 || b->enc != COLI_ENC_BF16) {
 					bad++, snprintf(why, n, "%s: source or stored encoding not FP4 -> bf16", name);
@@ -67,6 +77,41 @@ static long check_experts(const coli_container *c, const coli_ckpt *src, char *w
 			free(rec);
 		}
 	}
+	return bad;
+}
+
+/* Every part of every fp4 record: its codes the source's I8 bytes, its scales the source's
+ * F8_E8M0 bytes, the padding zero; returns the parts that differ, the first into why. The
+ * parts' bits per weight (codes and scales) into *bpw. */
+static long check_fp4_records(const coli_container *c, const coli_ckpt *src, double *bpw, char *why, size_t n)
+{
+	long bad = 0;
+	uint64_t bytes = 0, weights = 0;
+	for (int i = 0; i < c->layout.n_elayers; i++) {
+		const coli_lexperts *x = &c->layout.elayers[i];
+		for (int ex = 0; ex < x->n_experts; ex++) {
+			uint8_t *rec = read_at(c, COLI_SEC_EXPERTS, coli_record_offset(x, ex), x->record_size);
+			for (int p = 0; rec && p < 3; p++) {
+				const coli_blob *b = &x->part[p];
+				const coli_st_tensor *s, *t = expert_src(c, src, x, ex, p, &s);
+				const uint8_t *at = rec + x->part_off[p];
+				int same = t && s && b->enc == COLI_ENC_FP4 && t->nbytes == b->codes_bytes &&
+					   s->nbytes == b->scales_bytes && memcmp(at, coli_ckpt_data(src, t), t->nbytes) == 0 &&
+					   memcmp(at + b->scales_off, coli_ckpt_data(src, s), s->nbytes) == 0;
+				for (uint64_t k = b->codes_bytes; same && k < b->scales_off; k++)
+					same = at[k] == 0;
+				if (!same && !bad++)
+					snprintf(why, n, "layer %d expert %d part %d: enc %s, codes or scales differ from %s", x->layer,
+						 ex, p, coli_enc_name(b->enc), t ? t->name : "(missing)");
+				bytes += b->nbytes;
+				weights += (uint64_t)b->rows * (uint64_t)b->cols;
+			}
+			if (!rec)
+				bad++, snprintf(why, n, "record unreadable");
+			free(rec);
+		}
+	}
+	*bpw = weights ? (double)bytes * 8 / (double)weights : 0;
 	return bad;
 }
 
@@ -126,6 +171,23 @@ int main(void)
 		bad = check_fp8(c, ck, &matrices, why, sizeof(why));
 		T_CHECK("convert v4: every FP8 matrix's codes kept, its UE8M0 scales as float32 2^(b - 127)",
 			bad == 0 && matrices > 0, "%ld differ over %d matrices; first: %s", bad, matrices, why);
+	}
+	coli_container_close(c);
+	c = NULL;
+	snprintf(out, sizeof(out), "%s/v4-fp4.coli", dir);
+	snprintf(cmd, sizeof(cmd), "bin/coli-convert -q %s %s", src, out);
+	st = system(cmd);
+	ok = ok && st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0 && coli_container_open(&c, out, &e) == 0;
+	T_CHECK("convert v4: the FP4 fixture converts with the defaults (experts kept as fp4) and opens", ok,
+		"status %d: %s", st, e.msg);
+	if (ok) {
+		double bpw = 0;
+		long bad = check_fp4_records(c, ck, &bpw, why, sizeof(why));
+		T_CHECK("convert v4: every fp4 record part holds the source's codes and UE8M0 scale bytes bit for bit (main and MTP layers)",
+			bad == 0 && c->layout.n_elayers == 6, "%ld parts differ, %d expert layers; first: %s", bad,
+			c->layout.n_elayers, why);
+		T_CHECK("convert v4: fp4 record parts take 4.25 bits a weight (codes 4, a scale byte per 32)", bpw == 4.25,
+			"%.4f bits a weight", bpw);
 	}
 	coli_container_close(c);
 	coli_ckpt_close(ck);

@@ -1,5 +1,6 @@
 /* test_forward.c: the forward pass against Hugging Face transformers' outputs for every
- * fixture family (tests/fixtures/hf/<family>-tiny), at 16, 8 and 4 expert bits (dense 16):
+ * fixture family (tests/fixtures/hf/<family>-tiny), at 16, 8 and 4 expert bits (dense 16; the
+ * FP4 fixture at 16 bits and with its experts kept as fp4, both against its one reference):
  *   - teacher-forced logits of the prompt (24 tokens; glm_moe_dsa 64, past its index_topk 8, so
  *     the DSA indexer's selection decides the attention) within 1e-3 of logits[_q8|_q4].f32.bin;
  *   - the routing set of every token at every MoE layer equal to routing_indices[_qN];
@@ -66,17 +67,19 @@ static int routing_mismatches(const int32_t *got, const int32_t *want, size_t n,
 	return bad;
 }
 
+/* bits 0: the converter's default (FP4 experts kept as fp4). */
 static int convert(const char *fam, int bits, const char *out)
 {
-	char cmd[1024];
-	snprintf(cmd, sizeof(cmd),
-		 "bin/coli-convert -q --force --expert-bits %d --dense-bits 16 --mtp-bits 16 %s/%s-tiny/checkpoint %s",
-		 bits, t_fixtures(), fam, out);
+	char cmd[1024], eb[32] = "";
+	if (bits)
+		snprintf(eb, sizeof(eb), "--expert-bits %d", bits);
+	snprintf(cmd, sizeof(cmd), "bin/coli-convert -q --force %s --dense-bits 16 --mtp-bits 16 %s/%s-tiny/checkpoint %s",
+		 eb, t_fixtures(), fam, out);
 	return system(cmd);
 }
 
 typedef struct fx {
-	const char *fam, *suf, *isa;
+	const char *fam, *suf, *isa, *label; /* label: "16-bit", ..., "fp4" */
 	int bits;
 	coli_engine m;
 	int32_t *prompt;
@@ -100,14 +103,14 @@ static void check_teacher(fx *f)
 	int32_t *rref = load(f->fam, file, &nr);
 	snprintf(file, sizeof(file), "routing_weights%s.f32.bin", f->suf);
 	float *wref = load(f->fam, file, &nw);
-	snprintf(name, sizeof(name), "forward %s: %s %d-bit experts: teacher-forced logits within 1e-3", f->isa, f->fam, f->bits);
+	snprintf(name, sizeof(name), "forward %s: %s %s experts: teacher-forced logits within 1e-3", f->isa, f->fam, f->label);
 	T_CHECK(name, rc == 0 && ref && nl == (size_t)n * V && max_diff(logits, ref, nl) <= TOL, "rc %d (%s), max diff %g",
 		rc, e.msg, ref && rc == 0 ? max_diff(logits, ref, nl) : -1.0);
-	snprintf(name, sizeof(name), "forward %s: %s %d-bit experts: routing sets identical at every layer and position",
-		 f->isa, f->fam, f->bits);
+	snprintf(name, sizeof(name), "forward %s: %s %s experts: routing sets identical at every layer and position",
+		 f->isa, f->fam, f->label);
 	T_CHECK(name, rc == 0 && rref && nr == (size_t)L * n * k && routing_mismatches(ids, rref, nr, k) == 0,
 		"%d of %zu differ", rc == 0 && rref ? routing_mismatches(ids, rref, nr, k) : -1, nr / (size_t)k);
-	snprintf(name, sizeof(name), "forward %s: %s %d-bit experts: routing weights within 1e-4", f->isa, f->fam, f->bits);
+	snprintf(name, sizeof(name), "forward %s: %s %s experts: routing weights within 1e-4", f->isa, f->fam, f->label);
 	T_CHECK(name, rc == 0 && wref && nw == nr && max_diff(w, wref, nw) <= 1e-4, "max diff %g",
 		rc == 0 && wref ? max_diff(w, wref, nw) : -1.0);
 	free(logits), free(w), free(ids), free(ref), free(rref), free(wref);
@@ -141,10 +144,10 @@ static void check_greedy(fx *f)
 		if (i + 1 < steps)
 			rc = coli_forward(&f->m, &kv, &got[i], 1, NULL, logits + (size_t)(i + 1) * V, NULL, &e);
 	}
-	snprintf(name, sizeof(name), "forward %s: %s %d-bit experts: 16 greedy tokens through the KV cache", f->isa, f->fam, f->bits);
+	snprintf(name, sizeof(name), "forward %s: %s %s experts: 16 greedy tokens through the KV cache", f->isa, f->fam, f->label);
 	T_CHECK(name, rc == 0 && want && ng >= 16 && memcmp(got, want, sizeof(got)) == 0, "rc %d (%s), first token %d vs %d",
 		rc, e.msg, got[0], want ? want[0] : -1);
-	snprintf(name, sizeof(name), "forward %s: %s %d-bit experts: greedy step logits within 1e-3", f->isa, f->fam, f->bits);
+	snprintf(name, sizeof(name), "forward %s: %s %s experts: greedy step logits within 1e-3", f->isa, f->fam, f->label);
 	T_CHECK(name, rc == 0 && lref && nl == ng * V && max_diff(logits, lref, (size_t)steps * V) <= TOL, "max diff %g",
 		rc == 0 && lref ? max_diff(logits, lref, (size_t)steps * V) : -1.0);
 	free(want), free(lref), free(logits);
@@ -207,12 +210,18 @@ static int runs(const char *isa)
 
 static void run_family(const char *fam, const char *dir)
 {
-	static const int bits[] = {16, 8, 4};
-	static const char *const sufs[] = {"", "_q8", "_q4"}, *const isas[] = {"avx512", "avx2", "scalar"};
-	/* deepseek_v4-fp4: its FP4 values are the weights (kept exactly at 16 bits; no int variants) */
-	for (int i = 0; i < (strstr(fam, "fp4") ? 1 : 3); i++) {
+	static const int int_bits[] = {16, 8, 4}, fp4_bits[] = {16, 0};
+	static const char *const int_sufs[] = {"", "_q8", "_q4"}, *const fp4_sufs[] = {"", ""};
+	static const char *const int_labels[] = {"16-bit", "8-bit", "4-bit"}, *const fp4_labels[] = {"16-bit", "fp4"};
+	static const char *const isas[] = {"avx512", "avx2", "scalar"};
+	/* deepseek_v4-fp4: its FP4 values are the weights, widened exactly (16 bits) or kept (fp4, the
+	 * default): both against the same reference; no int variants */
+	int fp4 = strstr(fam, "fp4") != NULL, n = fp4 ? 2 : 3;
+	const int *bits = fp4 ? fp4_bits : int_bits;
+	const char *const *sufs = fp4 ? fp4_sufs : int_sufs, *const *labels = fp4 ? fp4_labels : int_labels;
+	for (int i = 0; i < n; i++) {
 		char path[512], name[128];
-		snprintf(path, sizeof(path), "%s/%s-%d.coli", dir, fam, bits[i]);
+		snprintf(path, sizeof(path), "%s/%s-%s.coli", dir, fam, labels[i]);
 		int made = convert(fam, bits[i], path) == 0;
 		for (int v = 0; v < 3; v++) {
 			if (!runs(isas[v])) {
@@ -221,18 +230,18 @@ static void run_family(const char *fam, const char *dir)
 			}
 			fx f;
 			memset(&f, 0, sizeof(f));
-			f.fam = fam, f.suf = sufs[i], f.bits = bits[i], f.isa = isas[v];
+			f.fam = fam, f.suf = sufs[i], f.bits = bits[i], f.isa = isas[v], f.label = labels[i];
 			coli_engine_opts o = {.isa = isas[v]};
 			coli_err e = {0, ""};
 			int rc = made ? coli_engine_open(&f.m, path, &o, &e) : -1;
 			f.prompt = load(fam, "prompt_ids.i32.bin", &f.n_prompt);
-			snprintf(name, sizeof(name), "forward %s: %s %d-bit experts: container converts and loads", isas[v], fam,
-				 bits[i]);
+			snprintf(name, sizeof(name), "forward %s: %s %s experts: container converts and loads", isas[v], fam,
+				 labels[i]);
 			T_CHECK(name, rc == 0 && f.prompt, "%s", e.msg);
 			if (rc == 0 && f.prompt) {
 				check_teacher(&f);
 				check_greedy(&f);
-				if (bits[i] == 16) {
+				if (bits[i] == 16 || bits[i] == 0) {
 					check_full(&f);
 					check_incremental(&f);
 				}
@@ -243,13 +252,15 @@ static void run_family(const char *fam, const char *dir)
 	}
 }
 
-int main(void)
+/* argv[1], when given: the one family to run (e.g. deepseek_v4-fp4). */
+int main(int argc, char **argv)
 {
 	char dir[] = "/tmp/coli-test-forward.XXXXXX";
 	if (!mkdtemp(dir))
 		return 1;
 	for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)
-		run_family(families[i], dir);
+		if (argc < 2 || strcmp(argv[1], families[i]) == 0)
+			run_family(families[i], dir);
 	char cmd[600];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	T_CHECK("forward: scratch folder removed", system(cmd) == 0, "rm failed");

@@ -93,8 +93,23 @@ static uint8_t rand_fp8(void) /* anything but NaN */
 	return c;
 }
 
+/* FP4: random e2m1 codes in the row's columns (the padding's stay 0), UE8M0 scales 2^-7 .. 2^7. */
+static void fill_fp4(tmat *t)
+{
+	const coli_blob *b = &t->blob;
+	for (int64_t r = 0; r < b->rows; r++)
+		for (int64_t c = 0; c < b->cols; c++)
+			t->buf[r * (int64_t)b->row_bytes + c / 2] |= (uint8_t)((rng() & 15) << (4 * (c & 1)));
+	for (uint64_t i = 0; i < b->scales_bytes; i++)
+		t->buf[b->scales_off + i] = (uint8_t)(120 + rng() % 15);
+}
+
 static void fill_codes(tmat *t)
 {
+	if (t->blob.enc == COLI_ENC_FP4) {
+		fill_fp4(t);
+		return;
+	}
 	const coli_blob *b = &t->blob;
 	int64_t pad = (b->cols + 63) / 64 * 64;
 	float *src = calloc((size_t)pad, sizeof(float));
@@ -125,10 +140,29 @@ static void fill_codes(tmat *t)
 	free(src);
 }
 
+/* An FP4 matrix's W' through quant.h (its scales widened by coli_e8m0_to_f32), not the kernels'
+ * table. */
+static void dequantize_fp4(tmat *t)
+{
+	const coli_blob *b = &t->blob;
+	int64_t nb = (b->cols + 31) / 32;
+	float *s = malloc((size_t)nb * sizeof(float));
+	for (int64_t r = 0; r < b->rows; r++) {
+		for (int64_t i = 0; i < nb; i++)
+			s[i] = coli_e8m0_to_f32(t->buf[b->scales_off + (uint64_t)(r * nb + i)]);
+		coli_fp4_row_f32(t->buf + r * (int64_t)b->row_bytes, (size_t)b->cols, s, t->w + r * b->cols);
+	}
+	free(s);
+}
+
 /* W' from quant.h's own definitions, independent of the kernels. */
 static void dequantize(tmat *t)
 {
 	const coli_blob *b = &t->blob;
+	if (b->enc == COLI_ENC_FP4) {
+		dequantize_fp4(t);
+		return;
+	}
 	int64_t pad = (b->cols + 63) / 64 * 64, nb1 = b->block[1] ? (b->cols + b->block[1] - 1) / b->block[1] : 0;
 	float *tmp = malloc((size_t)pad * sizeof(float));
 	for (int64_t r = 0; r < b->rows; r++) {
@@ -392,19 +426,19 @@ static void check_matrix(const char *isa, coli_enc enc, int64_t rows, int64_t co
 	tmat_free(&t);
 }
 
-/* q4 without prepared x (what a variant does when kernels.c cannot allocate the buffer): the
- * variant's own entry points, called with xp = NULL. */
-static void check_q4_unprepared(const char *isa, const kern_ops *k)
+/* q4 or fp4 without prepared x (what a variant does when kernels.c cannot allocate the buffer):
+ * the variant's own entry points, called with xp = NULL. */
+static void check_unprepared(const char *isa, const kern_ops *k, coli_enc enc)
 {
 	char name[160];
 	tmat t;
-	if (tmat_make(&t, COLI_ENC_Q4, 37, 1000, 0, 0) < 0)
+	if (tmat_make(&t, enc, 37, 1000, 0, 0) < 0)
 		return;
 	float *X = rand_vec(3 * 1000), *Y = calloc(3 * 37, sizeof(float));
 	int64_t worst = 0;
 	k->vec(&t.m, X, NULL, Y, 0, 37);
 	double e = vec_err(&t, X, Y, 1, &worst);
-	snprintf(name, sizeof(name), "%s q4 matvec without prepared x", isa);
+	snprintf(name, sizeof(name), "%s %s matvec without prepared x", isa, coli_enc_name(enc));
 	T_CHECK(name, e <= 1, "row %lld: error %.3g x tolerance", (long long)worst, e);
 	k->mul(&t.m, X, NULL, 3, Y, 0, 37);
 	e = 0;
@@ -412,7 +446,7 @@ static void check_q4_unprepared(const char *isa, const kern_ops *k)
 		double en = vec_err(&t, X + n * 1000, Y + n * 37, 1, &worst);
 		e = en > e ? en : e;
 	}
-	snprintf(name, sizeof(name), "%s q4 coli_mat_mul n=3 without prepared x", isa);
+	snprintf(name, sizeof(name), "%s %s coli_mat_mul n=3 without prepared x", isa, coli_enc_name(enc));
 	T_CHECK(name, e <= 1, "error %.3g x tolerance", e);
 	free(X);
 	free(Y);
@@ -449,6 +483,53 @@ static void check_fp8_nan(const char *isa)
 	tmat_free(&t);
 }
 
+/* FP4 at the ends of UE8M0's range: every scale byte of the matrix e (1 in 3 blocks e - 1, so
+ * that one row mixes two scales), x times 2^xexp so that the products stay in float32's range:
+ * 2^-127 (byte 0, a subnormal scale) and 2^125 against the reference; then a NaN scale (255)
+ * makes its row NaN and only it. The nibble-order and table paths both run (1 and 64 tokens). */
+static void check_fp4_scales(const char *isa)
+{
+	static const struct { int e, xexp; } ends[] = {{0, 0}, {1, 0}, {2, 20}, {252, -40}, {254, -60}};
+	char name[160];
+	for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++) {
+		tmat t;
+		if (tmat_make(&t, COLI_ENC_FP4, 37, 1000, 0, 0) < 0)
+			return;
+		for (uint64_t k = 0; k < t.blob.scales_bytes; k++)
+			t.buf[t.blob.scales_off + k] = (uint8_t)(ends[i].e - (k % 3 == 1 && ends[i].e > 0));
+		for (uint64_t k = 0; ends[i].e == 254 && k < t.blob.codes_bytes; k++)
+			t.buf[k] &= 0xBB; /* magnitudes 0 .. 1.5: 2^127 x 2 is past float32 */
+		dequantize(&t);
+		float *X = rand_vec(64 * 1000);
+		for (int k = 0; k < 64 * 1000; k++)
+			X[k] = ldexpf(X[k], ends[i].xexp);
+		snprintf(t.name, sizeof(t.name), "fp4 scale byte %d", ends[i].e);
+		check_vec(isa, &t, X);
+		check_mul(isa, &t, X, 3);
+		check_mul(isa, &t, X, 64);
+		check_row(isa, &t);
+		free(X);
+		tmat_free(&t);
+	}
+	tmat t;
+	if (tmat_make(&t, COLI_ENC_FP4, 40, 256, 0, 0) < 0)
+		return;
+	t.buf[t.blob.scales_off + 5 * 8 + 3] = 255;
+	float *x = rand_vec(256 * 20), *y = malloc(40 * 20 * sizeof(float));
+	int ok = 1;
+	coli_mat_vec(K, &t.m, x, y);
+	for (int r = 0; r < 40; r++)
+		ok &= (r == 5) == (isnan(y[r]) != 0);
+	coli_mat_mul(K, &t.m, x, 20, y);
+	for (int k = 0; k < 20 * 40; k++)
+		ok &= (k % 40 == 5) == (isnan(y[k]) != 0);
+	snprintf(name, sizeof(name), "%s fp4 NaN scale (255) gives a NaN row in coli_mat_vec and coli_mat_mul", isa);
+	T_CHECK(name, ok, "y[5] %g y[0] %g", (double)y[5], (double)y[0]);
+	free(x);
+	free(y);
+	tmat_free(&t);
+}
+
 /* The encoding table (kernels/enc.h) against the container's geometry (formats/layout.c): every row's
  * blocks make the row_bytes coli_blob_init gives, its scales the scale bytes, and the scale width
  * and a row's scales address what the blob holds. */
@@ -474,7 +555,7 @@ static void check_table(void)
 			coli_mat m = coli_mat_of(&b, buf);
 			int64_t blocks = kern_blocks(&m), groups = (cols + kern_scale_width(&m) - 1) / kern_scale_width(&m);
 			int64_t last = k->scale == KS_NONE ? 0 : kern_row_scales(&m, rows - 1) - m.scales;
-			int64_t per = k->scale == KS_F16_BLOCK ? 2 : 4, end = k->scale == KS_NONE ? 0 : last + per * groups;
+			int64_t per = k->scale == KS_F16_BLOCK ? 2 : k->scale == KS_E8_BLOCK ? 1 : 4, end = k->scale == KS_NONE ? 0 : last + per * groups;
 			snprintf(name, sizeof(name), "encoding table: %s %lldx%lld: row bytes and scales as the container's",
 				 coli_enc_name((coli_enc)enc), (long long)rows, (long long)cols);
 			T_CHECK(name,
@@ -512,9 +593,10 @@ static void check_isa(const char *isa)
 	check_matrix(isa, COLI_ENC_FP8, 37, 160, 16, 40);
 	check_matrix(isa, COLI_ENC_FP8, 21, 100, 7, 20);
 	check_fp8_nan(isa);
-	check_q4_unprepared(isa, strcmp(isa, "avx512") == 0 ? &kern_avx512
-				 : strcmp(isa, "avx2") == 0 ? &kern_avx2
-							    : &kern_scalar);
+	check_fp4_scales(isa);
+	const kern_ops *k = strcmp(isa, "avx512") == 0 ? &kern_avx512 : strcmp(isa, "avx2") == 0 ? &kern_avx2 : &kern_scalar;
+	check_unprepared(isa, k, COLI_ENC_Q4);
+	check_unprepared(isa, k, COLI_ENC_FP4);
 }
 
 /* Opens a context of isa (NULL: the best); its variant's name, or NULL with *rc -1. */

@@ -24,6 +24,7 @@ static void sample(coli_probe *p)
 	p->mem_bps_1 = 41.5e9, p->mem_bps_all = 60.25e9;
 	p->int4_bps_1 = 1.0 / 3 * 1e10, p->int4_bps_all = 2e10, p->int8_bps_1 = 9e9, p->int8_bps_all = 1.7e10;
 	p->int4_prefill_bps_all = 3e10, p->int8_prefill_bps_all = 5e10, p->attn_fma_per_s = 4.5e9;
+	p->fp4_bps_1 = 1.25e10, p->fp4_bps_all = 2.5e10, p->fp4_prefill_bps_all = 3.5e10;
 	snprintf(p->kernels, sizeof(p->kernels), "avx2");
 	snprintf(p->gpus, sizeof(p->gpus), "none found");
 	p->cpu_taken = 1.7e9, p->taken = 1.7e9 + 5.5;
@@ -162,6 +163,7 @@ static void check_lenient(const coli_probe *p)
 		{"no disks", "disks", "[]", ""},
 		{"a probe without revision 1.1's attn_fma_per_s", "attn_fma_per_s", NULL, ""},
 		{"a probe without revision 1.1's burst_bps", "disks.0.burst_bps", NULL, ""},
+		{"a probe without revision 1.2's fp4_bps_all", "fp4_bps_all", NULL, ""},
 	};
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		coli_err e = {0, ""};
@@ -175,7 +177,7 @@ static void check_lenient(const coli_probe *p)
 	check_text("{\"format\": \"coli-probe\", \"format\": \"coli-probe\"}", "duplicate", "parse: refuses a duplicate key");
 }
 
-/* Revision 1.1's optional figures read as 0 ("not measured") from a file without them. */
+/* Revisions 1.1's and 1.2's optional figures read as 0 ("not measured") from a file without them. */
 static void check_optional(const coli_probe *p)
 {
 	coli_probe old = *p, q;
@@ -184,8 +186,12 @@ static void check_optional(const coli_probe *p)
 	json_t *root = text ? json_loads(text, 0, NULL) : NULL;
 	set(root, "attn_fma_per_s", NULL);
 	set(root, "disks.1.burst_bps", NULL);
+	set(root, "fp4_bps_1", NULL);
+	set(root, "fp4_bps_all", NULL);
+	set(root, "fp4_prefill_bps_all", NULL);
 	char *t = json_dumps(root, JSON_COMPACT);
 	old.attn_fma_per_s = 0, old.disks[1].burst_bps = 0;
+	old.fp4_bps_1 = 0, old.fp4_bps_all = 0, old.fp4_prefill_bps_all = 0;
 	int rc = t ? coli_probe_parse(t, strlen(t), "old.json", &q, &e) : -1;
 	T_CHECK("parse: a probe of revision 1.0 reads its missing figures as 0, the rest as written",
 		rc == 0 && !memcmp(&q, &old, sizeof(q)), "rc %d: %s", rc, e.msg);
