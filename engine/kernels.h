@@ -29,6 +29,8 @@ typedef struct coli_mat {
 	int64_t block[2];        /* fp8 scale block */
 	const uint8_t *codes;    /* rows x row_bytes */
 	const uint8_t *scales;   /* q8/q4: fp16 [rows][ceil(cols/64)]; fp8: f32 [ceil(rows/b0)][ceil(cols/b1)] */
+	int exact;               /* 1: float32 activations whatever the precision (coli_kernels_set_precision):
+				  * the caller's matrices that choose what attention reads (the DSA indexer's) */
 } coli_mat;
 
 /* A matrix view of a blob whose bytes start at base. */

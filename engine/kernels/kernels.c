@@ -149,7 +149,7 @@ const char *coli_kernels_q8_isa(const coli_kernels *k)
 
 int coli_mat_takes_q8(const coli_kernels *k, const coli_mat *W)
 {
-	return k->q8 && kern_q8_enc(W->enc);
+	return k->q8 && !W->exact && kern_q8_enc(W->enc);
 }
 
 const char *coli_kernels_isa(const coli_kernels *k)
