@@ -7,6 +7,7 @@
  *     "cpu_model", "isa", "physical_cores", "logical_cpus", "kernels", "cpu_taken",
  *     "mem_bps_1", "mem_bps_all", "int4_bps_1", "int4_bps_all", "int8_bps_1", "int8_bps_all",
  *     "int4_prefill_bps_all", "int8_prefill_bps_all", "attn_fma_per_s",
+ *     "q8_int4_bps_1", "q8_int4_bps_all", "q8_int8_bps_1", "q8_int8_bps_all",
  *     "ram_total", "ram_available", "cgroup_limit" (bytes or "none"), "gpus",
  *     "disks": [ { "dir", "dev", "major", "minor", "identity", "fs", "free_bytes",
  *                  "record_bytes", "file_bytes", "qd": [..], "direct_bps": [..],
@@ -56,6 +57,8 @@ typedef struct coli_probe {
 	double int4_bps_1, int4_bps_all, int8_bps_1, int8_bps_all; /* weight bytes/s of the kernels' decode matvec */
 	double int4_prefill_bps_all, int8_prefill_bps_all; /* weight bytes x tokens / s, 64 tokens per product */
 	double attn_fma_per_s;   /* the attention core's multiply-adds per second, 1 thread; 0: not measured */
+	double q8_int4_bps_1, q8_int4_bps_all, q8_int8_bps_1, q8_int8_bps_all; /* the decode matvec with
+				  * --precision q8 (8-bit activations); 0: not measured */
 	char kernels[32];        /* the kernel variant measured ("avx512", ...) */
 	char gpus[256];          /* "none found" or a list */
 	double cpu_taken;        /* unix time of the CPU measurements */

@@ -166,7 +166,7 @@ static const coli_option options[] = {
 		      "line of stdout (after the generated text or ids), instead of text lines on stderr"),
 	COLI_OPT_STRING(0, "plan", &o.plan, "FILE", "run as plan.json (coli-plan) says: its knobs (--ram, "
 			"--ctx, --threads, --cache-slots, --pins, --cache-policy, --usage, --prefetch, --io, "
-			"--queue-depth, --mirror, --draft) as if "
+			"--queue-depth, --mirror, --draft, --precision) as if "
 			"given here (giving one here too is an error); refused for another container or "
 			"machine; the closing statistics compare its predictions with the run"),
 	COLI_OPT_STRING(0, "tokenizer", &o.tokenizer, "FILE",
