@@ -186,6 +186,7 @@ KV_INLINE void kv_transpose(kv_f *r)
 /* ---- q8 activations (kernels/q8.h): a pair of groups at a time ---- */
 
 #define KV_Q8_OPS kern_q8_avx2
+#define KQ_T 4 /* tokens a pass: 2 x 4 accumulators and a pair's 8 code vectors fill the 16 registers */
 #define KV_Q8_ISA "avx2"
 
 /* Per group (e: even, o: odd) its 8 lanes; a: the unsigned operand of maddubs per half (q4: the
@@ -233,14 +234,14 @@ KV_INLINE kq_w kq_codes(coli_enc enc, const uint8_t *c, int64_t P, int64_t G)
 }
 
 /* The exact lane sums p_gj of group g of the pair (q8.h) against prepared x: qs its pair's bytes,
- * sums its group's 8. */
-KV_INLINE __m256i kq_dot(coli_enc enc, const kq_w *w, int g, const int8_t *qs, const int32_t *sums)
+ * bias its group's 8. */
+KV_INLINE __m256i kq_dot(coli_enc enc, const kq_w *w, int g, const int8_t *qs, const int32_t *bias)
 {
 	const __m256i ones = _mm256_set1_epi16(1);
 	__m256i x0 = _mm256_load_si256((const void *)(qs + 32 * g)), x1 = _mm256_load_si256((const void *)(qs + 64 + 32 * g));
 	if (enc == COLI_ENC_Q4) {
 		__m256i m = _mm256_add_epi16(_mm256_maddubs_epi16(w->a[g][0], x0), _mm256_maddubs_epi16(w->a[g][1], x1));
-		return _mm256_sub_epi32(_mm256_madd_epi16(m, ones), _mm256_slli_epi32(_mm256_load_si256((const void *)sums), 3));
+		return _mm256_sub_epi32(_mm256_madd_epi16(m, ones), _mm256_load_si256((const void *)bias));
 	}
 	__m256i m0 = _mm256_maddubs_epi16(w->a[g][0], _mm256_sign_epi8(x0, w->s[g][0]));
 	__m256i m1 = _mm256_maddubs_epi16(w->a[g][1], _mm256_sign_epi8(x1, w->s[g][1]));
@@ -251,9 +252,9 @@ KV_INLINE __m256i kq_dot(coli_enc enc, const kq_w *w, int g, const int8_t *qs, c
 KV_INLINE kq_acc kq_step(coli_enc enc, const kq_w *w, kq_sw sw, const uint8_t *xp, int64_t G2, int64_t P, kq_acc acc)
 {
 	const int8_t *qs = kern_q8_qs(xp) + 128 * P;
-	const int32_t *sums = kern_q8_sums(xp, G2) + 16 * P;
+	const int32_t *bias = kern_q8_bias(xp, G2) + 16 * P;
 	const float *dx = kern_q8_dx(xp, G2) + 16 * P;
-	__m256 pe = _mm256_cvtepi32_ps(kq_dot(enc, w, 0, qs, sums)), po = _mm256_cvtepi32_ps(kq_dot(enc, w, 1, qs, sums + 8));
+	__m256 pe = _mm256_cvtepi32_ps(kq_dot(enc, w, 0, qs, bias)), po = _mm256_cvtepi32_ps(kq_dot(enc, w, 1, qs, bias + 8));
 	acc.e = _mm256_fmadd_ps(pe, _mm256_mul_ps(sw.e, _mm256_load_ps(dx)), acc.e);
 	acc.o = _mm256_fmadd_ps(po, _mm256_mul_ps(sw.o, _mm256_load_ps(dx + 8)), acc.o);
 	return acc;

@@ -169,6 +169,8 @@ KV_INLINE void kv_transpose(kv_f *r)
 #define KV_Q8_ISA "avx512"
 #endif
 
+#define KQ_T 8 /* tokens a pass */
+
 /* Lanes 0-7: group 2P's 8 lanes, 8-15: group 2P + 1's (q8.h's pair layout); a: the unsigned
  * operand of vpdpbusd per half (q4: codes 0..15, q8: |w|), neg: q8's lanes where w < 0. */
 typedef __m512 kq_acc, kq_sw;
@@ -228,7 +230,7 @@ KV_INLINE kq_acc kq_step(coli_enc enc, const kq_w *w, kq_sw sw, const uint8_t *x
 	__m512i x0 = _mm512_load_si512(qs), x1 = _mm512_load_si512(qs + 64), p;
 	if (enc == COLI_ENC_Q4) {
 		p = kq_dpbusd(kq_dpbusd(_mm512_setzero_si512(), w->a[0], x0), w->a[1], x1);
-		p = _mm512_sub_epi32(p, _mm512_slli_epi32(_mm512_load_si512(kern_q8_sums(xp, G2) + 16 * P), 3));
+		p = _mm512_sub_epi32(p, _mm512_load_si512(kern_q8_bias(xp, G2) + 16 * P));
 	} else {
 		const __m512i z = _mm512_setzero_si512();
 		p = kq_dpbusd(_mm512_setzero_si512(), w->a[0], _mm512_mask_sub_epi8(x0, w->neg[0], z, x0));

@@ -28,7 +28,7 @@ void kern_q8_prep(int64_t cols, const float *x, void *out)
 {
 	const int64_t G2 = kern_q8_groups(cols);
 	int8_t *qs = out, q[64];
-	int32_t *sums = (int32_t *)(void *)((uint8_t *)out + 64 * G2);
+	int32_t *bias = (int32_t *)(void *)((uint8_t *)out + 64 * G2);
 	float *dx = (float *)(void *)((uint8_t *)out + 96 * G2);
 	for (int64_t g = 0; g < G2; g++) {
 		int64_t n = cols - 64 * g;
@@ -39,7 +39,7 @@ void kern_q8_prep(int64_t cols, const float *x, void *out)
 			int32_t s = 0;
 			for (int i = 0; i < 4; i++)
 				s += q[4 * j + i] + q[32 + 4 * j + i];
-			sums[8 * g + j] = s;
+			bias[8 * g + j] = 8 * s;
 			dx[8 * g + j] = d;
 		}
 	}

@@ -14,7 +14,8 @@
  * unpack to (low nibbles: columns 0-31 of each group, high nibbles: columns 32-63):
  *   qs[128 G2 / 2]  int8: pair P at 128 P: group 2P columns 0-31, group 2P+1 columns 0-31,
  *                   group 2P columns 32-63, group 2P+1 columns 32-63
- *   sums[8 G2]      int32: sums[8g + j] = sum of q over S_j of group g (below; q4's code bias)
+ *   bias[8 G2]      int32: bias[8g + j] = 8 x the sum of q over S_j of group g (below): what q4's
+ *                   codes (value + 8) add to a lane's sum
  *   dx[8 G2]        float: dx[8g + j] = d_g (a lane's scale, loaded as a vector)
  * 128 G2 bytes in all (kern_q8_bytes); each part starts 64-byte aligned.
  *
@@ -60,7 +61,7 @@ static inline const int8_t *kern_q8_qs(const uint8_t *xp)
 	return (const int8_t *)xp;
 }
 
-static inline const int32_t *kern_q8_sums(const uint8_t *xp, int64_t G2)
+static inline const int32_t *kern_q8_bias(const uint8_t *xp, int64_t G2)
 {
 	return (const int32_t *)(const void *)(xp + 64 * G2);
 }
