@@ -3,9 +3,9 @@
  * alone by avx512vnni.c (the same body over vpdpbusd).
  *
  * Rows one after another, each read whole, its codes decoded once per pair for up to KQ_T tokens
- * (the mapping's: 4 on AVX2, 8 on AVX-512); more tokens go in passes of KQ_T over blocks of Q8_RB
- * rows (the block stays in L1/L2). Every
- * (row, token) sum is q8.h's order, whatever the pass: the same bits for 1 or n tokens.
+ * (the mapping's, 4 on both: their prepared x stays in L1); more tokens go in passes of KQ_T over
+ * blocks of Q8_RB rows (the block stays in L1/L2). Every (row, token) sum is q8.h's order,
+ * whatever the pass: the same bits for 1 or n tokens.
  */
 #ifndef KV_Q8_OPS
 #error "body_q8.h: include an ISA mapping (kernels/isa_*.h) first"
