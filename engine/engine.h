@@ -72,6 +72,10 @@ typedef struct coli_engine_opts {
 				   * MTP included), I/O backend, mirrors, CRC policy, events */
 	const char *isa;          /* kernels: "scalar", "avx2", "avx512"; NULL: the best the CPU has */
 	int threads;              /* compute threads; 0: physical cores */
+	coli_precision precision; /* kernels.h: COLI_PREC_EXACT (0, the default) or COLI_PREC_Q8: 8-bit
+				   * activations for the products over int4/int8 codes (experts, and
+				   * the dense matrices stored so); routers (f32), norms and the
+				   * attention core stay float32 */
 	coli_tracer *tracer;      /* NULL: no trace; else the caller's, for the model's lifetime */
 	int max_batch;            /* tokens per batch of the forward pass (its working memory is sized
 				   * for it at open; longer calls run in batches); 0: COLI_MAX_BATCH */
@@ -165,6 +169,9 @@ size_t coli_gdn_scratch_floats(const coli_model *c);
 /* Weight bytes one decode token reads: every dense matrix of the main layers, top_k experts
  * per MoE layer, lm_head (the embedding row and norms are negligible and left out). */
 uint64_t coli_engine_bytes_per_token(const coli_engine *m);
+/* Of those, the bytes whose products take 8-bit activations (0 unless opened with precision q8:
+ * the int4/int8 matrices). */
+uint64_t coli_engine_q8_bytes_per_token(const coli_engine *m);
 
 /* Bytes of working memory coli_engine_open allocates for a model of config c and batches of
  * max_batch tokens (0: COLI_MAX_BATCH): the forward pass's buffers and the kernels' prepared

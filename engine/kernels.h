@@ -1,7 +1,8 @@
 /* kernels.h: matrix-vector and batched matrix products over container blobs, in float32
- * activations, for every stored encoding (f32, bf16, f16, fp8 block-scaled, q8 and q4 gs64).
+ * activations, for every stored encoding (f32, bf16, f16, fp8 block-scaled, q8 and q4 gs64), and
+ * 8-bit activations for q8 and q4 when a caller opts in (coli_kernels_set_precision).
  *
- * Exactness: activations stay float32 (never quantized): a product is, per output row,
+ * Exactness (the default): activations stay float32 (never quantized): a product is, per output row,
  *   y[r] = sum over columns c of W'[r][c] * x[c], W' the float32 value the encoding defines
  *   (quant.h: q x fp16 scale; fp8: code x scale_inv; bf16/f16 widened).
  * Variants (scalar reference, AVX2, AVX-512) differ only in summation order; they agree within
@@ -28,6 +29,8 @@ typedef struct coli_mat {
 	int64_t block[2];        /* fp8 scale block */
 	const uint8_t *codes;    /* rows x row_bytes */
 	const uint8_t *scales;   /* q8/q4: fp16 [rows][ceil(cols/64)]; fp8: f32 [ceil(rows/b0)][ceil(cols/b1)] */
+	int exact;               /* 1: float32 activations whatever the precision (coli_kernels_set_precision):
+				  * the caller's matrices that choose what attention reads (the DSA indexer's) */
 } coli_mat;
 
 /* A matrix view of a blob whose bytes start at base. */
@@ -44,6 +47,30 @@ int coli_kernels_open(coli_kernels **out, const char *isa, int threads, coli_err
 void coli_kernels_close(coli_kernels *k); /* stops the workers; accepts NULL */
 const char *coli_kernels_isa(const coli_kernels *k); /* "scalar", "avx2" or "avx512" */
 int coli_kernels_threads(const coli_kernels *k);
+
+/* The activations of the products over integer codes (q4, q8 encodings; kernels/q8.h):
+ * COLI_PREC_EXACT float32 (the default, the exactness above); COLI_PREC_Q8 (opt-in, not exact)
+ * each token's x quantized per group of 64 columns to int8 with a float32 scale, the products
+ * summed in integers per group and scaled in float32 in one fixed order, the same bits in every
+ * variant and for any number of tokens or threads. Products over every other encoding (f32
+ * routers, bf16, f16, fp8), the transposed product and rows stay float32 whatever the precision;
+ * so do the callers' own float32 loops (norms, softmax, the attention core). If the buffer of
+ * prepared activations cannot be allocated, a q8 product runs exact. */
+typedef enum coli_precision {
+	COLI_PREC_EXACT,
+	COLI_PREC_Q8,
+} coli_precision;
+
+/* "exact" or "q8" into *p; -1 for anything else. */
+int coli_precision_parse(const char *name, coli_precision *p);
+const char *coli_precision_name(coli_precision p);
+void coli_kernels_set_precision(coli_kernels *k, coli_precision p);
+coli_precision coli_kernels_precision(const coli_kernels *k);
+/* The q8 products' variant ("scalar", "avx2", "avx512", "avx512vnni": the avx512 variant's on a
+ * CPU with AVX512-VNNI), or NULL when exact. */
+const char *coli_kernels_q8_isa(const coli_kernels *k);
+/* 1 when products over W take q8 activations in k. */
+int coli_mat_takes_q8(const coli_kernels *k, const coli_mat *W);
 
 /* Sizes the buffers for products over matrices of at most max_cols columns (coli_mat_vec_batch of up
  * to 64 of them, coli_mat_mul of a few tokens), so that none of them allocates. */

@@ -10,7 +10,7 @@
 #include "fileio.h"
 
 const char *const coli_plan_knobs[] = {
-	"ram", "ctx", "threads", "cache-slots", "pins", "cache-policy", "usage", "prefetch", "io", "queue-depth", "mirror", "draft", NULL,
+	"ram", "ctx", "threads", "cache-slots", "pins", "cache-policy", "usage", "prefetch", "io", "queue-depth", "mirror", "draft", "precision", NULL,
 };
 
 int coli_plan_knob_index(const char *name)

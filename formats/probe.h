@@ -8,6 +8,7 @@
  *     "mem_bps_1", "mem_bps_all", "int4_bps_1", "int4_bps_all", "int8_bps_1", "int8_bps_all",
  *     "int4_prefill_bps_all", "int8_prefill_bps_all", "attn_fma_per_s",
  *     "fp4_bps_1", "fp4_bps_all", "fp4_prefill_bps_all",
+ *     "q8_int4_bps_1", "q8_int4_bps_all", "q8_int8_bps_1", "q8_int8_bps_all",
  *     "ram_total", "ram_available", "cgroup_limit" (bytes or "none"), "gpus",
  *     "disks": [ { "dir", "dev", "major", "minor", "identity", "fs", "free_bytes",
  *                  "record_bytes", "file_bytes", "qd": [..], "direct_bps": [..],
@@ -59,6 +60,8 @@ typedef struct coli_probe {
 	double attn_fma_per_s;   /* the attention core's multiply-adds per second, 1 thread; 0: not measured */
 	double fp4_bps_1, fp4_bps_all, fp4_prefill_bps_all; /* the same as int4's for FP4 (fp4: e2m1 + UE8M0 per 32);
 							     * 0: not measured (revision 1.2) */
+	double q8_int4_bps_1, q8_int4_bps_all, q8_int8_bps_1, q8_int8_bps_all; /* the decode matvec with
+				  * --precision q8 (8-bit activations); 0: not measured */
 	char kernels[32];        /* the kernel variant measured ("avx512", ...) */
 	char gpus[256];          /* "none found" or a list */
 	double cpu_taken;        /* unix time of the CPU measurements */

@@ -47,11 +47,17 @@
 #define WRONG_COST 0.25      /* share of a wrong prediction's read that delays demanded reads
 			      * (they are read only while no demanded read is in flight) */
 
-/* Weight bytes per second of the kernels at this plan's threads, for an encoding. */
+/* Weight bytes per second of the kernels at this plan's threads and precision, for an encoding
+ * (q8: the int4 and int8 records' products with 8-bit activations; FP4 always float32). */
 static double kernel_bps(const plan *p, coli_enc enc)
 {
 	const coli_probe *pr = &p->probe;
 	int all = p->threads > 1;
+	double q8 = enc == COLI_ENC_Q4   ? (all ? pr->q8_int4_bps_all : pr->q8_int4_bps_1)
+		    : enc == COLI_ENC_Q8 ? (all ? pr->q8_int8_bps_all : pr->q8_int8_bps_1)
+					 : 0;
+	if (p->q8 && q8 > 0)
+		return q8;
 	if (enc == COLI_ENC_FP4 && pr->fp4_bps_all > 0)
 		return all ? pr->fp4_bps_all : pr->fp4_bps_1;
 	if (enc == COLI_ENC_Q4 || enc == COLI_ENC_FP4)
@@ -381,6 +387,32 @@ static void note_bursts(plan *p)
 	}
 }
 
+/* --precision q8: predicted with the probe's q8 kernel figures; chosen only with --allow-q8 and
+ * when faster, else offered in a note. */
+static void choose_precision(plan *p)
+{
+	if (p->probe.q8_int4_bps_all <= 0) {
+		plan_note_add(p, "precision", "exact", "the probe has no q8 kernel figures (a probe before revision 1.2: "
+			      "coli-plan probe --force measures them)");
+		return;
+	}
+	double exact = speed(p, 0).tok_s;
+	p->q8 = 1;
+	double q8 = speed(p, 0).tok_s;
+	p->q8 = p->a->allow_q8 && q8 > exact;
+	if (q8 <= exact)
+		plan_note_add(p, "precision", "exact", "--precision q8 would not be faster: predicted %.2f tok/s warm against "
+			      "%.2f exact (the reads bound the speed, not the products)", q8, exact);
+	else if (p->q8)
+		plan_note_add(p, "precision", "q8", "--allow-q8: predicted %.2f tok/s warm against %.2f exact (x%.2f), with "
+			      "8-bit activations: not exact (routing and tokens may differ; its cost measured on the reference "
+			      "models: docs/coli-run.md, Precision)", q8, exact, q8 / exact);
+	else
+		plan_note_add(p, "precision", "exact", "the default; --allow-q8 would take --precision q8: predicted %.2f tok/s "
+			      "warm against %.2f (x%.2f), not exact (its cost measured on the reference models: "
+			      "docs/coli-run.md, Precision)", q8, exact, q8 / exact);
+}
+
 int plan_cost(plan *p, coli_err *e)
 {
 	(void)e;
@@ -399,6 +431,7 @@ int plan_cost(plan *p, coli_err *e)
 			      p->ct->model.n_mtp_layers);
 	else
 		plan_note_add(p, "draft", "", "no MTP layers in the container: nothing to draft with");
+	choose_precision(p);
 	p->warm = speed(p, 0);
 	p->cold = speed(p, 1);
 	return 0;

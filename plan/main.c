@@ -41,6 +41,8 @@ static const coli_option options[] = {
 	COLI_OPT_DOUBLE(0, "recall", &a.recall, "R", 0, 1, "the share of next-layer predictions the routing chose, "
 			"as coli-run's statistics report it (prefetch recall): the cost model's prefetch gain "
 			"(default 0.8, measured on synthetic models)"),
+	COLI_OPT_FLAG(0, "allow-q8", &a.allow_q8, "the plan may choose coli-run --precision q8 (8-bit activations: "
+		      "faster products, not exact) when predicted faster; without it the plan says what q8 would give"),
 	COLI_OPT_STRING('o', "output", &a.out, "FILE", "where the plan goes (default plan.json)"),
 	COLI_OPT_FLAG(0, "explain", &a.explain, "print each decision with its reason and its numbers"),
 	COLI_OPT_FLAG(0, "json", &a.json, "print the plan's JSON on stdout instead of the summary"),

@@ -59,6 +59,8 @@ static json_t *knobs_json(const plan *p)
 	json_object_set_new(k, "ctx", json_integer(p->a->ctx));
 	if (p->ct->model.n_mtp_layers > 0)
 		json_object_set_new(k, "draft", json_string("auto"));
+	if (p->q8)
+		json_object_set_new(k, "precision", json_string("q8"));
 	if (!p->stream)
 		return k;
 	json_object_set_new(k, "ram", json_real(p->budget / GIB));

@@ -25,6 +25,7 @@ typedef struct plan_args {
 	const char *mirrors[PLAN_MAX_COPIES - 1];
 	int n_mirrors;
 	double recall;            /* --recall: next-layer prediction recall (default 0.8) */
+	int allow_q8;             /* --allow-q8: the plan may choose --precision q8 */
 	int explain, json, quiet;
 } plan_args;
 
@@ -122,6 +123,7 @@ typedef struct plan {
 	double hit_pins;          /* the pins' share of it: the cold hit rate */
 	int cache_policy;         /* STORE_CACHE_LRU or STORE_CACHE_LFU: the one predicted better */
 	int threads, prefetch, io, qd;
+	int q8;                   /* --precision q8 (only with --allow-q8, when predicted faster) */
 	plan_copy copies[PLAN_MAX_COPIES];
 	int n_copies;
 	double disk_bps;          /* the copies together, for the misses' mix */

@@ -221,13 +221,15 @@ static int reuse_cpu(coli_probe *p, const coli_probe *old, const char *path)
 {
 	char variant[32], t[32];
 	coli_err e = {0, ""};
-	if (old->attn_fma_per_s <= 0 || old->fp4_bps_all <= 0 || probe_cpu_variant(variant, sizeof(variant), &e) < 0 || strcmp(variant, old->kernels))
+	if (old->attn_fma_per_s <= 0 || old->fp4_bps_all <= 0 || old->q8_int4_bps_all <= 0 || probe_cpu_variant(variant, sizeof(variant), &e) < 0 || strcmp(variant, old->kernels))
 		return 0;
 	memcpy(p->kernels, old->kernels, sizeof(p->kernels));
 	p->mem_bps_1 = old->mem_bps_1, p->mem_bps_all = old->mem_bps_all;
 	p->int4_bps_1 = old->int4_bps_1, p->int4_bps_all = old->int4_bps_all;
 	p->int8_bps_1 = old->int8_bps_1, p->int8_bps_all = old->int8_bps_all;
 	p->int4_prefill_bps_all = old->int4_prefill_bps_all, p->int8_prefill_bps_all = old->int8_prefill_bps_all;
+	p->q8_int4_bps_1 = old->q8_int4_bps_1, p->q8_int4_bps_all = old->q8_int4_bps_all;
+	p->q8_int8_bps_1 = old->q8_int8_bps_1, p->q8_int8_bps_all = old->q8_int8_bps_all;
 	p->attn_fma_per_s = old->attn_fma_per_s;
 	p->fp4_bps_1 = old->fp4_bps_1, p->fp4_bps_all = old->fp4_bps_all, p->fp4_prefill_bps_all = old->fp4_prefill_bps_all;
 	p->cpu_taken = old->cpu_taken;
@@ -343,6 +345,8 @@ static void print_summary(const coli_probe *p)
 	       p->int4_prefill_bps_all / G, p->int8_prefill_bps_all / G);
 	printf("kernels  fp4: decode %.1f / %.1f GB/s (1 / %d threads); prefill (%d tokens) %.1f GB/s\n", p->fp4_bps_1 / G,
 	       p->fp4_bps_all / G, p->physical_cores, COLI_PROBE_PREFILL_TOKENS, p->fp4_prefill_bps_all / G);
+	printf("q8       decode with 8-bit activations (--precision q8): int4 %.1f / %.1f GB/s, int8 %.1f / %.1f GB/s\n",
+	       p->q8_int4_bps_1 / G, p->q8_int4_bps_all / G, p->q8_int8_bps_1 / G, p->q8_int8_bps_all / G);
 	printf("attention core: %.2f G multiply-adds/s (1 thread)\n", p->attn_fma_per_s / G);
 	char a[32], b[32], c[32];
 	printf("ram      %s total, %s available; memory cgroup limit %s\n", human(p->ram_total, a, sizeof(a)),

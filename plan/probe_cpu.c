@@ -200,8 +200,9 @@ static int setup(cpu_run *r, const probe_cpu_opts *o, coli_err *e)
 	return coli_kernels_reserve(r->k1, HIDDEN, e) < 0 || coli_kernels_reserve(r->kall, HIDDEN, e) < 0 ? -1 : 0;
 }
 
-/* The decode rates (1 thread, all) and the prefill rate of one encoding. */
-static int kernels_of(cpu_run *r, coli_enc enc, double seconds, double out[3], coli_err *e)
+/* The decode rates (1 thread, all), the prefill rate of one encoding, and the decode rates with
+ * --precision q8. */
+static int kernels_of(cpu_run *r, coli_enc enc, double seconds, double out[5], coli_err *e)
 {
 	experts X = {.x = r->x, .h = r->x + HIDDEN, .y = r->x + 2 * HIDDEN};
 	const char *name = enc == COLI_ENC_Q4 ? "int4" : enc == COLI_ENC_FP4 ? "fp4" : "int8";
@@ -213,6 +214,16 @@ static int kernels_of(cpu_run *r, coli_enc enc, double seconds, double out[3], c
 	out[1] = r->threads > 1 ? decode_rate(r->kall, &X, seconds) : out[0];
 	probe_progress("cpu: %s prefill products (%d tokens), %d threads", name, COLI_PROBE_PREFILL_TOKENS, r->threads);
 	out[2] = prefill_rate(r->kall, &X, r->X, r->Y, seconds);
+	out[3] = out[4] = 0;
+	if (enc == COLI_ENC_Q4 || enc == COLI_ENC_Q8) { /* the encodings --precision q8 multiplies */
+		probe_progress("cpu: %s decode products with q8 activations", name);
+		coli_kernels_set_precision(r->k1, COLI_PREC_Q8);
+		coli_kernels_set_precision(r->kall, COLI_PREC_Q8);
+		out[3] = decode_rate(r->k1, &X, seconds);
+		out[4] = r->threads > 1 ? decode_rate(r->kall, &X, seconds) : out[3];
+		coli_kernels_set_precision(r->k1, COLI_PREC_EXACT);
+		coli_kernels_set_precision(r->kall, COLI_PREC_EXACT);
+	}
 	free(X.m);
 	return 0;
 }
@@ -220,7 +231,7 @@ static int kernels_of(cpu_run *r, coli_enc enc, double seconds, double out[3], c
 int probe_cpu_measure(coli_probe *p, const probe_cpu_opts *o, coli_err *e)
 {
 	cpu_run r = {0};
-	double q4[3], q8[3], fp4[3];
+	double q4[5], q8[5], fp4[5];
 	int rc = setup(&r, o, e);
 	if (rc == 0) {
 		probe_progress("cpu: memory read, 1 thread");
@@ -243,6 +254,7 @@ int probe_cpu_measure(coli_probe *p, const probe_cpu_opts *o, coli_err *e)
 		p->int4_bps_1 = q4[0], p->int4_bps_all = q4[1], p->int4_prefill_bps_all = q4[2];
 		p->int8_bps_1 = q8[0], p->int8_bps_all = q8[1], p->int8_prefill_bps_all = q8[2];
 		p->fp4_bps_1 = fp4[0], p->fp4_bps_all = fp4[1], p->fp4_prefill_bps_all = fp4[2];
+		p->q8_int4_bps_1 = q4[3], p->q8_int4_bps_all = q4[4], p->q8_int8_bps_1 = q8[3], p->q8_int8_bps_all = q8[4];
 		p->cpu_taken = (double)time(NULL);
 	}
 	release(&r);

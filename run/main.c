@@ -16,6 +16,7 @@ static const char *const synopsis[] = {
 static const coli_choice on_off_auto[] = {{"on", 1}, {"off", 0}, {"auto", PREFETCH_AUTO}, {NULL, 0}};
 static const coli_choice crc_on_off[] = {{"on", 0}, {"off", 1}, {NULL, 0}};
 static const coli_choice cache_policies[] = {{"lru", STORE_CACHE_LRU}, {"lfu", STORE_CACHE_LFU}, {NULL, 0}};
+static const coli_choice precisions[] = {{"exact", COLI_PREC_EXACT}, {"q8", COLI_PREC_Q8}, {NULL, 0}};
 static const coli_choice io_modes[] = {
 	{"uring", STORE_IO_URING}, {"threads", STORE_IO_THREADS_POOL}, {"mmap", STORE_IO_MMAP},
 	{NULL, 0},
@@ -101,6 +102,10 @@ static const coli_option options[] = {
 		     "KV cache capacity in tokens beyond a resumed session"),
 	COLI_OPT_INT(0, "threads", &o.threads, "N", 1, 1024,
 		     "compute threads (default: physical cores)"),
+	COLI_OPT_CHOICE(0, "precision", &o.precision, precisions, "activations of the products over int4/int8 "
+			"weights: exact (float32, the default: routing and logits as the reference's) or q8 "
+			"(8-bit per group of 64 with float32 scales, integer dot products: faster, not exact; "
+			"routers, norms and the attention core stay float32; refused when no weight is int4/int8)"),
 	COLI_OPT_FLAG(0, "stream", &o.stream,
 		      "read routed experts from disk on demand (default: all in RAM)"),
 	COLI_OPT_CALLBACK(0, "cache-slots", (void *)&cache_arg, "N|LIST", counts, "experts kept in RAM "
@@ -162,7 +167,7 @@ static const coli_option options[] = {
 		      "line of stdout (after the generated text or ids), instead of text lines on stderr"),
 	COLI_OPT_STRING(0, "plan", &o.plan, "FILE", "run as plan.json (coli-plan) says: its knobs (--ram, "
 			"--ctx, --threads, --cache-slots, --pins, --cache-policy, --usage, --prefetch, --io, "
-			"--queue-depth, --mirror, --draft) as if "
+			"--queue-depth, --mirror, --draft, --precision) as if "
 			"given here (giving one here too is an error); refused for another container or "
 			"machine; the closing statistics compare its predictions with the run"),
 	COLI_OPT_STRING(0, "tokenizer", &o.tokenizer, "FILE",

@@ -30,6 +30,7 @@ static const knob_fields fields[] = {
 	{"io", {F(io)}, {S(io)}},
 	{"queue-depth", {F(qd)}, {S(qd)}},
 	{"draft", {F(draft)}, {S(draft)}},
+	{"precision", {F(precision)}, {S(precision)}},
 	{"mirror", {F(mirrors), F(n_mirrors)}, {S(mirrors), S(n_mirrors)}},
 };
 #define N_FIELDS (sizeof(fields) / sizeof(fields[0]))

@@ -138,9 +138,13 @@ void report_text(const run_report *p)
 	if (p->decoded)
 		snprintf(decode, sizeof(decode), ", decode %d %s in %.2f s (%.2f tok/s, %.1f MiB of weights per token, "
 			 "%.1f GB/s)", p->decoded, tokens(p->decoded), p->decode_s, tps, mib, p->weights_per_token * tps / 1e9);
-	fprintf(stderr, "coli-run: prompt %d %s in %.2f s (%.1f tok/s)%s, %s kernels x%d, peak RSS %.0f MiB%s%s%s%s%s%s\n",
+	char prec[128] = "";
+	if (p->q8_isa)
+		snprintf(prec, sizeof(prec), ", precision q8 (%s products, %.0f%% of the weight bytes)", p->q8_isa,
+			 100 * p->q8_share);
+	fprintf(stderr, "coli-run: prompt %d %s in %.2f s (%.1f tok/s)%s, %s kernels x%d%s, peak RSS %.0f MiB%s%s%s%s%s%s\n",
 		p->prefilled, tokens(p->prefilled), p->prefill_s, ratio(p->prefilled, p->prefill_s), decode, p->isa,
-		p->threads, p->peak_rss / MIB, p->route_from ? ", routing from " : "", p->route_from ? p->route_from : "",
+		p->threads, prec, p->peak_rss / MIB, p->route_from ? ", routing from " : "", p->route_from ? p->route_from : "",
 		p->route_from ? " (not the model's)" : "", p->draft_oracle ? ", drafts from the oracle " : "",
 		p->draft_oracle ? p->draft_oracle : "", p->draft_oracle ? " (not the model's)" : "");
 	if (p->streaming)
@@ -239,11 +243,16 @@ static json_t *json_report(const run_report *p)
 	for (int i = 0; i < p->n_ids; i++)
 		json_array_append_new(ids, json_integer(p->ids[i]));
 	json_t *o = json_pack(
-		"{s:{s:i, s:f, s:f}, s:{s:i, s:f, s:f, s:f, s:f}, s:{s:s, s:i}, s:f, s:s, s:o}", "prompt", "tokens",
+		"{s:{s:i, s:f, s:f}, s:{s:i, s:f, s:f, s:f, s:f}, s:{s:s, s:i, s:s}, s:f, s:s, s:o}", "prompt", "tokens",
 		p->prefilled, "seconds", p->prefill_s, "tokens_per_s", ratio(p->prefilled, p->prefill_s), "decode", "tokens",
 		p->decoded, "seconds", p->decode_s, "tokens_per_s", tps, "weights_mib_per_token", p->weights_per_token / MIB,
 		"weights_gb_per_s", p->weights_per_token * tps / 1e9, "kernels", "isa", p->isa, "threads", p->threads,
-		"peak_rss_mib", p->peak_rss / MIB, "store", p->store_kind, "ids", ids);
+		"precision", p->precision, "peak_rss_mib", p->peak_rss / MIB, "store", p->store_kind, "ids", ids);
+	if (p->q8_isa) {
+		json_t *q8 = json_pack("{s:s, s:f}", "q8_isa", p->q8_isa, "q8_weight_share", p->q8_share);
+		json_object_update(json_object_get(o, "kernels"), q8);
+		json_decref(q8);
+	}
 	if (p->streaming)
 		json_object_set_new(o, "stream", json_stream(p));
 	if (p->ram)

@@ -478,7 +478,10 @@ static int report(const runner *r, coli_err *e)
 	run_report p = {
 		.prefilled = r->prefilled, .decoded = r->decoded, .prefill_s = r->prefill_s, .decode_s = r->decode_s,
 		.weights_per_token = (double)coli_engine_bytes_per_token(&r->m), .isa = coli_kernels_isa(r->m.kc),
-		.threads = coli_kernels_threads(r->m.kc), .peak_rss = (double)ru.ru_maxrss * 1024,
+		.threads = coli_kernels_threads(r->m.kc),
+		.precision = coli_precision_name(coli_kernels_precision(r->m.kc)), .q8_isa = coli_kernels_q8_isa(r->m.kc),
+		.q8_share = (double)coli_engine_q8_bytes_per_token(&r->m) / (double)coli_engine_bytes_per_token(&r->m),
+		.peak_rss = (double)ru.ru_maxrss * 1024,
 		.store_kind = store_kind_name(coli_store_kind_of(r->m.store)), .per_token = r->decoded ? r->decoded : r->prefilled,
 		.wall = r->decoded ? r->decode_s : r->prefill_s, .prefetch = r->o->prefetch != 0, .pauto = r->pa_on ? &r->pa : NULL,
 		.ram = r->o->ram > 0 ? &r->plan : NULL, .ram_gib = r->o->ram, .trace = r->o->trace,
@@ -674,6 +677,18 @@ static int isa_refused(const char *isa, coli_err *e)
 			 runs);
 }
 
+/* --precision q8 where no weight has int4/int8 codes would change nothing: refused, naming the
+ * encodings that stay float32. */
+static int q8_applies(const runner *r, coli_err *e)
+{
+	if (r->o->precision != COLI_PREC_Q8 || coli_engine_q8_bytes_per_token(&r->m) > 0)
+		return 0;
+	const coli_container *ct = r->m.ct;
+	return coli_errf(e, COLI_EUSAGE, "--precision q8: %s: no weight is stored as int4 or int8 codes (experts %d "
+			 "bits, dense %d bits): its products stay float32; convert with --expert-bits 4 or 8",
+			 r->o->model, ct->bits[0], ct->bits[1]);
+}
+
 /* The environment's hooks into the engine: COLI_ISA (the kernels), and for tests
  * COLI_TEST_CHUNK (bytes per streamed chunk) and COLI_TEST_NO_URING (io_uring refused). */
 static int test_hooks(coli_engine_opts *mo, coli_err *e)
@@ -790,7 +805,8 @@ static int setup(runner *r, coli_err *e)
 		coli_container_close(ct);
 		return -1;
 	}
-	coli_engine_opts mo = {.stream = o->stream, .mmap = o->io == STORE_IO_MMAP, .threads = o->threads};
+	coli_engine_opts mo = {.stream = o->stream, .mmap = o->io == STORE_IO_MMAP, .threads = o->threads,
+			       .precision = (coli_precision)o->precision};
 	mo.so = (store_stream_opts){.cache_slots = o->cache_slots, .io = o->io, .qd = o->qd, .cache_policy = o->cache_policy,
 				    .mirrors = o->mirrors, .n_mirrors = o->n_mirrors, .no_crc = o->no_crc,
 				    .events = {print_event, NULL}};
@@ -810,7 +826,7 @@ static int setup(runner *r, coli_err *e)
 	}
 	if (o->trace)
 		run_trace_prepare(&r->tr), mo.tracer = &r->tr.t;
-	if (coli_engine_open_container(&r->m, ct, &mo, e) < 0)
+	if (coli_engine_open_container(&r->m, ct, &mo, e) < 0 || q8_applies(r, e) < 0)
 		return -1;
 	if (o->trace && run_trace_open(&r->tr, o->trace, &r->m, o, e) < 0)
 		return -1;

@@ -28,6 +28,7 @@ typedef struct run_opts {
 	const char *dump_logits;
 	const char *dump_routing;
 	int threads;
+	int precision;            /* --precision: COLI_PREC_EXACT (default) or COLI_PREC_Q8 */
 	int quiet;
 	float temperature;        /* 0: greedy */
 	int greedy;               /* --greedy given (refused with --temp above 0) */
@@ -192,6 +193,9 @@ typedef struct run_report {
 	double weights_per_token;  /* bytes of weights one decode token reads */
 	const char *isa;
 	int threads;
+	const char *precision;     /* "exact" or "q8" */
+	const char *q8_isa;        /* the q8 products' variant; NULL when exact */
+	double q8_share;           /* of weights_per_token, the bytes multiplied in q8 */
 	double peak_rss;           /* bytes */
 	const char *store_kind;    /* "ram", "mmap" or "stream" */
 	int streaming;             /* st and all below are set */

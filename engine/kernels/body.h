@@ -681,8 +681,11 @@ static void row(const coli_mat *W, int64_t r, float *out)
 	}
 }
 
+#include "kernels/body_q8.h"
+
 const kern_ops KV_OPS = {
 	.name = KV_ISA,
+	.q8 = &KV_Q8_OPS,
 	.xtype = xtype,
 	.prep_bytes = prep_bytes,
 	.prep = prep,

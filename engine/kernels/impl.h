@@ -22,6 +22,8 @@
 typedef enum kern_xtype {
 	KX_F32,     /* x as given: float32 in column order (nothing prepared) */
 	KX_F32_NIB, /* float32 in the order a 4-bit row's nibbles unpack to in the variant (body.h) */
+	KX_Q8,      /* 8-bit blocks with float32 scales, the precision q8 (kernels/q8.h); the same bytes
+		     * for every variant, so every variant's q8 product is the reference's, bit for bit */
 } kern_xtype;
 
 /* Prepared activations of one or more tokens. */
@@ -31,8 +33,16 @@ typedef struct kern_x {
 	const void *data;
 } kern_x;
 
+/* The q8 products of a variant (kernels/q8.h): y[t * ys + r - r0] = W[r] . x_t for n tokens of
+ * KX_Q8 activations (xp->stride bytes apart), r in [r0, r1). */
+typedef struct kern_q8_ops {
+	const char *name; /* "scalar", "avx2", "avx512", "avx512vnni" */
+	void (*rows)(const coli_mat *W, const kern_x *xp, int n, float *y, int64_t ys, int64_t r0, int64_t r1);
+} kern_q8_ops;
+
 typedef struct kern_ops {
 	const char *name;
+	const kern_q8_ops *q8; /* its q8 products (kernels.c takes avx512vnni's where the CPU has VNNI) */
 	kern_xtype (*xtype)(const coli_mat *W);
 	int64_t (*prep_bytes)(const coli_mat *W); /* per token; 0 for KX_F32 */
 	void (*prep)(const coli_mat *W, const float *x, void *xp);
@@ -51,5 +61,6 @@ typedef struct kern_ops {
 } kern_ops;
 
 extern const kern_ops kern_scalar, kern_avx2, kern_avx512;
+extern const kern_q8_ops kern_q8_scalar, kern_q8_avx2, kern_q8_avx512, kern_q8_avx512vnni;
 
 #endif

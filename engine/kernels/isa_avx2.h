@@ -27,6 +27,7 @@
 #include <math.h>
 
 #include "kernels/impl.h"
+#include "kernels/q8.h"
 
 #define KV_ISA "avx2"
 #define KV_OPS kern_avx2
@@ -272,5 +273,86 @@ KV_INLINE void kv_transpose(kv_f *r)
 		r[4 + i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x31);
 	}
 }
+
+
+/* ---- q8 activations (kernels/q8.h): a pair of groups at a time ---- */
+
+#define KV_Q8_OPS kern_q8_avx2
+#define KQ_T 4 /* tokens a pass: 2 x 4 accumulators and a pair's 8 code vectors fill the 16 registers */
+#define KV_Q8_ISA "avx2"
+
+/* Per group (e: even, o: odd) its 8 lanes; a: the unsigned operand of maddubs per half (q4: the
+ * codes 0..15; q8: |w|), s: q8's signs (x is negated where w < 0). */
+typedef struct kq_acc {
+	__m256 e, o;
+} kq_acc, kq_sw;
+
+typedef struct kq_w {
+	__m256i a[2][2], s[2][2];
+} kq_w;
+
+KV_INLINE kq_acc kq_zero(void) { return (kq_acc){_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+
+/* The row's scales of pair P (sr: binary16 per group), zero past its G groups. */
+KV_INLINE kq_sw kq_scales(const uint8_t *sr, int64_t P, int64_t G)
+{
+	uint16_t h[2] = {0, 0};
+	memcpy(h, sr + 4 * P, 2);
+	if (2 * P + 1 < G)
+		memcpy(h + 1, sr + 4 * P + 2, 2);
+	return (kq_sw){_mm256_set1_ps(_cvtsh_ss(h[0])), _mm256_set1_ps(_cvtsh_ss(h[1]))};
+}
+
+/* The codes of pair P of a row (c), group 2P + 1 zero when past G. */
+KV_INLINE kq_w kq_codes(coli_enc enc, const uint8_t *c, int64_t P, int64_t G)
+{
+	kq_w w;
+	for (int g = 0; g < 2; g++) {
+		int live = 2 * P + g < G;
+		if (enc == COLI_ENC_Q4) {
+			__m256i v = live ? _mm256_loadu_si256((const void *)(c + 32 * (2 * P + g))) : _mm256_setzero_si256();
+			w.a[g][0] = _mm256_and_si256(v, _mm256_set1_epi8(15));
+			w.a[g][1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(15));
+			w.s[g][0] = w.s[g][1] = _mm256_setzero_si256();
+		} else {
+			for (int h = 0; h < 2; h++) {
+				w.s[g][h] = live ? _mm256_loadu_si256((const void *)(c + 64 * (2 * P + g) + 32 * h))
+						 : _mm256_setzero_si256();
+				w.a[g][h] = _mm256_abs_epi8(w.s[g][h]);
+			}
+		}
+	}
+	return w;
+}
+
+/* The exact lane sums p_gj of group g of the pair (q8.h) against prepared x: qs its pair's bytes,
+ * bias its group's 8. */
+KV_INLINE __m256i kq_dot(coli_enc enc, const kq_w *w, int g, const int8_t *qs, const int32_t *bias)
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+	__m256i x0 = _mm256_load_si256((const void *)(qs + 32 * g)), x1 = _mm256_load_si256((const void *)(qs + 64 + 32 * g));
+	if (enc == COLI_ENC_Q4) {
+		__m256i m = _mm256_add_epi16(_mm256_maddubs_epi16(w->a[g][0], x0), _mm256_maddubs_epi16(w->a[g][1], x1));
+		return _mm256_sub_epi32(_mm256_madd_epi16(m, ones), _mm256_load_si256((const void *)bias));
+	}
+	__m256i m0 = _mm256_maddubs_epi16(w->a[g][0], _mm256_sign_epi8(x0, w->s[g][0]));
+	__m256i m1 = _mm256_maddubs_epi16(w->a[g][1], _mm256_sign_epi8(x1, w->s[g][1]));
+	return _mm256_add_epi32(_mm256_madd_epi16(m0, ones), _mm256_madd_epi16(m1, ones));
+}
+
+/* acc += pair P's products against one token (xp: its prepared bytes, G2 groups). */
+KV_INLINE kq_acc kq_step(coli_enc enc, const kq_w *w, kq_sw sw, const uint8_t *xp, int64_t G2, int64_t P, kq_acc acc)
+{
+	const int8_t *qs = kern_q8_qs(xp) + 128 * P;
+	const int32_t *bias = kern_q8_bias(xp, G2) + 16 * P;
+	const float *dx = kern_q8_dx(xp, G2) + 16 * P;
+	__m256 pe = _mm256_cvtepi32_ps(kq_dot(enc, w, 0, qs, bias)), po = _mm256_cvtepi32_ps(kq_dot(enc, w, 1, qs, bias + 8));
+	acc.e = _mm256_fmadd_ps(pe, _mm256_mul_ps(sw.e, _mm256_load_ps(dx)), acc.e);
+	acc.o = _mm256_fmadd_ps(po, _mm256_mul_ps(sw.o, _mm256_load_ps(dx + 8)), acc.o);
+	return acc;
+}
+
+/* q8.h's final sum: s8 = e + o, then kv_reduce's halving order. */
+KV_INLINE float kq_reduce(kq_acc acc) { return kv_reduce(_mm256_add_ps(acc.e, acc.o)); }
 
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels/impl.h"
+#include "kernels/q8.h"
 #include "fileio.h"
 #include "machine.h"
 #include "kernels/pool.h"
@@ -22,6 +23,7 @@ struct coli_kernels {
 	kpool *pool;
 	void *xbuf;    /* prepared activations, shared read-only by the workers */
 	size_t xcap;   /* bytes */
+	const kern_q8_ops *q8; /* precision q8: the q8 products; NULL: exact */
 };
 
 coli_mat coli_mat_of(const coli_blob *b, const uint8_t *base)
@@ -109,6 +111,47 @@ void coli_kernels_close(coli_kernels *k)
 	free(k);
 }
 
+int coli_precision_parse(const char *name, coli_precision *p)
+{
+	if (strcmp(name, "exact") == 0)
+		*p = COLI_PREC_EXACT;
+	else if (strcmp(name, "q8") == 0)
+		*p = COLI_PREC_Q8;
+	else
+		return -1;
+	return 0;
+}
+
+const char *coli_precision_name(coli_precision p)
+{
+	return p == COLI_PREC_Q8 ? "q8" : "exact";
+}
+
+void coli_kernels_set_precision(coli_kernels *k, coli_precision p)
+{
+	k->q8 = NULL;
+	if (p != COLI_PREC_Q8)
+		return;
+	k->q8 = k->ops->q8;
+	if (k->ops == &kern_avx512 && __builtin_cpu_supports("avx512vnni"))
+		k->q8 = &kern_q8_avx512vnni;
+}
+
+coli_precision coli_kernels_precision(const coli_kernels *k)
+{
+	return k->q8 ? COLI_PREC_Q8 : COLI_PREC_EXACT;
+}
+
+const char *coli_kernels_q8_isa(const coli_kernels *k)
+{
+	return k->q8 ? k->q8->name : NULL;
+}
+
+int coli_mat_takes_q8(const coli_kernels *k, const coli_mat *W)
+{
+	return k->q8 && !W->exact && kern_q8_enc(W->enc);
+}
+
 const char *coli_kernels_isa(const coli_kernels *k)
 {
 	return k->ops->name;
@@ -163,16 +206,31 @@ int coli_kernels_reserve(coli_kernels *k, int64_t max_cols, coli_err *e)
 static const kern_x *prepare(coli_kernels *kc, const coli_mat *W, const float *x, int n, kern_x *px)
 {
 	const kern_ops *k = kc->ops;
-	int64_t per = k->prep_bytes(W);
+	int q8 = coli_mat_takes_q8(kc, W);
+	int64_t per = q8 ? kern_q8_bytes(W->cols) : k->prep_bytes(W);
 	if (per == 0)
 		return NULL;
 	uint8_t *xp = prep_buffer(kc, (size_t)per * (size_t)n);
 	if (!xp)
 		return NULL;
-	for (int t = 0; t < n; t++)
-		k->prep(W, x + (int64_t)t * W->cols, xp + (int64_t)t * per);
-	*px = (kern_x){k->xtype(W), per, xp};
+	for (int t = 0; t < n; t++) {
+		if (q8)
+			kern_q8_prep(W->cols, x + (int64_t)t * W->cols, xp + (int64_t)t * per);
+		else
+			k->prep(W, x + (int64_t)t * W->cols, xp + (int64_t)t * per);
+	}
+	*px = (kern_x){q8 ? KX_Q8 : k->xtype(W), per, xp};
 	return px;
+}
+
+/* y[r - r0] = W[r] . x for r in [r0, r1): the q8 products when xp is q8, else the variant's. */
+static void vec_rows(const kern_ops *k, const kern_q8_ops *q8, const coli_mat *W, const float *x, const kern_x *xp,
+		     float *y, int64_t r0, int64_t r1)
+{
+	if (xp && xp->type == KX_Q8)
+		q8->rows(W, xp, 1, y, 0, r0, r1);
+	else
+		k->vec(W, x, xp, y, r0, r1);
 }
 
 /* Threads for `work` multiply-adds and pieces of about a quarter of each thread's share. */
@@ -188,6 +246,7 @@ static int split(const coli_kernels *kc, int64_t work, int64_t total, int64_t un
 
 typedef struct job {
 	const kern_ops *k;
+	const kern_q8_ops *q8;
 	const coli_mat *W;
 	const float *x, *a;
 	const kern_x *xp;
@@ -199,13 +258,16 @@ typedef struct job {
 static void vec_piece(void *arg, int64_t b, int64_t e)
 {
 	const job *j = arg;
-	j->k->vec(j->W, j->x, j->xp, j->y + b, j->r0 + b, j->r0 + e);
+	vec_rows(j->k, j->q8, j->W, j->x, j->xp, j->y + b, j->r0 + b, j->r0 + e);
 }
 
 static void mul_piece(void *arg, int64_t b, int64_t e)
 {
 	const job *j = arg;
-	j->k->mul(j->W, j->x, j->xp, j->n, j->y, b, e);
+	if (j->xp && j->xp->type == KX_Q8)
+		j->q8->rows(j->W, j->xp, j->n, j->y + b, j->W->rows, b, e);
+	else
+		j->k->mul(j->W, j->x, j->xp, j->n, j->y, b, e);
 }
 
 static void vec_t_piece(void *arg, int64_t b, int64_t e)
@@ -216,7 +278,7 @@ static void vec_t_piece(void *arg, int64_t b, int64_t e)
 
 void coli_mat_vec_range(coli_kernels *kc, const coli_mat *W, int64_t r0, int64_t nr, const float *x, float *y)
 {
-	job j = {.k = kc->ops, .W = W, .x = x, .y = y, .r0 = r0};
+	job j = {.k = kc->ops, .q8 = kc->q8, .W = W, .x = x, .y = y, .r0 = r0};
 	int64_t grain;
 	if (nr <= 0)
 		return;
@@ -230,6 +292,7 @@ void coli_mat_vec_range(coli_kernels *kc, const coli_mat *W, int64_t r0, int64_t
  * threads share out small matrices (a decode token's experts) without a sync per matrix. */
 typedef struct batch_job {
 	const kern_ops *k;
+	const kern_q8_ops *q8;
 	const coli_mat *const *W;
 	const float *const *x;
 	const kern_x *const *xp;
@@ -244,8 +307,8 @@ static void batch_piece(void *arg, int64_t b, int64_t e)
 	for (int i = 0; i < j->count; i++) {
 		int64_t lo = b > j->first[i] ? b : j->first[i], hi = e < j->first[i + 1] ? e : j->first[i + 1];
 		if (lo < hi)
-			j->k->vec(j->W[i], j->x[i], j->xp[i], j->y[i] + (lo - j->first[i]), lo - j->first[i],
-				  hi - j->first[i]);
+			vec_rows(j->k, j->q8, j->W[i], j->x[i], j->xp[i], j->y[i] + (lo - j->first[i]), lo - j->first[i],
+				 hi - j->first[i]);
 	}
 }
 
@@ -261,7 +324,7 @@ int coli_mat_vec_batch(coli_kernels *kc, const coli_mat *const *W, const float *
 		first[i] = total;
 		total += W[i]->rows;
 		work += W[i]->rows * W[i]->cols;
-		bytes += per[i] = k->prep_bytes(W[i]);
+		bytes += per[i] = coli_mat_takes_q8(kc, W[i]) ? kern_q8_bytes(W[i]->cols) : k->prep_bytes(W[i]);
 	}
 	first[count] = total;
 	uint8_t *buf = bytes ? prep_buffer(kc, (size_t)bytes) : NULL;
@@ -269,13 +332,17 @@ int coli_mat_vec_batch(coli_kernels *kc, const coli_mat *const *W, const float *
 		return -1;
 	for (int64_t i = 0, at = 0; i < count; at += per[i], i++) {
 		xp[i] = NULL;
-		if (per[i]) {
+		if (per[i] && coli_mat_takes_q8(kc, W[i])) {
+			kern_q8_prep(W[i]->cols, x[i], buf + at);
+			px[i] = (kern_x){KX_Q8, per[i], buf + at};
+			xp[i] = &px[i];
+		} else if (per[i]) {
 			k->prep(W[i], x[i], buf + at);
 			px[i] = (kern_x){k->xtype(W[i]), per[i], buf + at};
 			xp[i] = &px[i];
 		}
 	}
-	batch_job j = {k, W, x, xp, y, first, count};
+	batch_job j = {k, kc->q8, W, x, xp, y, first, count};
 	int t = split(kc, work, total, VEC_UNIT, &grain);
 	kpool_for(kc->pool, t, total, grain, batch_piece, &j);
 	return 0;
@@ -286,11 +353,33 @@ void coli_mat_vec(coli_kernels *kc, const coli_mat *W, const float *x, float *y)
 	coli_mat_vec_range(kc, W, 0, W->rows, x, y);
 }
 
+/* q8: the tokens in pieces whose prepared bytes fit the buffer coli_kernels_reserve made (or 16
+ * tokens' worth when it is smaller); 0 when the buffer cannot be had (nothing computed then). */
+static int q8_mul(coli_kernels *kc, const coli_mat *W, const float *X, int n, float *Y)
+{
+	const int64_t per = kern_q8_bytes(W->cols);
+	int64_t fit = (int64_t)kc->xcap / per;
+	int step = fit >= n ? n : fit >= 16 ? (int)fit : 16 < n ? 16 : n;
+	for (int t0 = 0; t0 < n; t0 += step) {
+		int nt = n - t0 < step ? n - t0 : step;
+		job j = {.k = kc->ops, .q8 = kc->q8, .W = W, .x = X + (int64_t)t0 * W->cols, .y = Y + (int64_t)t0 * W->rows, .n = nt};
+		int64_t grain;
+		kern_x px;
+		if (!(j.xp = prepare(kc, W, j.x, nt, &px)))
+			return 0; /* only the first piece can fail: the others fit the same buffer */
+		int t = split(kc, W->rows * W->cols * nt, W->rows, MUL_UNIT, &grain);
+		kpool_for(kc->pool, t, W->rows, grain, mul_piece, &j);
+	}
+	return 1;
+}
+
 void coli_mat_mul(coli_kernels *kc, const coli_mat *W, const float *X, int n, float *Y)
 {
 	job j = {.k = kc->ops, .W = W, .x = X, .y = Y, .n = n};
 	int64_t grain;
 	if (n <= 0)
+		return;
+	if (coli_mat_takes_q8(kc, W) && q8_mul(kc, W, X, n, Y) != 0)
 		return;
 	int t = split(kc, W->rows * W->cols * n, W->rows, MUL_UNIT, &grain);
 	kern_x px;

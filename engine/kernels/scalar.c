@@ -109,6 +109,7 @@ static int64_t no_prep(const coli_mat *W)
 
 const kern_ops kern_scalar = {
 	.name = "scalar",
+	.q8 = &kern_q8_scalar,
 	.xtype = xtype,
 	.prep_bytes = no_prep,
 	.prep = NULL,

@@ -63,6 +63,7 @@ int coli_engine_open_container(coli_engine *m, coli_container *ct, const coli_en
 		coli_engine_close(m);
 		return -1;
 	}
+	coli_kernels_set_precision(m->kc, o ? o->precision : COLI_PREC_EXACT);
 	m->cfg = &m->ct->model;
 	if (o && o->route_from && route_fits(m, o->route_from, e) < 0) {
 		coli_engine_close(m);
@@ -114,9 +115,11 @@ static uint64_t mat_bytes(const coli_mat *w)
 	return n;
 }
 
-uint64_t coli_engine_bytes_per_token(const coli_engine *m)
+/* Weight bytes per decode token, of every matrix, or (q8) only of those whose products take q8
+ * activations. */
+static uint64_t bytes_per_token(const coli_engine *m, int q8)
 {
-	uint64_t n = mat_bytes(&m->w->lm_head);
+	uint64_t n = !q8 || coli_mat_takes_q8(m->kc, &m->w->lm_head) ? mat_bytes(&m->w->lm_head) : 0;
 	for (int l = 0; l < m->cfg->n_layers; l++) {
 		const layer_w *L = &m->w->layers[l];
 		const coli_mat *mats[] = {&L->q, &L->k, &L->v, &L->o, &L->q_a, &L->q_b, &L->kv_a, &L->kv_b, &L->idx_wq_b,
@@ -124,12 +127,24 @@ uint64_t coli_engine_bytes_per_token(const coli_engine *m)
 					  &L->lin_out, &L->gate, &L->up, &L->down, &L->router, &L->sh_gate, &L->sh_up,
 					  &L->sh_down};
 		for (size_t i = 0; i < sizeof(mats) / sizeof(mats[0]); i++)
-			n += mats[i]->rows ? mat_bytes(mats[i]) : 0;
+			n += mats[i]->rows && (!q8 || coli_mat_takes_q8(m->kc, mats[i])) ? mat_bytes(mats[i]) : 0;
 		const coli_lexperts *x = m->cfg->is_moe[l] ? coli_container_experts(m->ct, l) : NULL;
-		if (x)
-			n += (uint64_t)m->cfg->top_k * (x->part[0].nbytes + x->part[1].nbytes + x->part[2].nbytes);
+		for (int p = 0; x && p < 3; p++) {
+			coli_mat part = {.enc = x->part[p].enc};
+			n += !q8 || coli_mat_takes_q8(m->kc, &part) ? (uint64_t)m->cfg->top_k * x->part[p].nbytes : 0;
+		}
 	}
 	return n;
+}
+
+uint64_t coli_engine_bytes_per_token(const coli_engine *m)
+{
+	return bytes_per_token(m, 0);
+}
+
+uint64_t coli_engine_q8_bytes_per_token(const coli_engine *m)
+{
+	return bytes_per_token(m, 1);
 }
 
 uint64_t coli_engine_work_bytes(const coli_model *c, int max_batch)

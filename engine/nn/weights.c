@@ -87,6 +87,14 @@ static int offset_norm(coli_role r)
 	       r == COLI_R_K_NORM || r == COLI_R_ENORM || r == COLI_R_HNORM || r == COLI_R_HEAD_NORM;
 }
 
+/* The lightning indexers' matrices (DSA, DeepSeek V4): they choose the positions attention reads,
+ * so they keep float32 activations under --precision q8, as the attention core does. */
+static int indexer_role(coli_role r)
+{
+	return r == COLI_R_IDX_WQ_B || r == COLI_R_IDX_WK || r == COLI_R_IDX_WEIGHTS || r == COLI_R_IDX_CMP_WKV ||
+	       r == COLI_R_IDX_CMP_WGATE;
+}
+
 /* Places tensor t (the container's i-th, as the table's spec s) at its role's slot. A (1 + w)
  * norm becomes 1 + w in RAM once its CRC has been checked (what transformers computes in
  * float32), so every family's RMSNorm multiplies by its weight. */
@@ -99,9 +107,11 @@ static void place(weights *w, const coli_model *m, const coli_tensor_spec *s, co
 	if (m->norm_offset && offset_norm(s->role))
 		for (int64_t i = 0; i < t->blob.cols * t->blob.rows; i++)
 			f[i] = 1.0f + f[i];
-	if (sl->is_mat)
-		*(coli_mat *)(void *)(base + sl->off) = coli_mat_of(&t->blob, data);
-	else
+	if (sl->is_mat) {
+		coli_mat *mat = (coli_mat *)(void *)(base + sl->off);
+		*mat = coli_mat_of(&t->blob, data);
+		mat->exact = indexer_role(s->role);
+	} else
 		*(const float **)(void *)(base + sl->off) = (const float *)(const void *)data;
 }
 

@@ -2,7 +2,7 @@
  * count: weight GB/s for a matrix-vector product, GFLOP/s for a batched one. It uses the public
  * kernels.h only, so the same source built against two commits' libraries compares their kernels
  * (tests/bench/kernels.sh alternates them; docs/benchmarks.md, "Kernels").
- * usage: coli-kernbench ISA ENC ROWS COLS N REPS [THREADS] */
+ * usage: coli-kernbench [--precision exact|q8] ISA ENC ROWS COLS N REPS [THREADS] */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +15,7 @@
 #include "quant.h"
 
 static const char usage[] =
-	"usage: coli-kernbench ISA ENC ROWS COLS N REPS [THREADS]\n"
+	"usage: coli-kernbench [--precision exact|q8] ISA ENC ROWS COLS N REPS [THREADS]\n"
 	"\n"
 	"The median time of REPS (1..1000) calls of one product over a ROWS x COLS matrix (each 1..65536)\n"
 	"of encoding ENC (f32, bf16, f16, fp8 with 128x128 blocks, q8, q4, fp4) with kernel variant ISA (scalar,\n"
@@ -24,6 +24,8 @@ static const char usage[] =
 	"it fits. Codes are random, scales moderate, fp8 codes never NaN. One thread is timed by its CPU time\n"
 	"(a shared machine's other work then counts only through the caches), more threads by the clock.\n"
 	"\n"
+	"  --precision P  the activations of q4 and q8 products: exact (float32, the default) or q8\n"
+	"                 (8-bit; the q8 products' variant goes to stderr)\n"
 	"  -h, --help  this text\n";
 
 static uint64_t rng_state = 88172645463325252ull;
@@ -96,8 +98,14 @@ static long arg(const char *s, long lo, long hi, const char *what)
 
 int main(int argc, char **argv)
 {
+	coli_precision prec = COLI_PREC_EXACT;
 	if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0))
 		return fputs(usage, stdout), 0;
+	if (argc > 2 && strcmp(argv[1], "--precision") == 0) {
+		if (coli_precision_parse(argv[2], &prec) < 0)
+			return fprintf(stderr, "coli-kernbench: --precision '%s': expected exact or q8\n%s", argv[2], usage), 2;
+		argc -= 2, argv += 2;
+	}
 	if (argc < 7 || argc > 8)
 		return fputs(usage, stderr), 2;
 	int enc = coli_enc_parse(argv[2]);
@@ -113,6 +121,9 @@ int main(int argc, char **argv)
 	if (coli_kernels_open(&K, argv[1], threads, &e) < 0 || coli_kernels_reserve(K, cols, &e) < 0 ||
 	    coli_blob_init(&b, (coli_enc)enc, rows, cols, block, &e) < 0)
 		return fprintf(stderr, "coli-kernbench: %s\n", e.msg), 1;
+	coli_kernels_set_precision(K, prec);
+	if (prec == COLI_PREC_Q8)
+		fprintf(stderr, "q8 products: %s\n", coli_kernels_q8_isa(K));
 	int nt = n ? n : 1;
 	uint8_t *buf = aligned_alloc(64, (b.nbytes + 63) / 64 * 64);
 	float *X = malloc(sizeof(float) * (size_t)(nt * cols)), *Y = malloc(sizeof(float) * (size_t)(nt * rows));

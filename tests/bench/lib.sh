@@ -102,23 +102,28 @@ engine_line() {
 	echo "llama.cpp: $(jget "$j" llama_cpp) ($(jget "$j" build), node-llama-cpp $(jget "$j" node_llama_cpp)), CPU variant loaded: libggml-cpu-$(jget "$j" cpu_variant).so; $(jget "$j" system_info)"
 }
 # warm_pair MODEL GGUF TAG: one repetition of a warm side by side (every weight in RAM), coli
-# and llama.cpp alternating: the memory read bandwidth (coli-membench), coli's then llama.cpp's
-# decode of $ntok tokens after the prompt $short, coli's then llama.cpp's prefill of the prompt
-# $long, $threads threads; outputs in $dir/TAG-{c,l,cp,lp}.out (driver: $driver). Prints "membw
-# coli_decode llama_decode coli_prefill llama_prefill coli_rss llama_rss coli_weight_gbs
-# coli_weight_mib_per_token coli_prefill_rss".
+# and llama.cpp alternating: the memory read bandwidth (coli-membench), coli's (exact), llama.cpp's
+# and coli's with --precision q8 decode of $ntok tokens after the prompt $short, the same three
+# prefills of the prompt $long, $threads threads; outputs in $dir/TAG-{c,l,q,cp,lp,qp}.out
+# (driver: $driver). Prints "membw coli_decode llama_decode coli_prefill llama_prefill coli_rss
+# llama_rss coli_weight_gbs coli_weight_mib_per_token coli_prefill_rss q8_decode q8_prefill
+# q8_weight_gbs".
 warm_pair() {
-	local model=$1 gguf=$2 c=$dir/$3-c.out l=$dir/$3-l.out cp=$dir/$3-cp.out lp=$dir/$3-lp.out bw f
+	local model=$1 gguf=$2 c=$dir/$3-c.out l=$dir/$3-l.out q=$dir/$3-q.out cp=$dir/$3-cp.out lp=$dir/$3-lp.out
+	local qp=$dir/$3-qp.out bw f
 	bw=$(bin/coli-membench 2048 "$threads" | tail -1 | sed 's/.*read_gbs=//')
 	timed "$c" bin/coli-run -m "$model" --threads "$threads" --prompt-ids "$short" -n $((ntok + 1)) --ignore-eos --print-ids --json >/dev/null
 	timed "$l" node "$driver" --model "$gguf" --threads "$threads" --prompt-ids "$short" -n $((ntok + 1)) >/dev/null
+	timed "$q" bin/coli-run -m "$model" --threads "$threads" --precision q8 --prompt-ids "$short" -n $((ntok + 1)) --ignore-eos --print-ids --json >/dev/null
 	timed "$cp" bin/coli-run -m "$model" --threads "$threads" --prompt-ids "$long" -n 1 --print-ids --json >/dev/null
 	timed "$lp" node "$driver" --model "$gguf" --threads "$threads" --prompt-ids "$long" -n 1 >/dev/null
-	for f in "$c" "$l" "$cp" "$lp"; do [ -n "$(last_json "$f")" ] || { say "warm_pair: a run failed: $(cat "$f.err")"; exit 1; }; done
-	say "  coli decode $(fig "$c" decode.tokens_per_s %.2f) tok/s, prefill $(fig "$cp" prompt.tokens_per_s %.1f); llama.cpp decode $(fig "$l" decode.tokens_per_s %.2f), prefill $(fig "$lp" prompt.tokens_per_s %.1f)"
+	timed "$qp" bin/coli-run -m "$model" --threads "$threads" --precision q8 --prompt-ids "$long" -n 1 --print-ids --json >/dev/null
+	for f in "$c" "$l" "$q" "$cp" "$lp" "$qp"; do [ -n "$(last_json "$f")" ] || { say "warm_pair: a run failed: $(cat "$f.err")"; exit 1; }; done
+	say "  coli decode $(fig "$c" decode.tokens_per_s %.2f) tok/s (q8 $(fig "$q" decode.tokens_per_s %.2f)), prefill $(fig "$cp" prompt.tokens_per_s %.1f) (q8 $(fig "$qp" prompt.tokens_per_s %.1f)); llama.cpp decode $(fig "$l" decode.tokens_per_s %.2f), prefill $(fig "$lp" prompt.tokens_per_s %.1f)"
 	echo "$bw $(fig "$c" decode.tokens_per_s %.2f) $(fig "$l" decode.tokens_per_s %.2f) $(fig "$cp" prompt.tokens_per_s %.1f)" \
 		"$(fig "$lp" prompt.tokens_per_s %.1f) $(fig "$c" peak_rss_mib %.0f) $(fig "$l" peak_rss_mib %.0f) $(fig "$c" decode.weights_gb_per_s %.2f)" \
-		"$(fig "$c" decode.weights_mib_per_token %.1f) $(fig "$cp" peak_rss_mib %.0f)"
+		"$(fig "$c" decode.weights_mib_per_token %.1f) $(fig "$cp" peak_rss_mib %.0f) $(fig "$q" decode.tokens_per_s %.2f)" \
+		"$(fig "$qp" prompt.tokens_per_s %.1f) $(fig "$q" decode.weights_gb_per_s %.2f)"
 }
 # agreement GGUF IDS_FILE THREADS: llama.cpp teacher-forced over $short and the ids coli
 # generated after it (IDS_FILE: coli-run --print-ids --json's output); prints how often its

@@ -3,8 +3,8 @@
 # binaries, the model mmap'd) on the same synthetic qwen3_moe weights, run alternately (coli,
 # llama.cpp, coli, llama.cpp, ...), medians with min and max over COLI_BENCH_REPS repetitions.
 #  warm: the 12-layer 4 GiB model of bench-run all in RAM, COLI_BENCH_THREADS threads: decode
-#        of 64 tokens after a 4-token prompt, prefill of a 512-token prompt, peak RSS; the memory
-#        read bandwidth (coli-membench) in each repetition.
+#        of 64 tokens after a 4-token prompt, prefill of a 512-token prompt, peak RSS, coli exact
+#        and with --precision q8; the memory read bandwidth (coli-membench) in each repetition.
 #  cold: a 48-layer model (16 GiB) in a memory cgroup of each cap, page cache dropped before
 #        every run, COLI_BENCH_COLD_THREADS threads: decode speed and time to the first token;
 #        llama.cpp's GGUF has Q4_1 experts (used in place from the mmap; its Q4_0 is repacked
@@ -78,21 +78,21 @@ if [[ " $parts " == *" warm "* ]]; then
 	gguf=$(gguf_of "$name" "$shape" q4_0)
 	say "warm: $model, $gguf, $threads threads"
 	record "coli-membench 2048 $threads"
-	record "coli-run -m $model --threads $threads --prompt-ids \"$short\" -n $((ntok + 1)) --ignore-eos --print-ids --json"
+	record "coli-run -m $model --threads $threads [--precision q8] --prompt-ids \"$short\" -n $((ntok + 1)) --ignore-eos --print-ids --json"
 	record "NODE_LLAMA_DIR=$NODE_LLAMA_DIR node $driver --model $gguf --threads $threads --prompt-ids \"$short\" -n $((ntok + 1))"
-	record "coli-run -m $model --threads $threads --prompt-ids \"\$(seq 1000 $((999 + plen)))\" -n 1 --print-ids --json"
+	record "coli-run -m $model --threads $threads [--precision q8] --prompt-ids \"\$(seq 1000 $((999 + plen)))\" -n 1 --print-ids --json"
 	record "NODE_LLAMA_DIR=$NODE_LLAMA_DIR node $driver --model $gguf --threads $threads --prompt-ids \"\$(seq 1000 $((999 + plen)))\" -n 1"
 	runs=$(for i in $(seq "$reps"); do say "warm: repetition $i/$reps"; warm_pair "$model" "$gguf" llama; done)
 	gib() { awk -v b="$1" 'BEGIN {printf "%.2f", b / 2^30}'; }
 	echo "### Warm, all in RAM: qwen3_moe $layers layers x 128 experts (coli $(gib "$(bytes_of "$model")") GiB, GGUF Q4_0 $(gib "$(stat -c %s "$gguf")") GiB), $threads threads"
 	echo
-	echo "| measure | coli | llama.cpp | coli / llama.cpp |"
-	echo "|---|---:|---:|---:|"
-	echo "| decode tok/s ($ntok tokens after 4) | $(mmm 2) | $(mmm 3) | $(ratio 2 3) |"
-	echo "| prefill tok/s ($plen tokens) | $(mmm 4) | $(mmm 5) | $(ratio 4 5) |"
-	echo "| peak RSS MiB (decode run) | $(mmm 6) | $(mmm 7) | $(ratio 6 7) |"
+	echo "| measure | coli | llama.cpp | coli / llama.cpp | coli --precision q8 | q8 / llama.cpp |"
+	echo "|---|---:|---:|---:|---:|---:|"
+	echo "| decode tok/s ($ntok tokens after 4) | $(mmm 2) | $(mmm 3) | $(ratio 2 3) | $(mmm 11) | $(ratio 11 3) |"
+	echo "| prefill tok/s ($plen tokens) | $(mmm 4) | $(mmm 5) | $(ratio 4 5) | $(mmm 12) | $(ratio 12 5) |"
+	echo "| peak RSS MiB (decode run) | $(mmm 6) | $(mmm 7) | $(ratio 6 7) | | |"
 	echo
-	echo "Memory read bandwidth (coli-membench, $threads threads): $(mmm 1) GB/s; coli's weight bytes per decode token at its speed: $(mmm 8) GB/s ($(ratio 8 1) of it)."
+	echo "Memory read bandwidth (coli-membench, $threads threads): $(mmm 1) GB/s; coli's weight bytes per decode token at its speed: $(mmm 8) GB/s ($(ratio 8 1) of it), with --precision q8 $(mmm 13) GB/s ($(ratio 13 1) of it)."
 	echo "$(engine_line "$dir/llama-l.out")"
 	echo
 	echo "Routing (coli, teacher-forced over the prompt and coli's $ntok decoded tokens):"

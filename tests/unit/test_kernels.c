@@ -7,6 +7,13 @@
  * coli_mat_row must equal the dequantized row bit for bit. One variant gives the same bits with 1
  * and 2 threads. Variants the CPU lacks print "SKIP <name>" instead of PASS.
  *
+ * q8 activations (kernels/q8.h): every variant's q8 products equal the reference's (kern_q8_scalar)
+ * bit for bit, through the variant's entry point and the public calls (coli_mat_vec, _batch, _mul,
+ * 1 and 2 threads); the reference lies within the quantization's own bound of the exact product:
+ *   |y - ref| <= sum over groups g of (amax_g / 254) sum_{c in g} |W'[r][c]|  + 1e-5 sum_c |W'[r][c] x[c]|
+ * (each q differs from x / d_g by at most 1/2, d_g = amax_g / 127); encodings without integer codes
+ * keep their exact bits under q8.
+ *
  * COLI_KERNEL_BENCH=1 also measures (not a test): q4 matvec GB/s of weight bytes and q4
  * coli_mat_mul GFLOP/s (64 tokens, and 29: about a 512-token prefill's batch per expert) per variant
  * and thread count, as a markdown table on stdout.
@@ -22,6 +29,7 @@
 #include "clock.h"
 #include "kernels.h"
 #include "kernels/impl.h"
+#include "kernels/q8.h"
 #include "quant.h"
 #include "t.h"
 
@@ -570,6 +578,192 @@ static void check_table(void)
 		}
 }
 
+
+/* ---- q8 activations ---- */
+
+/* x with outlier channels: every 97th column 10^3 .. 10^4 times the others (real models' hidden
+ * states), some zero groups when zeros is set. */
+static float *outlier_vec(int64_t n, int zeros)
+{
+	float *v = rand_vec(n);
+	for (int64_t i = 0; i < n; i++) {
+		if (i % 97 == 13)
+			v[i] *= (float)(1000 + rng() % 9000);
+		if (zeros && i >= 64 && i < 192)
+			v[i] = 0;
+	}
+	return v;
+}
+
+static const kern_q8_ops *const q8_variants[] = {&kern_q8_scalar, &kern_q8_avx2, &kern_q8_avx512, &kern_q8_avx512vnni};
+
+static int q8_runs(const kern_q8_ops *q)
+{
+	if (q == &kern_q8_avx512vnni)
+		return coli_kernels_available("avx512") && __builtin_cpu_supports("avx512vnni");
+	return coli_kernels_available(q->name);
+}
+
+/* n tokens of X prepared (caller frees). */
+static kern_x q8_prep_all(const tmat *t, const float *X, int n)
+{
+	int64_t per = kern_q8_bytes(t->m.cols);
+	uint8_t *buf = aligned_alloc(64, (size_t)(per * n));
+	for (int k = 0; k < n; k++)
+		kern_q8_prep(t->m.cols, X + k * t->m.cols, buf + k * per);
+	return (kern_x){KX_Q8, per, buf};
+}
+
+/* The reference against the quantization bound (header), worst ratio over rows and tokens. */
+static double q8_bound_err(const tmat *t, const float *X, int n, const float *Y)
+{
+	double worst = 0;
+	const int64_t cols = t->m.cols;
+	for (int k = 0; k < n; k++)
+		for (int64_t r = 0; r < t->m.rows; r++) {
+			const float *x = X + k * cols, *w = t->w + r * cols;
+			double ref = 0, bound = 0;
+			for (int64_t g0 = 0; g0 < cols; g0 += 64) {
+				double amax = 0, wsum = 0;
+				for (int64_t c = g0; c < cols && c < g0 + 64; c++) {
+					amax = fabs(x[c]) > amax ? fabs(x[c]) : amax;
+					wsum += fabs(w[c]);
+					ref += (double)w[c] * x[c];
+					bound += 1e-5 * fabs((double)w[c] * x[c]);
+				}
+				bound += amax / 254 * wsum;
+			}
+			double d = fabs(Y[k * t->m.rows + r] - ref), q = bound > 0 ? d / bound : d > 0 ? INFINITY : 0;
+			worst = q > worst || isnan(q) ? (isnan(q) ? INFINITY : q) : worst;
+		}
+	return worst;
+}
+
+/* Index of the first differing float of a and b (n of them), or n. */
+static int64_t first_diff(const float *a, const float *b, int64_t n)
+{
+	int64_t i = 0;
+	while (i < n && same_bits(a[i], b[i]))
+		i++;
+	return i;
+}
+
+/* Every variant's q8 rows of n tokens against the reference, bit for bit; the reference within
+ * the bound. */
+static void check_q8_variants(const tmat *t, const float *X, int n, const char *what)
+{
+	char name[200];
+	const int64_t rows = t->m.rows, ny = rows * n;
+	kern_x xp = q8_prep_all(t, X, n);
+	float *ref = calloc((size_t)ny, sizeof(float)), *y = calloc((size_t)ny, sizeof(float));
+	kern_q8_scalar.rows(&t->m, &xp, n, ref, rows, 0, rows);
+	double e = q8_bound_err(t, X, n, ref);
+	snprintf(name, sizeof(name), "q8 reference %s %s n=%d within the quantization bound", t->name, what, n);
+	T_CHECK(name, e <= 1, "error %.3g x bound", e);
+	for (size_t v = 1; v < sizeof(q8_variants) / sizeof(q8_variants[0]); v++) {
+		const kern_q8_ops *q = q8_variants[v];
+		if (!q8_runs(q))
+			continue;
+		memset(y, 0xFF, (size_t)ny * sizeof(float));
+		q->rows(&t->m, &xp, n, y, rows, 0, rows / 2);
+		q->rows(&t->m, &xp, n, y + rows / 2, rows, rows / 2, rows);
+		int64_t i = first_diff(y, ref, ny);
+		snprintf(name, sizeof(name), "q8 %s %s %s n=%d: the reference's bits", q->name, t->name, what, n);
+		T_CHECK(name, i == ny, "token %lld row %lld: %.9g, reference %.9g", (long long)(i / rows),
+			(long long)(i % rows), i < ny ? (double)y[i] : 0.0, i < ny ? (double)ref[i] : 0.0);
+	}
+	free((void *)xp.data);
+	free(ref);
+	free(y);
+}
+
+/* The public calls with precision q8 (the best variant, 1 and 2 threads) give the reference's
+ * bits: coli_mat_vec, coli_mat_vec_batch, coli_mat_mul of 1 .. 40 tokens. */
+static void check_q8_public(const tmat *t, const float *X)
+{
+	char name[200];
+	const int64_t rows = t->m.rows;
+	enum { N = 40 };
+	kern_x xp = q8_prep_all(t, X, N);
+	float *ref = calloc((size_t)(rows * N), sizeof(float)), *Y = calloc((size_t)(rows * N), sizeof(float));
+	kern_q8_scalar.rows(&t->m, &xp, N, ref, rows, 0, rows);
+	for (int th = 1; th <= 2; th++) {
+		use(NULL, th, NULL);
+		coli_kernels_set_precision(K, COLI_PREC_Q8);
+		int64_t bad = -1;
+		coli_mat_vec(K, &t->m, X, Y);
+		bad = first_diff(Y, ref, rows) < rows ? 0 : -1;
+		const coli_mat *W[2] = {&t->m, &t->m};
+		const float *xs[2] = {X + t->m.cols, X + 2 * t->m.cols};
+		float *ys[2] = {Y + rows, Y + 2 * rows};
+		coli_mat_vec_batch(K, W, xs, ys, 2);
+		if (bad < 0 && first_diff(Y + rows, ref + rows, 2 * rows) < 2 * rows)
+			bad = 1;
+		static const int ns[] = {1, 3, 8, 17, N};
+		for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]) && bad < 0; k++) {
+			coli_mat_mul(K, &t->m, X, ns[k], Y);
+			if (first_diff(Y, ref, rows * ns[k]) < rows * ns[k])
+				bad = 100 + ns[k];
+		}
+		snprintf(name, sizeof(name), "q8 %s (%s) %s: public calls, %d thread(s), the reference's bits",
+			 coli_kernels_isa(K), coli_kernels_q8_isa(K), t->name, th);
+		T_CHECK(name, bad < 0, "%s", bad == 0 ? "coli_mat_vec" : bad == 1 ? "coli_mat_vec_batch" : "coli_mat_mul");
+	}
+	free((void *)xp.data);
+	free(ref);
+	free(Y);
+}
+
+/* Encodings without integer codes keep their exact bits under q8, and say so. */
+static void check_q8_exempt(coli_enc enc)
+{
+	char name[200];
+	tmat t;
+	if (tmat_make(&t, enc, 37, 300, 0, 0) < 0)
+		return;
+	float *X = rand_vec(4 * 300), *a = calloc(4 * 37, sizeof(float)), *b = calloc(4 * 37, sizeof(float));
+	use(NULL, 2, NULL);
+	coli_mat_mul(K, &t.m, X, 4, a);
+	coli_kernels_set_precision(K, COLI_PREC_Q8);
+	coli_mat_mul(K, &t.m, X, 4, b);
+	snprintf(name, sizeof(name), "q8 leaves %s exact (coli_mat_takes_q8 0, the same bits)", t.name);
+	T_CHECK(name, !coli_mat_takes_q8(K, &t.m) && first_diff(a, b, 4 * 37) == 4 * 37, "takes q8 %d",
+		coli_mat_takes_q8(K, &t.m));
+	free(X);
+	free(a);
+	free(b);
+	tmat_free(&t);
+}
+
+static void check_q8(void)
+{
+	static const int64_t shapes[][2] = {{37, 160}, {19, 1000}, {5, 33}, {40, 128}, {9, 4200}, {3, 64}};
+	static const coli_enc encs[] = {COLI_ENC_Q4, COLI_ENC_Q8};
+	for (size_t e = 0; e < 2; e++)
+		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+			tmat t;
+			if (tmat_make(&t, encs[e], shapes[s][0], shapes[s][1], 0, 0) < 0)
+				continue;
+			float *X = rand_vec(40 * t.m.cols), *O = outlier_vec(7 * t.m.cols, 1);
+			check_q8_variants(&t, X, 1, "random x");
+			check_q8_variants(&t, X, 6, "random x");
+			check_q8_variants(&t, O, 7, "outlier x");
+			check_q8_public(&t, X);
+			free(X);
+			free(O);
+			tmat_free(&t);
+		}
+	check_q8_exempt(COLI_ENC_F32);
+	check_q8_exempt(COLI_ENC_BF16);
+	coli_precision p;
+	T_CHECK("precision names", coli_precision_parse("q8", &p) == 0 && p == COLI_PREC_Q8 &&
+		coli_precision_parse("exact", &p) == 0 && p == COLI_PREC_EXACT &&
+		coli_precision_parse("fp16", &p) < 0 && strcmp(coli_precision_name(COLI_PREC_Q8), "q8") == 0, "parse or name wrong");
+	for (size_t v = 0; v < sizeof(q8_variants) / sizeof(q8_variants[0]); v++)
+		if (!q8_runs(q8_variants[v]))
+			printf("SKIP q8 %s: this CPU lacks it\n", q8_variants[v]->name);
+}
+
 static const char *const isas[] = {"scalar", "avx2", "avx512"};
 
 static void check_isa(const char *isa)
@@ -746,6 +940,7 @@ int main(void)
 	check_table();
 	for (size_t v = 0; v < sizeof(isas) / sizeof(isas[0]); v++)
 		check_isa(isas[v]);
+	check_q8();
 	const char *b = getenv("COLI_KERNEL_BENCH");
 	if (b && strcmp(b, "1") == 0)
 		bench();

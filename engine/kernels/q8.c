@@ -1,0 +1,92 @@
+/* q8.c: the 8-bit activation type: every variant's preparation of x, and the reference product
+ * (q8.h gives both exactly). */
+#include "kernels/q8.h"
+
+#include <math.h>
+
+/* Group g of x (n <= 64 columns of it) quantized: its q in column order, its scale. */
+static float quant_group(const float *x, int n, int8_t *q)
+{
+	float amax = 0;
+	for (int c = 0; c < n; c++) {
+		float a = fabsf(x[c]);
+		if (a > amax || a != a)
+			amax = a != a || amax != amax ? NAN : a;
+	}
+	if (!isfinite(amax) || amax == 0) {
+		memset(q, 0, 64);
+		return amax;
+	}
+	for (int c = 0; c < 64; c++) { /* x / amax: finite for any finite amax (127 / amax may not be) */
+		float v = c < n ? roundf(x[c] / amax * 127.0f) : 0.0f;
+		q[c] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+	}
+	return amax / 127.0f;
+}
+
+void kern_q8_prep(int64_t cols, const float *x, void *out)
+{
+	const int64_t G2 = kern_q8_groups(cols);
+	int8_t *qs = out, q[64];
+	int32_t *bias = (int32_t *)(void *)((uint8_t *)out + 64 * G2);
+	float *dx = (float *)(void *)((uint8_t *)out + 96 * G2);
+	for (int64_t g = 0; g < G2; g++) {
+		int64_t n = cols - 64 * g;
+		float d = quant_group(x + (n > 0 ? 64 * g : 0), n < 0 ? 0 : n > 64 ? 64 : (int)n, q);
+		for (int c = 0; c < 64; c++)
+			qs[kern_q8_at(g, c)] = q[c];
+		for (int j = 0; j < 8; j++) {
+			int32_t s = 0;
+			for (int i = 0; i < 4; i++)
+				s += q[4 * j + i] + q[32 + 4 * j + i];
+			bias[8 * g + j] = 8 * s;
+			dx[8 * g + j] = d;
+		}
+	}
+}
+
+/* The integer value of column c (0..63) of group g of a row of codes. */
+static int weight(coli_enc enc, const uint8_t *codes, int64_t g, int c)
+{
+	if (enc == COLI_ENC_Q8)
+		return (int8_t)codes[64 * g + c];
+	uint8_t b = codes[32 * g + (c & 31)];
+	return ((c & 32) ? b >> 4 : b & 15) - 8;
+}
+
+/* W[r] . x of one prepared token (q8.h's order, written out). */
+static float row_dot(const coli_mat *W, int64_t r, const uint8_t *xp)
+{
+	const int64_t G = kern_blocks(W), G2 = kern_q8_groups(W->cols);
+	const uint8_t *codes = W->codes + r * W->row_bytes;
+	const int8_t *qs = kern_q8_qs(xp);
+	const float *dx = kern_q8_dx(xp, G2);
+	float acc[2][8] = {{0}}, s8[8], s4[4], s2[2];
+	for (int64_t g = 0; g < G2; g++) {
+		const float sw = g < G ? kern_scale(W, r, g) : 0.0f;
+		for (int j = 0; j < 8; j++) {
+			int32_t p = 0;
+			for (int i = 0; i < 8; i++) {
+				int c = (i < 4 ? 4 * j : 28 + 4 * j) + i;
+				p += g < G ? weight(W->enc, codes, g, c) * qs[kern_q8_at(g, c)] : 0;
+			}
+			acc[g % 2][j] = fmaf((float)p, sw * dx[8 * g + j], acc[g % 2][j]);
+		}
+	}
+	for (int j = 0; j < 8; j++)
+		s8[j] = acc[0][j] + acc[1][j];
+	for (int i = 0; i < 4; i++)
+		s4[i] = s8[i] + s8[i + 4];
+	for (int i = 0; i < 2; i++)
+		s2[i] = s4[i] + s4[i + 2];
+	return s2[0] + s2[1];
+}
+
+static void rows(const coli_mat *W, const kern_x *xp, int n, float *y, int64_t ys, int64_t r0, int64_t r1)
+{
+	for (int t = 0; t < n; t++)
+		for (int64_t r = r0; r < r1; r++)
+			y[t * ys + r - r0] = row_dot(W, r, (const uint8_t *)xp->data + t * xp->stride);
+}
+
+const kern_q8_ops kern_q8_scalar = {"scalar", rows};

@@ -1,0 +1,83 @@
+/* q8.h: the 8-bit activation type (KX_Q8, the precision q8) and its products; internal.
+ *
+ * Which encodings: KERN_Q8_ENCS, integer codes in groups of 64 with a binary16 scale per row and
+ * group (q8: int8; q4: quant.h's nibbles, value = code - 8). Every other encoding (f32, bf16, f16,
+ * fp8, and 4-bit tables that are not integers) keeps float32 activations under q8.
+ *
+ * The activations of one token, prepared once per product (kern_q8_prep, the same bytes for every
+ * variant), group by group (G groups of 64 columns, G2 = G rounded up to even; a group past G is
+ * zero everywhere):
+ *   amax = max |x[64g .. 64g+63]|  (columns past cols: 0)   d_g = amax / 127
+ *   q[c] = clamp(roundf(x[c] * (127 / amax)), -127, 127)     (amax 0: q = 0, d = 0)
+ * (a NaN or infinite amax gives d_g = amax and q = 0: the rows' products are NaN). Bytes, per token,
+ * for pairs P of groups (2P, 2P+1), so that one 64-byte load holds what two groups' 4-bit codes
+ * unpack to (low nibbles: columns 0-31 of each group, high nibbles: columns 32-63):
+ *   qs[128 G2 / 2]  int8: pair P at 128 P: group 2P columns 0-31, group 2P+1 columns 0-31,
+ *                   group 2P columns 32-63, group 2P+1 columns 32-63
+ *   bias[8 G2]      int32: bias[8g + j] = 8 x the sum of q over S_j of group g (below): what q4's
+ *                   codes (value + 8) add to a lane's sum
+ *   dx[8 G2]        float: dx[8g + j] = d_g (a lane's scale, loaded as a vector)
+ * 128 G2 bytes in all (kern_q8_bytes); each part starts 64-byte aligned.
+ *
+ * The product, exactly (every variant; kern_q8_scalar writes it out): lane j (0..7) of group g
+ * takes the columns S_j = {4j .. 4j+3, 32+4j .. 32+4j+3} (what AVX2's maddubs+madd and AVX-512's
+ * dpbusd leave in an int32 lane), p_gj = sum over S_j of w[c] q[c] (an exact integer, |p| < 2^17),
+ * sw_g the row's scale of group g:
+ *   acc[g mod 2][j] = fmaf((float)p_gj, sw_g * d_g, acc[g mod 2][j])   for g = 0 .. G2-1 in order
+ *   s8[j] = acc[0][j] + acc[1][j]; s4[i] = s8[i] + s8[i+4]; s2[i] = s4[i] + s4[i+2]; y = s2[0] + s2[1]
+ * (a group past G adds 0). The order depends on nothing but the matrix: any split of rows or
+ * tokens, any variant, 1 or n tokens give the same bits.
+ */
+#ifndef COLI_KERNELS_Q8_H
+#define COLI_KERNELS_Q8_H
+
+#include "kernels/impl.h"
+
+/* Encodings whose products take q8 activations, as X(ENUM_SUFFIX). */
+#define KERN_Q8_ENCS(X) X(Q8) X(Q4)
+
+/* 1 when products over enc take q8 activations. */
+static inline int kern_q8_enc(coli_enc enc)
+{
+#define KERN_Q8_IS(E) enc == COLI_ENC_##E ||
+	return KERN_Q8_ENCS(KERN_Q8_IS) 0;
+#undef KERN_Q8_IS
+}
+
+/* Groups of 64 of a prepared token, rounded up to even; bytes per token. */
+static inline int64_t kern_q8_groups(int64_t cols)
+{
+	return (cols + 127) / 128 * 2;
+}
+
+static inline int64_t kern_q8_bytes(int64_t cols)
+{
+	return 128 * kern_q8_groups(cols);
+}
+
+/* A prepared token's parts. */
+static inline const int8_t *kern_q8_qs(const uint8_t *xp)
+{
+	return (const int8_t *)xp;
+}
+
+static inline const int32_t *kern_q8_bias(const uint8_t *xp, int64_t G2)
+{
+	return (const int32_t *)(const void *)(xp + 64 * G2);
+}
+
+static inline const float *kern_q8_dx(const uint8_t *xp, int64_t G2)
+{
+	return (const float *)(const void *)(xp + 96 * G2);
+}
+
+/* The byte of qs holding column c (0..63) of group g. */
+static inline int64_t kern_q8_at(int64_t g, int c)
+{
+	return 128 * (g / 2) + 64 * (c / 32) + 32 * (g % 2) + c % 32;
+}
+
+/* x[cols] prepared into out (kern_q8_bytes(cols) bytes, 64-byte aligned). */
+void kern_q8_prep(int64_t cols, const float *x, void *out);
+
+#endif
