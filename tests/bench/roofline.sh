@@ -12,15 +12,22 @@ dir=build/bench
 . tests/bench/lib.sh
 rounds=${1:-5}
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { say "usage: tests/bench/roofline.sh [ROUNDS]"; exit 2; }
-# encoding rows cols tokens reps: tokens 0 is the matrix-vector product
-cases="q4 32768 8192 0 5
-q8 16384 8192 0 5
-bf16 16384 8192 0 5
-fp8 16384 8192 0 5
-q4 2048 4096 64 5
-q8 2048 4096 64 5
-bf16 1024 4096 64 5
-fp8 1024 4096 64 5"
+# precision encoding rows cols tokens reps: tokens 0 is the matrix-vector product; precision q8
+# (the opt-in 8-bit activations, q4 and q8 weights) set against the same limits
+cases="exact q4 32768 8192 0 5
+exact q8 16384 8192 0 5
+exact fp4 32768 8192 0 5
+exact bf16 16384 8192 0 5
+exact fp8 16384 8192 0 5
+q8 q4 32768 8192 0 5
+q8 q8 16384 8192 0 5
+exact q4 2048 4096 64 5
+exact q8 2048 4096 64 5
+exact fp4 2048 4096 64 5
+exact bf16 1024 4096 64 5
+exact fp8 1024 4096 64 5
+q8 q4 2048 4096 64 5
+q8 q8 2048 4096 64 5"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 isas=""
@@ -33,23 +40,24 @@ for r in $(seq 1 "$rounds"); do
 	for isa in $isas; do
 		bin/coli-fmapeak "$isa" | awk '{print $1}' >>"$tmp/peak.$isa"
 		i=0
-		while read -r enc rows cols n reps; do
+		while read -r prec enc rows cols n reps; do
 			i=$((i + 1))
 			# the scalar variant's large products take seconds each: fewer calls
 			[ "$isa" = scalar ] && reps=3
-			bin/coli-kernbench "$isa" "$enc" "$rows" "$cols" "$n" "$reps" | awk '{print $1}' >>"$tmp/$isa.$i"
+			bin/coli-kernbench --precision "$prec" "$isa" "$enc" "$rows" "$cols" "$n" "$reps" 2>/dev/null |
+				awk '{print $1}' >>"$tmp/$isa.$i"
 		done <<<"$cases"
 	done
 done
 mem=$(median <"$tmp/mem")
 echo "CPU: $(cpu_desc); commit $(commit); $rounds rounds; one thread's memory read bandwidth $mem GB/s"
 echo
-echo "| variant | encoding | rows x cols | product | measured | limit | of the limit |"
-echo "|---|---|---|---|---:|---:|---:|"
+echo "| variant | precision | encoding | rows x cols | product | measured | limit | of the limit |"
+echo "|---|---|---|---|---|---:|---:|---:|"
 for isa in $isas; do
 	peak=$(median <"$tmp/peak.$isa")
 	i=0
-	while read -r enc rows cols n reps; do
+	while read -r prec enc rows cols n reps; do
 		i=$((i + 1))
 		v=$(median <"$tmp/$isa.$i")
 		if [ "$n" = 0 ]; then
@@ -57,7 +65,7 @@ for isa in $isas; do
 		else
 			what="$n tokens, in cache (GFLOP/s)" lim=$peak unit="GFLOP/s FMA"
 		fi
-		awk -v isa="$isa" -v e="$enc" -v sh="${rows}x$cols" -v w="$what" -v v="$v" -v l="$lim" -v u="$unit" \
-			'BEGIN { printf "| %s | %s | %s | %s | %.2f | %.1f %s | %.2f |\n", isa, e, sh, w, v, l, u, v / l }'
+		awk -v isa="$isa" -v pr="$prec" -v e="$enc" -v sh="${rows}x$cols" -v w="$what" -v v="$v" -v l="$lim" -v u="$unit" \
+			'BEGIN { printf "| %s | %s | %s | %s | %s | %.2f | %.1f %s | %.2f |\n", isa, pr, e, sh, w, v, l, u, v / l }'
 	done <<<"$cases"
 done
