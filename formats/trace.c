@@ -648,6 +648,17 @@ static long file_read(void *ctx, void *buf, size_t n, coli_err *e)
 	return (long)k;
 }
 
+int coli_trace_sniff(const char *path, coli_err *e)
+{
+	uint8_t magic[8] = {0};
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return coli_errf(e, COLI_EIO, "%s: cannot open: %s", path, strerror(errno));
+	size_t got = fread(magic, 1, sizeof(magic), f);
+	fclose(f);
+	return got == sizeof(magic) && memcmp(magic, trace_frame.magic, sizeof(magic)) == 0;
+}
+
 int coli_trace_reader_open(coli_trace_reader **out, const char *path, coli_err *e)
 {
 	coli_trace_reader *r = reader_new(path, e);

@@ -117,6 +117,11 @@ void coli_trace_writer_abort(coli_trace_writer *w);
  * problem (the reader adds the name). */
 typedef long (*coli_trace_read_fn)(void *ctx, void *buf, size_t n, coli_err *e);
 
+/* 1 when the file at path starts with this format's magic (a trace, whatever else it holds), 0
+ * when not (another format, or shorter than the magic); -1 with e when it cannot be opened: for
+ * a tool that takes a trace or another format in one argument. */
+int coli_trace_sniff(const char *path, coli_err *e);
+
 /* A reader of a file, of a buffer (data must outlive the reader), or of any input through fn
  * (a FILE*, an archive member); name is the subject of error messages. */
 int coli_trace_reader_open(coli_trace_reader **out, const char *path, coli_err *e);

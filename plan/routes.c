@@ -9,7 +9,6 @@
  * layers without a full group absent at the call's last positions. The positions of the leading
  * prefill calls are the table's prompt. Layers are the MoE layers with records, in container
  * order. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,13 +152,10 @@ static int build(coli_route *r, const trace_routes *t, const coli_trace_info *in
 
 int plan_route_open(coli_route **out, const char *path, coli_err *e)
 {
-	unsigned char magic[8] = {0};
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return coli_errf(e, COLI_EIO, "%s: cannot open: %s", path, strerror(errno));
-	size_t got = fread(magic, 1, sizeof(magic), f);
-	fclose(f);
-	if (got < 8 || memcmp(magic, "\x89" "COLITR\n", 8) != 0)
+	int is = coli_trace_sniff(path, e);
+	if (is < 0)
+		return -1;
+	if (!is)
 		return coli_route_open(out, path, e);
 	trace_routes t = {0};
 	coli_trace_info info;

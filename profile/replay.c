@@ -131,15 +131,11 @@ static int from_trace(rp_seq *s, const prof_trace *t, coli_err *e)
 
 int rp_load(rp_seq *s, const char *path, coli_err *e)
 {
-	char magic[8] = {0};
-	FILE *f = fopen(path, "rb");
 	memset(s, 0, sizeof(*s));
-	if (!f)
-		return coli_errf(e, COLI_EIO, "%s: cannot open: %s", path, strerror(errno));
-	size_t got = fread(magic, 1, sizeof(magic), f);
-	fclose(f);
-	int rc;
-	if (got == 8 && memcmp(magic, "\x89" "COLITR\n", 8) == 0) {
+	int rc = coli_trace_sniff(path, e);
+	if (rc < 0)
+		return -1;
+	if (rc == 1) {
 		prof_trace t;
 		if ((rc = prof_trace_load(&t, path, e)) == 0) {
 			rc = from_trace(s, &t, e);

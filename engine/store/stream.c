@@ -350,9 +350,10 @@ static const coli_expert *stream_try_get(coli_store *base, int layer, int expert
 	return get((stream_store *)base, layer, expert, 0, e);
 }
 
-static int cached(const stream_layer *L, int x)
+/* Whether expert x is one the layer's slots may hold: in range and not pinned. */
+static int slotted(const stream_layer *L, int x)
 {
-	return x >= 0 && x < L->x->n_experts && !(L->pinned && L->pinned[x] >= 0) && L->where[x] >= 0;
+	return x >= 0 && x < L->x->n_experts && !(L->pinned && L->pinned[x] >= 0);
 }
 
 /* Queues reads of the listed experts not resident, as many as slots allow without evicting an
@@ -367,15 +368,14 @@ static void prefetch_locked(stream_store *s, stream_layer *L, const int *experts
 	for (int j = 0; queued && j < n; j++)
 		queued[j] = 0;
 	for (int j = 0; j < n; j++)
-		if (cached(L, experts[j])) {
+		if (slotted(L, experts[j]) && L->where[experts[j]] >= 0) {
 			slot *p = &L->slots[L->where[experts[j]]];
 			promote(s, p, prio);
 			if (prio == Q_GET)
 				p->last = ++s->tick, p->asked = 1;
 		}
 	for (int j = 0, i; j < n; j++) {
-		if (experts[j] < 0 || experts[j] >= L->x->n_experts || (L->pinned && L->pinned[experts[j]] >= 0) ||
-		    L->where[experts[j]] >= 0)
+		if (!slotted(L, experts[j]) || L->where[experts[j]] >= 0)
 			continue;
 		if ((i = pick_slot(L, experts, n, 1)) < 0 || queue_read(s, L, i, experts[j], prio, NULL) < 0)
 			break;
