@@ -103,6 +103,11 @@ int coli_mat_vec_batch(coli_kernels *kc, const coli_mat *const *W, const float *
 #define COLI_EXACT_N 8
 void coli_mat_mul(coli_kernels *kc, const coli_mat *W, const float *X, int n, float *Y);
 
+/* Rows [r0, r0 + nr) of W as a matrix of their own (a view of W's bytes, for coli_mat_mul over
+ * a band: a grouped projection's group); its products give the bits W's give for those rows.
+ * -1 when the band is out of W or (fp8) does not start a tile of scales. */
+int coli_mat_band(const coli_mat *W, int64_t r0, int64_t nr, coli_mat *band);
+
 /* y[cols] += sum_r a[r] * W[r][:] for r in [r0, r0 + nr): the transposed product, used by MLA's
  * absorbed attention (W_kb^T q, W_vb applied to a latent). */
 void coli_mat_vec_t_acc(coli_kernels *kc, const coli_mat *W, int64_t r0, int64_t nr, const float *a, float *y);

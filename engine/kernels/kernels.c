@@ -40,6 +40,18 @@ coli_mat coli_mat_of(const coli_blob *b, const uint8_t *base)
 	return m;
 }
 
+int coli_mat_band(const coli_mat *W, int64_t r0, int64_t nr, coli_mat *band)
+{
+	int tile = kern_encs[W->enc].scale == KS_F32_TILE;
+	if (r0 < 0 || nr < 1 || r0 + nr > W->rows || (tile && r0 % W->block[0] != 0))
+		return -1;
+	*band = *W;
+	band->rows = nr;
+	band->codes = W->codes + r0 * W->row_bytes;
+	band->scales = W->scales ? kern_row_scales(W, r0) : NULL;
+	return 0;
+}
+
 static const kern_ops *variant(const char *isa)
 {
 	if (strcmp(isa, "scalar") == 0)

@@ -90,10 +90,21 @@ void route(const coli_model *c, const float *corr_bias, const float *logits, int
 	sort_pairs(ids, w, k);
 }
 
-/* down(silu(gate X) * up X) for m rows of X; H: [m][ffn] x2 scratch. One row (decode): gate
- * and up in one dispatch. */
+/* silu(g) * u into g over n values; with lim > 0 (deepseek_v4's swiglu_limit) g clamped to at
+ * most lim and u to [-lim, lim] first. */
+static void swiglu_clamped(float *g, float *u, int64_t n, float lim)
+{
+	for (int64_t i = 0; lim > 0 && i < n; i++) {
+		g[i] = g[i] > lim ? lim : g[i];
+		u[i] = u[i] > lim ? lim : u[i] < -lim ? -lim : u[i];
+	}
+	swiglu(g, u, n);
+}
+
+/* down(silu(gate X) * up X) for m rows of X (clamped by lim, swiglu_clamped); H: [m][ffn] x2
+ * scratch. One row (decode): gate and up in one dispatch. */
 static void swiglu_mlp(coli_kernels *kc, const coli_mat *gate, const coli_mat *up, const coli_mat *down, const float *X, int m,
-		       float *H, float *U, float *out)
+		       float lim, float *H, float *U, float *out)
 {
 	int ffn = (int)gate->rows;
 	const coli_mat *W[2] = {gate, up};
@@ -103,7 +114,7 @@ static void swiglu_mlp(coli_kernels *kc, const coli_mat *gate, const coli_mat *u
 		coli_mat_mul(kc, gate, X, m, H);
 		coli_mat_mul(kc, up, X, m, U);
 	}
-	swiglu(H, U, m * ffn);
+	swiglu_clamped(H, U, (int64_t)m * ffn, lim);
 	coli_mat_mul(kc, down, H, m, out);
 }
 
@@ -145,7 +156,7 @@ static int run_expert(const coli_engine *m, int l, int x, const float *X, int n,
 	const coli_expert *ex = moe_get(m, l, x, e);
 	if (!ex)
 		return -1;
-	swiglu_mlp(m->kc, &ex->gate, &ex->up, &ex->down, w->G, cnt, w->H, w->U, w->D);
+	swiglu_mlp(m->kc, &ex->gate, &ex->up, &ex->down, w->G, cnt, (float)c->swiglu_limit, w->H, w->U, w->D);
 	coli_store_release(m->store, l, x);
 	for (int r = 0; r < cnt; r++)
 		axpy(out + (int64_t)w->rows_of[r] * d, w->wt[r], w->D + (int64_t)r * d, d);
@@ -179,7 +190,7 @@ static int token_products(const coli_engine *m, const float *x, const coli_exper
 		return -1;
 	for (int i = 0; i < n; i++) {
 		int j = js[i];
-		swiglu(w->H + (int64_t)j * ffn, w->U + (int64_t)j * ffn, ffn);
+		swiglu_clamped(w->H + (int64_t)j * ffn, w->U + (int64_t)j * ffn, ffn, (float)m->cfg->swiglu_limit);
 		W[i] = &ex[j]->down, xs[i] = w->H + (int64_t)j * ffn, ys[i] = w->D + (int64_t)j * d;
 	}
 	return products(m->kc, W, xs, ys, n);
@@ -248,6 +259,12 @@ static int batch_union(const coli_model *c, int n, fwd_ws *w)
 	return nu;
 }
 
+void moe_read_ahead(const coli_engine *m, int l, int n)
+{
+	int nu = batch_union(m->cfg, n, m->ws), k = m->cfg->top_k;
+	coli_store_prefetch(m->store, l, m->ws->uni, nu < k ? nu : k);
+}
+
 /* Prefill: the union's experts in ascending order (the sums as before), each one requested
  * (read first, unless a prefetch already read it), the next top_k - 1 prefetched behind it (a
  * window of top_k the store can always hold: it has >= top_k slots), then got. */
@@ -301,19 +318,16 @@ static void route_batch(const coli_engine *m, int l, int pos, const float *X, in
 		coli_store_predict_check(m->store, l, w->ids, k);
 }
 
-static int moe_block(const coli_engine *m, int l, int pos, const float *X, int n, float *out, int32_t *ids, float *wts,
-		     coli_err *e)
+int moe_apply(const coli_engine *m, int l, const float *X, int n, float *out, coli_err *e)
 {
 	const coli_model *c = m->cfg;
 	const layer_w *L = &m->w->layers[l];
 	fwd_ws *w = m->ws;
-	int k = c->top_k, d = c->hidden_size, rc = 0;
-	route_batch(m, l, pos, X, n, w);
+	int d = c->hidden_size, rc = 0;
 	memset(out, 0, (size_t)n * d * sizeof(float));
-	coli_tracer_mark(m->tr, COLI_SPAN_ROUTER, l);
 	rc = n == 1 ? experts_one_token(m, l, X, w, out, e) : experts_batch(m, l, X, n, w, out, e);
 	if (rc == 0 && L->sh_gate.rows) {
-		swiglu_mlp(m->kc, &L->sh_gate, &L->sh_up, &L->sh_down, X, n, w->H, w->U, w->D);
+		swiglu_mlp(m->kc, &L->sh_gate, &L->sh_up, &L->sh_down, X, n, (float)c->swiglu_limit, w->H, w->U, w->D);
 		for (int i = 0; i < n; i++) { /* qwen3_5_moe: x sigmoid(shared_expert_gate . x) */
 			const float *g = (const float *)(const void *)L->sh_expert_gate.codes;
 			float s = g ? sigmoid(dot(g, X + (int64_t)i * d, d)) : 1.0f;
@@ -321,11 +335,22 @@ static int moe_block(const coli_engine *m, int l, int pos, const float *X, int n
 				out[(int64_t)i * d + j] += s * w->D[(int64_t)i * d + j];
 		}
 	}
+	coli_tracer_mark(m->tr, COLI_SPAN_EXPERTS, l);
+	return rc;
+}
+
+static int moe_block(const coli_engine *m, int l, int pos, const float *X, int n, float *out, int32_t *ids, float *wts,
+		     coli_err *e)
+{
+	fwd_ws *w = m->ws;
+	int k = m->cfg->top_k;
+	route_batch(m, l, pos, X, n, w);
+	coli_tracer_mark(m->tr, COLI_SPAN_ROUTER, l);
+	int rc = moe_apply(m, l, X, n, out, e);
 	if (rc == 0 && ids)
 		memcpy(ids, w->ids, (size_t)n * k * sizeof(int32_t));
 	if (rc == 0 && wts)
 		memcpy(wts, w->W, (size_t)n * k * sizeof(float));
-	coli_tracer_mark(m->tr, COLI_SPAN_EXPERTS, l);
 	return rc;
 }
 
@@ -352,7 +377,7 @@ int mlp_block(const coli_engine *m, int l, int pos, const float *X, int n, float
 	const layer_w *L = &m->w->layers[l];
 	if (m->cfg->is_moe[l])
 		return moe_block(m, l, pos, X, n, out, ids, wts, e);
-	swiglu_mlp(m->kc, &L->gate, &L->up, &L->down, X, n, m->ws->H, m->ws->U, out);
+	swiglu_mlp(m->kc, &L->gate, &L->up, &L->down, X, n, 0.0f, m->ws->H, m->ws->U, out);
 	coli_tracer_mark(m->tr, COLI_SPAN_EXPERTS, l);
 	return 0;
 }

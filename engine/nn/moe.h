@@ -25,6 +25,17 @@ void route(const coli_model *c, const float *corr_bias, const float *logits, int
 int mlp_block(const coli_engine *m, int l, int pos, const float *X, int n, float *out, int32_t *ids, float *wts,
 	      coli_err *e);
 
+/* out[n][hidden] = the routed experts the batch chose (m->ws->ids, m->ws->W: [n][top_k], filled
+ * by the caller's router) and the shared experts of layer l on the normed rows X[n][hidden]:
+ * each chosen expert read once and multiplied over its tokens (one token: its experts' reads
+ * overlapped), summed in ascending expert id, then the shared expert's; SwiGLU clamped at the
+ * config's swiglu_limit when > 0 (deepseek_v4). */
+int moe_apply(const coli_engine *m, int l, const float *X, int n, float *out, coli_err *e);
+
+/* Reads ahead, for layer l, the experts moe_apply will get first for the batch's choice
+ * (m->ws->ids, [n][top_k]): the first top_k of their union, ascending (all of a token's). */
+void moe_read_ahead(const coli_engine *m, int l, int n);
+
 /* Expert x of layer l from the store, traced: in RAM a pin outcome; streamed, the get's wait as
  * the trace's I/O wait (the time before it as expert compute). Release with coli_store_release. */
 const coli_expert *moe_get(const coli_engine *m, int l, int x, coli_err *e);

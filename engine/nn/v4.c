@@ -1,5 +1,7 @@
-/* v4.c: DeepSeek V4's forward pass, token by token, exactly as docs/deepseek_v4.md section 3
- * gives transformers' computation: mHC streams mixed around every block (Sinkhorn), the
+/* v4.c: DeepSeek V4's forward pass, a batch of tokens layer by layer (the projections, router
+ * and experts as products over the batch; the attention core and the state it updates token by
+ * token in position order), exactly as docs/deepseek_v4.md section 3 gives transformers'
+ * computation: mHC streams mixed around every block (Sinkhorn), the
  * attention over a window of raw keys and the compressed rows (all of them on HCA layers, the
  * lightning indexer's choice on CSA layers) with per-head sinks and the grouped output, the hash
  * or sqrt(softplus) router, clamped SwiGLU experts, the mHC head; the MTP layer (DeepSeek's
@@ -17,6 +19,7 @@
 #include "nn/moe.h"
 #include "nn/rope.h"
 #include "nn/weights.h"
+#include "nn/ws.h"
 
 /* One layer's views of its state parts (formats/state.h): the window ring, and with a
  * compressor its rows and the projections of its previous and current window (the indexer's
@@ -34,20 +37,15 @@ typedef struct v4_kv {
 	int first, last, cap;
 	rope main, comp;          /* window-only layers' RoPE, compressed layers' */
 	v4_layer *L;              /* [last - first] */
-	/* scratch of one token */
-	float *st, *st2, *flat;   /* [S][D] streams, the mixed streams, the normed flat streams */
-	float *x, *xn, *y;        /* [D] a block's input, normed, its output */
-	float *mix, *post, *comb; /* [(2 + S) S], [S], [S][S] */
-	float *qr, *q, *kv, *o, *og; /* [q_lora], [H hd], [hd], [H hd], [G o_lora] */
-	float *c, *z, *r;         /* [2 max(hd, index_hd)] a compressor's projections; [2 max(...)] a row */
-	float *qi, *iw, *isc, *itmp; /* [IH index_hd], [IH], [cap / 4 + 1] scores and dsa_top's scratch */
+	/* scratch of one token (the batch's buffers are the engine's: nn/ws.h) */
+	float *st2, *flat;        /* [S][D] the mixed streams, the normed flat streams */
+	float *x, *y;             /* [D] the MTP layer's embedded token, its projection */
+	float *mix;               /* [(2 + S) S] */
+	float *isc, *itmp;        /* [cap / 4 + 1] the indexer's scores and dsa_top's scratch */
 	int32_t *isel;            /* [index_topk] */
 	float *sc;                /* [W + most rows attended] scores */
 	const float **keys;       /* [W + most rows attended] */
-	float *rl, *rs;           /* [E] router logits, scores */
-	int32_t *ids;             /* [top_k] */
-	float *wts;               /* [top_k] */
-	float *g, *u, *ey;        /* [I], [I], [D] */
+	float *rs;                /* [E] router scores */
 	float *mem;
 } v4_kv;
 
@@ -73,23 +71,19 @@ static int64_t most_rows(const coli_model *c, int first, int last, int cap)
 static uint64_t lay_out(v4_kv *s, const coli_model *c, int first, int last, int cap, float *base)
 {
 	uint64_t at = 0;
-	int S = c->hc_mult, D = c->hidden_size, hd = c->head_dim, ihd = c->index_head_dim, H = c->n_heads;
-	int64_t W = c->sliding_window, wide = 2 * (hd > ihd ? hd : ihd), att = W + most_rows(c, first, last, cap);
+	int S = c->hc_mult, D = c->hidden_size;
+	int64_t W = c->sliding_window, att = W + most_rows(c, first, last, cap);
 #define TAKE(p, n) ((p) = base ? (void *)(base + at) : NULL, at += (uint64_t)(n))
 	v4_kv t;
 	v4_kv *d = base ? s : &t;
 	TAKE(d->keys, 2 * att); /* first: pointers, 8-aligned at the (calloc'd) base */
-	TAKE(d->st, S * D), TAKE(d->st2, S * D), TAKE(d->flat, S * D);
-	TAKE(d->x, D), TAKE(d->xn, D), TAKE(d->y, D);
-	TAKE(d->mix, (2 + S) * S), TAKE(d->post, S), TAKE(d->comb, S * S);
-	TAKE(d->qr, c->q_lora_rank), TAKE(d->q, H * hd), TAKE(d->kv, hd), TAKE(d->o, H * hd);
-	TAKE(d->og, c->o_groups * c->o_lora_rank);
-	TAKE(d->c, wide), TAKE(d->z, wide), TAKE(d->r, wide);
-	TAKE(d->qi, c->index_n_heads * ihd), TAKE(d->iw, c->index_n_heads), TAKE(d->isc, cap / 4 + 1), TAKE(d->itmp, cap / 4 + 1);
+	TAKE(d->st2, S * D), TAKE(d->flat, S * D);
+	TAKE(d->x, D), TAKE(d->y, D);
+	TAKE(d->mix, (2 + S) * S);
+	TAKE(d->isc, cap / 4 + 1), TAKE(d->itmp, cap / 4 + 1);
 	TAKE(d->isel, c->index_topk);
 	TAKE(d->sc, att);
-	TAKE(d->rl, c->n_experts), TAKE(d->rs, c->n_experts), TAKE(d->ids, c->top_k), TAKE(d->wts, c->top_k);
-	TAKE(d->g, c->moe_intermediate_size), TAKE(d->u, c->moe_intermediate_size), TAKE(d->ey, D);
+	TAKE(d->rs, c->n_experts);
 #undef TAKE
 	return at;
 }
@@ -150,20 +144,21 @@ void v4_kv_close(coli_kv *kv)
 
 /* ---- mHC ---------------------------------------------------------------------------------- */
 
-/* The block input x = sum_j pre_j st_j from the streams, and (post non-NULL) the mixing after
- * the block: post and comb made doubly stochastic by Sinkhorn. fn [rows][S D], rows 2S + S^2
- * (S at the head), base [rows], scale [3] (1 at the head). */
-static void hc_pre(const coli_model *c, v4_kv *s, const float *fn, const float *base, const float *scale, float *x,
-		   float *post)
+/* The block input x = sum_j pre_j st_j from one token's streams st ([S][D]), and (post
+ * non-NULL) the mixing after the block: post [S] and comb [S][S] made doubly stochastic by
+ * Sinkhorn. fn [rows][S D], rows 2S + S^2 (S at the head), base [rows], scale [3] (1 at the
+ * head). */
+static void hc_pre(const coli_model *c, v4_kv *s, const float *fn, const float *base, const float *scale,
+		   const float *st, float *x, float *post, float *comb)
 {
 	int S = c->hc_mult, D = c->hidden_size, rows = post ? (2 + S) * S : S;
-	float eps = (float)c->hc_eps, *comb = s->comb;
-	rmsnorm(s->flat, s->st, NULL, S * D, (float)c->rms_norm_eps);
+	float eps = (float)c->hc_eps;
+	rmsnorm(s->flat, st, NULL, S * D, (float)c->rms_norm_eps);
 	for (int r = 0; r < rows; r++)
 		s->mix[r] = dot(fn + (int64_t)r * S * D, s->flat, S * D);
 	memset(x, 0, (size_t)D * sizeof(float));
 	for (int j = 0; j < S; j++)
-		axpy(x, sigmoid(s->mix[j] * scale[0] + base[j]) + eps, s->st + (int64_t)j * D, D);
+		axpy(x, sigmoid(s->mix[j] * scale[0] + base[j]) + eps, st + (int64_t)j * D, D);
 	if (!post)
 		return;
 	for (int j = 0; j < S; j++)
@@ -185,18 +180,18 @@ static void hc_pre(const coli_model *c, v4_kv *s, const float *fn, const float *
 		}
 }
 
-/* The streams after a block of output y: st_k = post_k y + sum_j comb[j][k] st_j. */
-static void hc_post(const coli_model *c, v4_kv *s, const float *y)
+/* One token's streams st after a block of output y: st_k = post_k y + sum_j comb[j][k] st_j. */
+static void hc_post(const coli_model *c, v4_kv *s, float *st, const float *post, const float *comb, const float *y)
 {
 	int S = c->hc_mult, D = c->hidden_size;
 	for (int k = 0; k < S; k++) {
 		float *o = s->st2 + (int64_t)k * D;
 		for (int i = 0; i < D; i++)
-			o[i] = s->post[k] * y[i];
+			o[i] = post[k] * y[i];
 		for (int j = 0; j < S; j++)
-			axpy(o, s->comb[j * S + k], s->st + (int64_t)j * D, D);
+			axpy(o, comb[j * S + k], st + (int64_t)j * D, D);
 	}
-	memcpy(s->st, s->st2, (size_t)S * D * sizeof(float));
+	memcpy(st, s->st2, (size_t)S * D * sizeof(float));
 }
 
 /* ---- compressors and the indexer ---------------------------------------------------------- */
@@ -209,17 +204,17 @@ static void win_shift(float *cwin, float *zwin, int r, int cw)
 	memcpy(zwin, zwin + (int64_t)r * cw, (size_t)r * cw * sizeof(float));
 }
 
-/* One token of a compressor of ratio r at position p: its kv and gate rows (width cw) kept for
- * its window; when the window is complete, row p / r: per channel of the hd output channels a
+/* One token of a compressor of ratio r at position p: its kv and gate rows kv, gt (width cw, the
+ * compressor's projections of the token) kept for its window; when the window is complete, row p / r: per channel of the hd output channels a
  * softmax over the window's gates (+ position biases ape) pooling its kv rows (CSA, cw = 2 hd:
  * the previous window's first halves too), normed, rotated at the window's first position. */
-static int comp_push(coli_engine *m, v4_kv *s, const coli_mat *wkv, const coli_mat *wgate, const float *ape,
+static int comp_push(const coli_engine *m, v4_kv *s, const float *kv, const float *gt, const float *ape,
 		     const float *norm, float *cwin, float *zwin, float *rows, int r, int hd, int overlap, int p)
 {
 	int cw = overlap ? 2 * hd : hd, j = p % r, w = p / r;
 	float *cur_c = cwin + (int64_t)r * cw, *cur_z = zwin + (int64_t)r * cw;
-	coli_mat_vec(m->kc, wkv, s->xn, cur_c + (int64_t)j * cw);
-	coli_mat_vec(m->kc, wgate, s->xn, cur_z + (int64_t)j * cw);
+	memcpy(cur_c + (int64_t)j * cw, kv, (size_t)cw * sizeof(float));
+	memcpy(cur_z + (int64_t)j * cw, gt, (size_t)cw * sizeof(float));
 	if (j != r - 1)
 		return 0;
 	float *row = rows + (int64_t)w * hd, *gate = s->sc;
@@ -243,171 +238,22 @@ static int comp_push(coli_engine *m, v4_kv *s, const coli_mat *wkv, const coli_m
 	return 1;
 }
 
-/* The lightning indexer of a CSA layer at position p: the n complete rows' scores (sum over
- * heads of weight x relu(q . k) / sqrt(index_hd)), and the min(index_topk, n) best into isel
- * (ties to the lower row), ascending; returns how many. */
-static int index_select(coli_engine *m, v4_kv *s, const layer_w *W, const v4_layer *L, int n, int p)
+/* The lightning indexer of a CSA layer for one token: the n complete rows' scores (sum over
+ * heads of weight iw x relu(qi . k) / sqrt(index_hd), qi its rotated queries), and the
+ * min(index_topk, n) best into isel (ties to the lower row), ascending; returns how many. */
+static int index_select(const coli_model *c, v4_kv *s, const v4_layer *L, const float *qi, const float *iw, int n)
 {
-	const coli_model *c = m->cfg;
-	int IH = c->index_n_heads, ihd = c->index_head_dim, rd = c->qk_rope_head_dim;
-	coli_mat_vec(m->kc, &W->idx_wq_b, s->qr, s->qi);
-	rope_apply(&s->comp, s->qi + ihd - rd, IH, ihd, p);
-	coli_mat_vec(m->kc, &W->idx_weights, s->xn, s->iw);
+	int IH = c->index_n_heads, ihd = c->index_head_dim;
 	float ws = 1.0f / sqrtf((float)IH), ks = 1.0f / sqrtf((float)ihd);
 	for (int r = 0; r < n; r++) {
 		float v = 0;
 		for (int h = 0; h < IH; h++) {
-			float d = dot(s->qi + (int64_t)h * ihd, L->irows + (int64_t)r * ihd, ihd);
-			v += s->iw[h] * ws * (d > 0 ? d * ks : 0);
+			float d = dot(qi + (int64_t)h * ihd, L->irows + (int64_t)r * ihd, ihd);
+			v += iw[h] * ws * (d > 0 ? d * ks : 0);
 		}
 		s->isc[r] = v;
 	}
 	return dsa_top(s->isc, n, c->index_topk, s->itmp, s->isel);
-}
-
-/* ---- attention ----------------------------------------------------------------------------- */
-
-/* The attention of layer l for the token at p, input s->xn, output s->y. */
-static void v4_attention(coli_engine *m, v4_kv *s, int l, int p)
-{
-	const coli_model *c = m->cfg;
-	const layer_w *W = &m->w->layers[l];
-	v4_layer *L = &s->L[l - s->first];
-	int H = c->n_heads, hd = c->head_dim, rd = c->qk_rope_head_dim, r = c->compress[l], csa = c->index_full[l];
-	int Wn = c->sliding_window, G = c->o_groups, olr = c->o_lora_rank;
-	float eps = (float)c->rms_norm_eps;
-	const rope *ro = r ? &s->comp : &s->main;
-	coli_mat_vec(m->kc, &W->q_a, s->xn, s->qr);
-	rmsnorm(s->qr, s->qr, W->q_a_norm, c->q_lora_rank, eps);
-	coli_mat_vec(m->kc, &W->q_b, s->qr, s->q);
-	for (int h = 0; h < H; h++)
-		rmsnorm(s->q + (int64_t)h * hd, s->q + (int64_t)h * hd, NULL, hd, eps);
-	rope_apply(ro, s->q + hd - rd, H, hd, p);
-	float *key = L->ring + (int64_t)(p % Wn) * hd;
-	coli_mat_vec(m->kc, &W->wkv, s->xn, key);
-	rmsnorm(key, key, W->kv_norm, hd, eps);
-	rope_apply(ro, key + hd - rd, 1, hd, p);
-	int n = 0, nrows = 0, k = 0;
-	for (int t = p - Wn + 1 > 0 ? p - Wn + 1 : 0; t <= p; t++)
-		s->keys[n++] = L->ring + (int64_t)(t % Wn) * hd;
-	coli_tracer_mark(m->tr, COLI_SPAN_ATTENTION, l);
-	if (r) {
-		comp_push(m, s, &W->cmp_wkv, &W->cmp_wgate, W->cmp_ape, W->cmp_norm, L->cwin, L->zwin, L->rows, r, hd, csa, p);
-		nrows = (p + 1) / r;
-	}
-	if (r && csa) {
-		comp_push(m, s, &W->icmp_wkv, &W->icmp_wgate, W->icmp_ape, W->icmp_norm, L->icwin, L->izwin, L->irows, r,
-			  c->index_head_dim, 1, p);
-		k = index_select(m, s, W, L, nrows, p);
-	}
-	coli_tracer_mark(m->tr, COLI_SPAN_INDEXER, l); /* the compressors and the indexer */
-	for (int i = 0; i < (r && csa ? k : nrows); i++)
-		s->keys[n++] = L->rows + (int64_t)(r && csa ? s->isel[i] : i) * hd;
-	float scale = 1.0f / sqrtf((float)hd);
-	for (int h = 0; h < H; h++) {
-		const float *q = s->q + (int64_t)h * hd;
-		float *o = s->o + (int64_t)h * hd, mx = W->sink[h];
-		for (int i = 0; i < n; i++) {
-			s->sc[i] = dot(q, s->keys[i], hd) * scale;
-			mx = s->sc[i] > mx ? s->sc[i] : mx;
-		}
-		double sum = expf(W->sink[h] - mx);
-		for (int i = 0; i < n; i++)
-			sum += s->sc[i] = expf(s->sc[i] - mx);
-		memset(o, 0, (size_t)hd * sizeof(float));
-		for (int i = 0; i < n; i++)
-			axpy(o, (float)(s->sc[i] / sum), s->keys[i], hd);
-	}
-	rope_apply(ro, s->o + hd - rd, H, hd, -p); /* the inverse rotation at the query's position */
-	int per = H * hd / G;
-	for (int g = 0; g < G; g++)
-		coli_mat_vec_range(m->kc, &W->wo_a, (int64_t)g * olr, olr, s->o + (int64_t)g * per, s->og + (int64_t)g * olr);
-	coli_mat_vec(m->kc, &W->wo_b, s->og, s->y);
-}
-
-/* ---- MoE -------------------------------------------------------------------------------------- */
-
-/* y (+)= weight x the clamped SwiGLU expert (gate, up, down) of x. */
-static void v4_expert(coli_engine *m, v4_kv *s, const coli_mat *gate, const coli_mat *up, const coli_mat *down,
-		   float weight, float *y)
-{
-	const coli_model *c = m->cfg;
-	int I = (int)gate->rows;
-	float lim = (float)c->swiglu_limit;
-	coli_mat_vec(m->kc, gate, s->xn, s->g);
-	coli_mat_vec(m->kc, up, s->xn, s->u);
-	for (int i = 0; lim > 0 && i < I; i++) {
-		s->g[i] = s->g[i] > lim ? lim : s->g[i];
-		s->u[i] = s->u[i] > lim ? lim : s->u[i] < -lim ? -lim : s->u[i];
-	}
-	swiglu(s->g, s->u, I);
-	coli_mat_vec(m->kc, down, s->g, s->ey);
-	axpy(y, weight, s->ey, c->hidden_size);
-}
-
-/* A hash layer's k experts for token tok (its tid2eid row, stored as floats). */
-static void hash_ids(const layer_w *W, int32_t tok, int k, int32_t *ids)
-{
-	for (int j = 0; j < k; j++)
-		ids[j] = (int32_t)W->tid2eid[(int64_t)tok * k + j];
-}
-
-/* The router of layer l for token tok: hash layers' table, else the top-k of sqrt(softplus)
- * scores plus the correction bias (ties to the lower id); weights the chosen scores
- * renormalised x routed_scaling_factor, sorted by weight (ties lower id). */
-static void v4_route(coli_engine *m, v4_kv *s, int l, int32_t tok)
-{
-	const coli_model *c = m->cfg;
-	const layer_w *W = &m->w->layers[l];
-	int E = c->n_experts, k = c->top_k;
-	coli_mat_vec(m->kc, &W->router, s->xn, s->rl);
-	for (int x = 0; x < E; x++) {
-		float v = s->rl[x];
-		s->rs[x] = sqrtf(v > 20.0f ? v : log1pf(expf(v)));
-	}
-	if (W->tid2eid) {
-		hash_ids(W, tok, k, s->ids);
-	} else {
-		for (int x = 0; x < E; x++) /* the choice: score + correction bias (the logits no longer needed) */
-			s->rl[x] = s->rs[x] + W->corr_bias[x];
-		top_k(s->rl, E, k, s->ids);
-	}
-	float sum = 0;
-	for (int j = 0; j < k; j++)
-		sum += s->rs[s->ids[j]];
-	for (int j = 0; j < k; j++)
-		s->wts[j] = s->rs[s->ids[j]] / (sum + 1e-20f) * (float)c->routed_scaling_factor;
-	sort_pairs(s->ids, s->wts, k);
-}
-
-/* The MoE of layer l for token tok (input s->xn, output s->y); its routing into ids, wts when
- * given. */
-static int v4_moe(coli_engine *m, v4_kv *s, int l, int32_t tok, int32_t *ids, float *wts, coli_err *e)
-{
-	const coli_model *c = m->cfg;
-	const layer_w *W = &m->w->layers[l];
-	v4_route(m, s, l, tok);
-	coli_tracer_mark(m->tr, COLI_SPAN_ROUTER, l);
-	memset(s->y, 0, (size_t)c->hidden_size * sizeof(float));
-	coli_store_request(m->store, l, s->ids, c->top_k);
-	for (int j = 0; j < c->top_k; j++) {
-		const coli_expert *x = moe_get(m, l, s->ids[j], e);
-		if (!x)
-			return -1;
-		v4_expert(m, s, &x->gate, &x->up, &x->down, s->wts[j], s->y);
-		coli_store_release(m->store, l, s->ids[j]);
-	}
-	if (c->n_shared_experts)
-		v4_expert(m, s, &W->sh_gate, &W->sh_up, &W->sh_down, 1.0f, s->y);
-	coli_tracer_mark(m->tr, COLI_SPAN_EXPERTS, l);
-	if (ids)
-		memcpy(ids, s->ids, (size_t)c->top_k * sizeof(*ids));
-	if (wts)
-		memcpy(wts, s->wts, (size_t)c->top_k * sizeof(*wts));
-	if (m->usage)
-		for (int j = 0; j < c->top_k; j++)
-			m->usage[(int64_t)l * c->n_experts + s->ids[j]] += 1;
-	return 0;
 }
 
 /* ---- rollback (nn/kv.h's kv_keep) --------------------------------------------------------- */
@@ -515,101 +361,298 @@ void v4_undo(coli_kv *kv, int l, float *base, int n0, int n, int old)
 		unmake(L->irows, c->index_head_dim, r, n, old);
 }
 
+/* ---- attention ----------------------------------------------------------------------------- */
+
+/* Layer l's projections of the n tokens at p0 .. (normed inputs ws->N): queries (ws->QA the
+ * normed q-LoRA rows, ws->Q the normed, rotated heads), keys (ws->VK, normed, rotated), the
+ * compressors' rows (ws->VCK, VCZ; the indexer's ws->VIK, VIZ) and the indexer's queries and
+ * weights (ws->IQ, IW). */
+static void attn_in(coli_engine *m, v4_kv *s, int l, int n, int p0)
+{
+	const coli_model *c = m->cfg;
+	const layer_w *W = &m->w->layers[l];
+	fwd_ws *w = m->ws;
+	int H = c->n_heads, hd = c->head_dim, rd = c->qk_rope_head_dim, r = c->compress[l], ql = c->q_lora_rank;
+	int IH = c->index_n_heads, ihd = c->index_head_dim;
+	float eps = (float)c->rms_norm_eps;
+	const rope *ro = r ? &s->comp : &s->main;
+	coli_mat_mul(m->kc, &W->q_a, w->N, n, w->QA);
+	for (int i = 0; i < n; i++)
+		rmsnorm(w->QA + (int64_t)i * ql, w->QA + (int64_t)i * ql, W->q_a_norm, ql, eps);
+	coli_mat_mul(m->kc, &W->q_b, w->QA, n, w->Q);
+	coli_mat_mul(m->kc, &W->wkv, w->N, n, w->VK);
+	for (int i = 0; i < n; i++) {
+		float *q = w->Q + (int64_t)i * H * hd, *key = w->VK + (int64_t)i * hd;
+		for (int h = 0; h < H; h++)
+			rmsnorm(q + (int64_t)h * hd, q + (int64_t)h * hd, NULL, hd, eps);
+		rope_apply(ro, q + hd - rd, H, hd, p0 + i);
+		rmsnorm(key, key, W->kv_norm, hd, eps);
+		rope_apply(ro, key + hd - rd, 1, hd, p0 + i);
+	}
+	coli_tracer_mark(m->tr, COLI_SPAN_ATTENTION, l);
+	if (r) {
+		coli_mat_mul(m->kc, &W->cmp_wkv, w->N, n, w->VCK);
+		coli_mat_mul(m->kc, &W->cmp_wgate, w->N, n, w->VCZ);
+	}
+	if (r && c->index_full[l]) {
+		coli_mat_mul(m->kc, &W->icmp_wkv, w->N, n, w->VIK);
+		coli_mat_mul(m->kc, &W->icmp_wgate, w->N, n, w->VIZ);
+		coli_mat_mul(m->kc, &W->idx_wq_b, w->QA, n, w->IQ);
+		for (int i = 0; i < n; i++)
+			rope_apply(&s->comp, w->IQ + (int64_t)i * IH * ihd + ihd - rd, IH, ihd, p0 + i);
+		coli_mat_mul(m->kc, &W->idx_weights, w->N, n, w->IW);
+	}
+	coli_tracer_mark(m->tr, COLI_SPAN_INDEXER, l); /* the compressors' and the indexer's projections */
+}
+
+/* The attention core of layer l for the batch's token i at p (projections from attn_in): what it
+ * overwrites kept, its key into the window, its compressors' rows pushed (a window complete: a
+ * compressed row), on CSA layers the indexer's choice; over the window and the rows attended
+ * with the sinks, into ws->A's row i, rotated back at p. */
+static void attn_core(coli_engine *m, coli_kv *kv, int l, int i, int p)
+{
+	const coli_model *c = m->cfg;
+	const layer_w *W = &m->w->layers[l];
+	fwd_ws *w = m->ws;
+	v4_kv *s = kv->v4;
+	v4_layer *L = &s->L[l - s->first];
+	int H = c->n_heads, hd = c->head_dim, rd = c->qk_rope_head_dim, r = c->compress[l], csa = c->index_full[l];
+	int Wn = c->sliding_window, ihd = c->index_head_dim, cw = csa ? 2 * hd : hd;
+	keep_token(kv, L, l, p);
+	memcpy(L->ring + (int64_t)(p % Wn) * hd, w->VK + (int64_t)i * hd, (size_t)hd * sizeof(float));
+	int n = 0, nrows = 0, k = 0;
+	for (int t = p - Wn + 1 > 0 ? p - Wn + 1 : 0; t <= p; t++)
+		s->keys[n++] = L->ring + (int64_t)(t % Wn) * hd;
+	if (r) {
+		comp_push(m, s, w->VCK + (int64_t)i * cw, w->VCZ + (int64_t)i * cw, W->cmp_ape, W->cmp_norm, L->cwin, L->zwin,
+			  L->rows, r, hd, csa, p);
+		nrows = (p + 1) / r;
+	}
+	if (r && csa) {
+		comp_push(m, s, w->VIK + (int64_t)i * 2 * ihd, w->VIZ + (int64_t)i * 2 * ihd, W->icmp_ape, W->icmp_norm,
+			  L->icwin, L->izwin, L->irows, r, ihd, 1, p);
+		k = index_select(c, s, L, w->IQ + (int64_t)i * c->index_n_heads * ihd, w->IW + (int64_t)i * c->index_n_heads,
+				 nrows);
+	}
+	for (int j = 0; j < (r && csa ? k : nrows); j++)
+		s->keys[n++] = L->rows + (int64_t)(r && csa ? s->isel[j] : j) * hd;
+	float scale = 1.0f / sqrtf((float)hd);
+	for (int h = 0; h < H; h++) {
+		const float *q = w->Q + ((int64_t)i * H + h) * hd;
+		float *o = w->A + ((int64_t)i * H + h) * hd, mx = W->sink[h];
+		for (int j = 0; j < n; j++) {
+			s->sc[j] = dot(q, s->keys[j], hd) * scale;
+			mx = s->sc[j] > mx ? s->sc[j] : mx;
+		}
+		double sum = expf(W->sink[h] - mx);
+		for (int j = 0; j < n; j++)
+			sum += s->sc[j] = expf(s->sc[j] - mx);
+		memset(o, 0, (size_t)hd * sizeof(float));
+		for (int j = 0; j < n; j++)
+			axpy(o, (float)(s->sc[j] / sum), s->keys[j], hd);
+	}
+	rope_apply(r ? &s->comp : &s->main, w->A + (int64_t)i * H * hd + hd - rd, H, hd, -p); /* the inverse rotation */
+}
+
+/* The grouped output of layer l for n tokens: group g's rows of wo_a over its heads' slice of
+ * ws->A (a band of wo_a over the batch; token by token where the band is no matrix of its own),
+ * then wo_b into ws->Y. */
+static void attn_out(coli_engine *m, int l, int n)
+{
+	const coli_model *c = m->cfg;
+	const layer_w *W = &m->w->layers[l];
+	fwd_ws *w = m->ws;
+	int G = c->o_groups, olr = c->o_lora_rank;
+	int64_t ho = (int64_t)c->n_heads * c->head_dim, per = ho / G;
+	for (int g = 0; g < G; g++) {
+		coli_mat band;
+		if (coli_mat_band(&W->wo_a, (int64_t)g * olr, olr, &band) < 0) {
+			for (int i = 0; i < n; i++)
+				coli_mat_vec_range(m->kc, &W->wo_a, (int64_t)g * olr, olr, w->A + i * ho + g * per,
+						   w->VO + ((int64_t)i * G + g) * olr);
+			continue;
+		}
+		for (int i = 0; i < n; i++)
+			memcpy(w->VG + i * per, w->A + i * ho + g * per, (size_t)per * sizeof(float));
+		coli_mat_mul(m->kc, &band, w->VG, n, w->VT);
+		for (int i = 0; i < n; i++)
+			memcpy(w->VO + ((int64_t)i * G + g) * olr, w->VT + (int64_t)i * olr, (size_t)olr * sizeof(float));
+	}
+	coli_mat_mul(m->kc, &W->wo_b, w->VO, n, w->Y);
+}
+
+/* ---- MoE -------------------------------------------------------------------------------------- */
+
+/* A hash layer's k experts for token tok (its tid2eid row, stored as floats). */
+static void hash_ids(const layer_w *W, int32_t tok, int k, int32_t *ids)
+{
+	for (int j = 0; j < k; j++)
+		ids[j] = (int32_t)W->tid2eid[(int64_t)tok * k + j];
+}
+
+/* The router of layer W for token tok from its logits rl [E] (overwritten): hash layers' table,
+ * else the top-k of sqrt(softplus) scores plus the correction bias (ties to the lower id); the
+ * weights the chosen scores renormalised x routed_scaling_factor, sorted by weight (ties lower
+ * id), into ids, wts [top_k]. */
+static void v4_route(const coli_model *c, v4_kv *s, const layer_w *W, float *rl, int32_t tok, int32_t *ids, float *wts)
+{
+	int E = c->n_experts, k = c->top_k;
+	for (int x = 0; x < E; x++) {
+		float v = rl[x];
+		s->rs[x] = sqrtf(v > 20.0f ? v : log1pf(expf(v)));
+	}
+	if (W->tid2eid) {
+		hash_ids(W, tok, k, ids);
+	} else {
+		for (int x = 0; x < E; x++) /* the choice: score + correction bias (the logits no longer needed) */
+			rl[x] = s->rs[x] + W->corr_bias[x];
+		top_k(rl, E, k, ids);
+	}
+	float sum = 0;
+	for (int j = 0; j < k; j++)
+		sum += s->rs[ids[j]];
+	for (int j = 0; j < k; j++)
+		wts[j] = s->rs[ids[j]] / (sum + 1e-20f) * (float)c->routed_scaling_factor;
+	sort_pairs(ids, wts, k);
+}
+
+/* The MoE of layer l for the n tokens tok (normed inputs ws->N, output ws->Y): each routed, then
+ * the experts (moe_apply: each read once for the batch); the routing into ids, wts ([n][top_k])
+ * when given. */
+static int v4_moe(coli_engine *m, v4_kv *s, int l, const int32_t *tok, int n, int32_t *ids, float *wts, coli_err *e)
+{
+	const coli_model *c = m->cfg;
+	const layer_w *W = &m->w->layers[l];
+	fwd_ws *w = m->ws;
+	int E = c->n_experts, k = c->top_k;
+	coli_mat_mul(m->kc, &W->router, w->N, n, w->R);
+	for (int i = 0; i < n; i++)
+		v4_route(c, s, W, w->R + (int64_t)i * E, tok[i], w->ids + i * k, w->W + i * k);
+	for (int i = 0; m->usage && i < n * k; i++)
+		m->usage[(int64_t)l * E + w->ids[i]] += 1;
+	coli_tracer_mark(m->tr, COLI_SPAN_ROUTER, l);
+	if (moe_apply(m, l, w->N, n, w->Y, e) < 0)
+		return -1;
+	if (ids)
+		memcpy(ids, w->ids, (size_t)n * k * sizeof(*ids));
+	if (wts)
+		memcpy(wts, w->W, (size_t)n * k * sizeof(*wts));
+	return 0;
+}
+
 /* ---- the stack ----------------------------------------------------------------------------- */
 
-/* Layer l for the token tok at position p on the streams s->st: the attention and the MoE, each
- * between its mHC mixings; the routing into ids and wts when given. Traced: the mixings as MIX,
- * the compressors and the indexer as INDEXER (v4_attention), the rest as its block's span. */
-static int layer(coli_engine *m, coli_kv *kv, int l, int32_t tok, int p, int32_t *ids, float *wts, coli_err *e)
+/* The mHC pre-mixing at site (0 attention, 1 MoE) of layer l for each of the n tokens' streams
+ * (ws->VS): the block's input normed by norm into ws->N, the post-mixing into ws->VP, VC. */
+static void pre_all(const coli_model *c, v4_kv *s, fwd_ws *w, const layer_w *W, int site, const float *norm, int n)
+{
+	int S = c->hc_mult, D = c->hidden_size;
+	for (int i = 0; i < n; i++) {
+		float *x = w->X + (int64_t)i * D;
+		hc_pre(c, s, W->hc_fn[site], W->hc_base[site], W->hc_scale[site], w->VS + (int64_t)i * S * D, x,
+		       w->VP + (int64_t)i * S, w->VC + (int64_t)i * S * S);
+		rmsnorm(w->N + (int64_t)i * D, x, norm, D, (float)c->rms_norm_eps);
+	}
+}
+
+/* Each of the n tokens' streams after its block's output (ws->Y). */
+static void post_all(const coli_model *c, v4_kv *s, fwd_ws *w, int n)
+{
+	int S = c->hc_mult, D = c->hidden_size;
+	for (int i = 0; i < n; i++)
+		hc_post(c, s, w->VS + (int64_t)i * S * D, w->VP + (int64_t)i * S, w->VC + (int64_t)i * S * S,
+			w->Y + (int64_t)i * D);
+}
+
+/* Layer l for the n tokens tok at positions p0 .. on their streams ws->VS: the attention and the
+ * MoE, each between its mHC mixings; the routing into ids and wts ([n][top_k]) when given.
+ * Traced: the mixings as MIX, the compressors' and indexer's projections as INDEXER (attn_in),
+ * the rest as its block's span. */
+static int layer(coli_engine *m, coli_kv *kv, int l, const int32_t *tok, int n, int p0, int32_t *ids, float *wts,
+		 coli_err *e)
 {
 	const coli_model *c = m->cfg;
 	const layer_w *W = &m->w->layers[l];
 	v4_kv *s = kv->v4;
-	int D = c->hidden_size;
-	float eps = (float)c->rms_norm_eps;
-	hc_pre(c, s, W->hc_fn[0], W->hc_base[0], W->hc_scale[0], s->x, s->post);
+	fwd_ws *w = m->ws;
+	pre_all(c, s, w, W, 0, W->attn_norm, n);
 	coli_tracer_mark(m->tr, COLI_SPAN_MIX, l);
-	rmsnorm(s->xn, s->x, W->attn_norm, D, eps);
-	keep_token(kv, &s->L[l - s->first], l, p);
-	v4_attention(m, s, l, p);
+	attn_in(m, s, l, n, p0);
+	for (int i = 0; i < n; i++) /* in position order: each token's state as a run of one token at a time */
+		attn_core(m, kv, l, i, p0 + i);
+	attn_out(m, l, n);
 	coli_tracer_mark(m->tr, COLI_SPAN_ATTENTION, l);
-	hc_post(c, s, s->y);
-	hc_pre(c, s, W->hc_fn[1], W->hc_base[1], W->hc_scale[1], s->x, s->post);
+	post_all(c, s, w, n);
+	pre_all(c, s, w, W, 1, W->mlp_norm, n);
 	coli_tracer_mark(m->tr, COLI_SPAN_MIX, l);
-	rmsnorm(s->xn, s->x, W->mlp_norm, D, eps);
-	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, l);
-	if (v4_moe(m, s, l, tok, ids, wts, e) < 0)
+	if (v4_moe(m, s, l, tok, n, ids, wts, e) < 0)
 		return -1;
-	hc_post(c, s, s->y);
+	post_all(c, s, w, n);
 	coli_tracer_mark(m->tr, COLI_SPAN_MIX, l);
 	return 0;
 }
 
-/* When logits are asked: the streams collapsed by the mHC head of W (site 2), normed by norm,
- * through the head. */
-static void head(coli_engine *m, v4_kv *s, const layer_w *W, const float *norm, float *logits)
+/* The streams of the n tokens (ws->VS) collapsed by the mHC head of W (site 2), normed by norm,
+ * through the head: every token's logits into logits ([n][vocab]) and/or the last's into last
+ * (either NULL: not asked). */
+static void head(coli_engine *m, v4_kv *s, const layer_w *W, const float *norm, int n, float *logits, float *last)
 {
 	const coli_model *c = m->cfg;
-	if (!logits)
-		return;
-	hc_pre(c, s, W->hc_fn[2], W->hc_base[2], W->hc_scale[2], s->x, NULL);
-	rmsnorm(s->xn, s->x, norm, c->hidden_size, (float)c->rms_norm_eps);
-	coli_mat_vec(m->kc, &m->w->lm_head, s->xn, logits);
-}
-
-/* The token tok at p through the decoder stack: its logits (when asked) and its final streams
- * (before the head) into hid ([S][D], when given); routing rows at row of n_all. */
-static int token(coli_engine *m, coli_kv *kv, int32_t tok, int p, float *logits, float *hid, coli_routing_log *routing,
-		 int64_t row, int64_t n_all, coli_err *e)
-{
-	const coli_model *c = m->cfg;
-	const weights *w = m->w;
-	v4_kv *s = kv->v4;
-	int S = c->hc_mult, D = c->hidden_size, k = c->top_k;
-	coli_mat_row(m->kc, &w->embed, tok, s->x);
-	for (int l = 0; l < c->n_hash_layers && l < c->n_layers; l++) { /* known from the token: read ahead */
-		hash_ids(&w->layers[l], tok, k, s->ids);
-		coli_store_prefetch(m->store, l, s->ids, k);
+	fwd_ws *w = m->ws;
+	int S = c->hc_mult, D = c->hidden_size;
+	for (int i = logits ? 0 : n - 1; (logits || last) && i < n; i++) {
+		float *x = w->X + (int64_t)i * D;
+		hc_pre(c, s, W->hc_fn[2], W->hc_base[2], W->hc_scale[2], w->VS + (int64_t)i * S * D, x, NULL, NULL);
+		rmsnorm(w->N + (int64_t)i * D, x, norm, D, (float)c->rms_norm_eps);
 	}
-	for (int j = 0; j < S; j++)
-		memcpy(s->st + (int64_t)j * D, s->x, (size_t)D * sizeof(float));
-	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, -1);
-	for (int l = 0; l < c->n_layers; l++) {
-		int64_t at = ((int64_t)l * n_all + row) * k;
-		if (layer(m, kv, l, tok, p, routing ? routing->ids + at : NULL,
-			  routing && routing->weights ? routing->weights + at : NULL, e) < 0)
-			return -1;
-	}
-	if (hid)
-		memcpy(hid, s->st, (size_t)S * D * sizeof(float));
-	head(m, s, &w->top, w->final_norm, logits);
-	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, -1);
-	return 0;
+	if (logits)
+		coli_mat_mul(m->kc, &m->w->lm_head, w->N, n, logits);
+	if (logits && last)
+		memcpy(last, logits + (int64_t)(n - 1) * c->vocab_size, (size_t)c->vocab_size * sizeof(float));
+	else if (last)
+		coli_mat_vec(m->kc, &m->w->lm_head, w->N + (int64_t)(n - 1) * D, last);
 }
 
 int v4_batch(coli_engine *m, coli_kv *kv, const int32_t *tokens, int n, float *logits, float *last,
 	     coli_routing_log *routing, int at, int n_all, float *hid, coli_err *e)
 {
-	int V = m->cfg->vocab_size;
-	int64_t sd = (int64_t)m->cfg->hc_mult * m->cfg->hidden_size;
+	const coli_model *c = m->cfg;
+	const weights *w = m->w;
+	fwd_ws *ws = m->ws;
+	int S = c->hc_mult, D = c->hidden_size, k = c->top_k;
 	coli_tracer_begin(m->tr);
 	for (int i = 0; i < n; i++) {
-		float *out = logits ? logits + (int64_t)i * V : i == n - 1 ? last : NULL;
-		if (token(m, kv, tokens[i], kv->n, out, hid ? hid + i * sd : NULL, routing, at + i, n_all, e) < 0)
-			return -1;
-		if (logits && last && i == n - 1)
-			memcpy(last, out, (size_t)V * sizeof(float));
-		kv->n++;
+		float *st = ws->VS + (int64_t)i * S * D;
+		coli_mat_row(m->kc, &w->embed, tokens[i], st);
+		for (int j = 1; j < S; j++)
+			memcpy(st + (int64_t)j * D, st, (size_t)D * sizeof(float));
 	}
+	for (int l = 0; l < c->n_hash_layers && l < c->n_layers; l++) { /* known from the tokens: read ahead */
+		for (int i = 0; i < n; i++)
+			hash_ids(&w->layers[l], tokens[i], k, ws->ids + i * k);
+		moe_read_ahead(m, l, n);
+	}
+	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, -1);
+	for (int l = 0; l < c->n_layers; l++) {
+		int64_t row = ((int64_t)l * n_all + at) * k;
+		if (layer(m, kv, l, tokens, n, kv->n, routing ? routing->ids + row : NULL,
+			  routing && routing->weights ? routing->weights + row : NULL, e) < 0)
+			return -1;
+	}
+	if (hid)
+		memcpy(hid, ws->VS, (size_t)n * S * D * sizeof(float));
+	head(m, kv->v4, &w->top, w->final_norm, n, logits, last);
+	kv->n += n;
+	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, -1);
 	coli_tracer_end(m->tr, (uint64_t)n);
 	return 0;
 }
 
 /* ---- the MTP layer ------------------------------------------------------------------------------ */
 
-/* The MTP layer's streams from the main model's final streams h ([S][D]) and the next token tok:
- * e_proj enorm(embed(tok)) added to h_proj hnorm(h_j) on every stream j. */
-static void mtp_in(coli_engine *m, v4_kv *s, const layer_w *L, const float *h, int32_t tok)
+/* The MTP layer's streams st ([S][D]) from the main model's final streams h ([S][D]) and the
+ * next token tok: e_proj enorm(embed(tok)) added to h_proj hnorm(h_j) on every stream j. */
+static void mtp_in(coli_engine *m, v4_kv *s, const layer_w *L, const float *h, int32_t tok, float *st)
 {
 	const coli_model *c = m->cfg;
 	int S = c->hc_mult, D = c->hidden_size;
@@ -619,9 +662,9 @@ static void mtp_in(coli_engine *m, v4_kv *s, const layer_w *L, const float *h, i
 	coli_mat_vec(m->kc, &L->e_proj, s->x, s->y);
 	for (int j = 0; j < S; j++)
 		rmsnorm(s->st2 + (int64_t)j * D, h + (int64_t)j * D, L->hnorm, D, eps);
-	coli_mat_mul(m->kc, &L->h_proj, s->st2, S, s->st);
+	coli_mat_mul(m->kc, &L->h_proj, s->st2, S, st);
 	for (int j = 0; j < S; j++)
-		axpy(s->st + (int64_t)j * D, 1.0f, s->y, D);
+		axpy(st + (int64_t)j * D, 1.0f, s->y, D);
 }
 
 int v4_mtp(coli_engine *m, coli_kv *kv, int l, const float *hid, const int32_t *tok, int n, float *logits, float *h,
@@ -629,17 +672,21 @@ int v4_mtp(coli_engine *m, coli_kv *kv, int l, const float *hid, const int32_t *
 {
 	const layer_w *L = &m->w->layers[l];
 	v4_kv *s = kv->v4;
+	fwd_ws *w = m->ws;
 	int64_t sd = (int64_t)m->cfg->hc_mult * m->cfg->hidden_size;
+	int piece = w->max_batch < COLI_EXACT_N ? w->max_batch : COLI_EXACT_N, nb = 0;
 	coli_tracer_begin(m->tr);
-	for (int i = 0; i < n; i++) {
-		mtp_in(m, s, L, hid + i * sd, tok[i]);
+	for (int at = 0; at < n; at += nb) { /* pieces of products exact per row: the same bits however rows queue */
+		nb = n - at < piece ? n - at : piece;
+		for (int i = 0; i < nb; i++)
+			mtp_in(m, s, L, hid + (at + i) * sd, tok[at + i], w->VS + i * sd);
 		coli_tracer_mark(m->tr, COLI_SPAN_OTHER, l);
-		if (layer(m, kv, l, tok[i], kv->n, NULL, NULL, e) < 0)
+		if (layer(m, kv, l, tok + at, nb, kv->n, NULL, NULL, e) < 0)
 			return -1;
-		kv->n++;
+		kv->n += nb;
 	}
-	memcpy(h, s->st, (size_t)sd * sizeof(float));
-	head(m, s, L, L->head_norm, logits);
+	memcpy(h, w->VS + (nb - 1) * sd, (size_t)sd * sizeof(float));
+	head(m, s, L, L->head_norm, nb, NULL, logits);
 	coli_tracer_mark(m->tr, COLI_SPAN_OTHER, -1);
 	coli_tracer_end(m->tr, (uint64_t)n);
 	return 0;

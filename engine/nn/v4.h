@@ -2,9 +2,11 @@
  * sequence's state (internal): per layer its views of the state parts (the window of the last
  * sliding_window keys, the compressor's rows and its last two windows of projections, the
  * indexer's rows and windows: formats/state.h), the two RoPEs, the token's streams and scratch;
- * its MTP layer and the replay its rollback needs. Tokens run one at a time through every layer
- * (the reference's incremental form, which equals its batched one), so a verify of k + 1 tokens
- * computes the bits of k + 1 decode steps. */
+ * its MTP layer and the replay its rollback needs. A batch runs layer by layer: its products
+ * over the batch (the engine's working memory, nn/ws.h), the attention core and the state it
+ * updates token by token in position order (the reference's incremental form, which equals its
+ * batched one); products of up to COLI_EXACT_N tokens have each token's bits alone, so a verify
+ * of k + 1 tokens computes the bits of k + 1 decode steps. */
 #ifndef COLI_V4_H
 #define COLI_V4_H
 
@@ -26,7 +28,8 @@ int v4_batch(coli_engine *m, coli_kv *kv, const int32_t *tokens, int n, float *l
 	     coli_routing_log *routing, int at, int n_all, float *hid, coli_err *e);
 
 /* The MTP layer l (DeepSeek's MTPBlock; docs/deepseek_v4.md, section 3.10) over n rows at its
- * positions kv->n ..: row i from the main model's final streams hid[i] ([S][D]) and the token
+ * positions kv->n .., in batches of COLI_EXACT_N (the bits of one row at a time, however the rows
+ * were queued): row i from the main model's final streams hid[i] ([S][D]) and the token
  * tok[i] after them: e_proj enorm(embed(tok)) + h_proj hnorm(stream) on every stream, the
  * layer's attention (its own window) and MoE between their mHC mixings, then its mHC head, its
  * norm and the model's head: the last row's logits (NULL: none). The last row's streams (before

@@ -88,6 +88,24 @@ static void attention_bufs(fwd_ws *w, const coli_model *c, int64_t B, int *bad, 
 	take(w, &w->AG, c->attn_gate ? B * c->n_heads * c->head_dim : 0, sizeof(float), bad, e);
 }
 
+/* deepseek_v4's batch buffers (none for other families). */
+static void v4_bufs(fwd_ws *w, const coli_model *c, int64_t B, int *bad, coli_err *e)
+{
+	int v4 = c->attn == COLI_ATTN_V4, G = c->o_groups > 0 ? c->o_groups : 1;
+	int64_t S = c->hc_mult, hd = c->head_dim, ihd = c->index_head_dim, olr = c->o_lora_rank;
+	take(w, &w->VS, v4 ? B * S * c->hidden_size : 0, sizeof(float), bad, e);
+	take(w, &w->VP, v4 ? B * S : 0, sizeof(float), bad, e);
+	take(w, &w->VC, v4 ? B * S * S : 0, sizeof(float), bad, e);
+	take(w, &w->VK, v4 ? B * hd : 0, sizeof(float), bad, e);
+	take(w, &w->VO, v4 ? B * G * olr : 0, sizeof(float), bad, e);
+	take(w, &w->VG, v4 ? B * c->n_heads * hd / G : 0, sizeof(float), bad, e);
+	take(w, &w->VT, v4 ? B * olr : 0, sizeof(float), bad, e);
+	take(w, &w->VCK, v4 ? B * 2 * hd : 0, sizeof(float), bad, e);
+	take(w, &w->VCZ, v4 ? B * 2 * hd : 0, sizeof(float), bad, e);
+	take(w, &w->VIK, v4 ? B * 2 * ihd : 0, sizeof(float), bad, e);
+	take(w, &w->VIZ, v4 ? B * 2 * ihd : 0, sizeof(float), bad, e);
+}
+
 static void mlp_bufs(fwd_ws *w, const coli_model *c, int64_t ffn, int *bad, coli_err *e)
 {
 	int64_t B = w->max_batch, E = c->n_experts, k = c->top_k, d = c->hidden_size;
@@ -132,6 +150,7 @@ static int layout(fwd_ws *w, const coli_model *c, int64_t ffn, int max_batch, co
 	take(w, &w->N, B * d, sizeof(float), &bad, e);
 	take(w, &w->Y, B * d, sizeof(float), &bad, e);
 	attention_bufs(w, c, B, &bad, e);
+	v4_bufs(w, c, B, &bad, e);
 	mlp_bufs(w, c, ffn, &bad, e);
 	decode_bufs(w, c, &bad, e);
 	return bad ? -1 : 0;
@@ -162,7 +181,8 @@ void ws_close(fwd_ws *w)
 	if (!w)
 		return;
 	void *all[] = {w->X, w->N, w->Y, w->Q, w->A, w->CKV, w->QA, w->qc, w->ctx, w->IQ, w->IW, w->sel, w->nsel,
-		       w->GL, w->GR, w->LR, w->LY, w->LZ, w->LO, w->LB, w->LA, w->LC, w->QG, w->AG, w->R, w->scratch, w->gsel,
+		       w->GL, w->GR, w->LR, w->LY, w->LZ, w->LO, w->LB, w->LA, w->LC, w->QG, w->AG, w->VS, w->VP, w->VC, w->VK,
+		       w->VO, w->VG, w->VT, w->VCK, w->VCZ, w->VIK, w->VIZ, w->R, w->scratch, w->gsel,
 		       w->G, w->H, w->U, w->D, w->W, w->wt, w->ids, w->rows_of, w->uni, w->order, w->want, w->js,
 		       w->ex, w->pm, w->px, w->py, w->pN, w->pid, w->pint, w->pw};
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)

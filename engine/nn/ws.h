@@ -35,6 +35,14 @@ typedef struct fwd_ws {
 	float *LB, *LA;                /* [B][v_heads] beta's and the decay's inputs */
 	float *LC;                     /* [coli_gdn_scratch_floats] the chunked delta rule's (B > COLI_EXACT_N) */
 	float *QG, *AG;                /* [B][heads x 2 hd] q_proj's [query | gate] per head, [B][heads x hd] the gates */
+	/* deepseek_v4 (nn/v4.c): a layer over the batch (Q, A, QA, IQ, IW, X, N, Y as above) */
+	float *VS;                     /* [B][hc_mult][hidden] the tokens' streams */
+	float *VP, *VC;                /* [B][hc_mult], [B][hc_mult^2] each token's mHC post and comb */
+	float *VK;                     /* [B][head_dim] the keys (= values) */
+	float *VO;                     /* [B][o_groups x o_lora] the grouped output's low-rank rows */
+	float *VG, *VT;                /* [B][heads x head_dim / o_groups], [B][o_lora]: one group's in and out */
+	float *VCK, *VCZ;              /* [B][2 head_dim] the compressor's kv and gate projections */
+	float *VIK, *VIZ;              /* [B][2 index_head_dim] the indexer's compressor's */
 	/* MLP: routers, experts, shared experts, dense MLPs */
 	float *R;                      /* [B][experts] router logits */
 	float *scratch;                /* [3 x experts + 2 x groups] router scores, group scores */
