@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # v4.sh: `make bench-v4`: a DeepSeek V4 Flash-shaped model (deepseek_v4) on this machine: decode
-# and a 512-token prefill with every expert in RAM, decode streamed from disk under a RAM cap,
+# and a 512-token prefill with every expert in RAM, decode and the prefill streamed from disk under a RAM cap,
 # and decode at a long context against a short one, next to what coli-plan's cost model (the
 # compressed attention's, engine/nn/attn_cost.c) predicts for the same two positions.
 # The model: coli-synth --preset v4flash (hidden 4096, 64 heads of 512 with rope 64, q_lora 1024,
@@ -8,8 +8,8 @@
 # 129280) with 4 layers (window, window, CSA, HCA; layers 0-2 hash-routed) and 64 experts a layer
 # (not 256: a bf16 source of 256 would be 52 GB; the experts' count changes neither a token's
 # compute nor its reads), no MTP layer, written in bf16 and converted with the defaults (int4
-# experts and dense). A long context's state is made by a prefill of that many tokens (V4 has no
-# batched prefill yet: token by token), so the longest context costs its prefill's time.
+# experts and dense). A long context's state is made by a prefill of that many tokens (in batches
+# of 512, layer by layer: engine/nn/v4.c), so the longest context costs its prefill's time.
 # Environment: COLI_BENCH_DIR (default build/bench), COLI_BENCH_REPS (default 3),
 # COLI_BENCH_V4_CONTEXTS (short,long; default 1024,32768), COLI_BENCH_THREADS (default 2),
 # COLI_BENCH_V4_SHAPE (coli-synth arguments), COLI_BENCH_V4_RAM (the streamed run's --ram GiB,
@@ -37,15 +37,16 @@ bin/coli-plan probe -q --force --disk "$dir" -o "$probe" # this run's machine st
 run() { bin/coli-run -m "$model" --threads "$threads" --ignore-eos --print-ids --json "$@" | tail -n 1; }
 say "v4.sh: $model ($gib GiB, experts $exp_gib GiB), $reps repetitions, contexts $short and $long, streamed --ram $ram"
 load_before=$(cut -d" " -f1 /proc/loadavg)
-dec=() pre=() str=() hit=() ds=() dl=()
+dec=() pre=() str=() hit=() pst=() ds=() dl=()
 for r in $(seq "$reps"); do
 	j=$(run --prompt-ids "$(ids 16)" -n 33); dec+=("$(jget "$j" decode.tokens_per_s)")
 	j=$(run --prompt-ids "$(ids 512)" -n 1); pre+=("$(jget "$j" prompt.tokens_per_s)")
 	j=$(run --ram "$ram" --prompt-ids "$(ids 16)" -n 33); str+=("$(jget "$j" decode.tokens_per_s)")
 	hit+=("$(jget "$j" stream.hit_rate)")
+	j=$(run --ram "$ram" --prompt-ids "$(ids 512)" -n 1); pst+=("$(jget "$j" prompt.tokens_per_s)")
 	j=$(run --prompt-ids "$(ids "$short")" -n 9 --ctx $((long + 64))); ds+=("$(jget "$j" decode.tokens_per_s)")
 	j=$(run --prompt-ids "$(ids "$long")" -n 9 --ctx $((long + 64))); dl+=("$(jget "$j" decode.tokens_per_s)")
-	say "  rep $r: decode ${dec[-1]}, prefill ${pre[-1]}, streamed ${str[-1]} (hit ${hit[-1]}), at $short ${ds[-1]}, at $long ${dl[-1]} tok/s"
+	say "  rep $r: decode ${dec[-1]}, prefill ${pre[-1]}, streamed ${str[-1]} (hit ${hit[-1]}), prefill streamed ${pst[-1]}, at $short ${ds[-1]}, at $long ${dl[-1]} tok/s"
 done
 m() { printf '%s\n' "$@" | median | awk '{printf ($1 == "-") ? "-" : "%.2f", $1}'; }
 # coli-plan predicts at position ctx / 2: --ctx 2P is position P.
@@ -56,6 +57,7 @@ echo "|---|---:|"
 echo "| decode, all in RAM (16-token prompt, 32 tokens) | $(m "${dec[@]}") |"
 echo "| prefill, 512 tokens, all in RAM | $(m "${pre[@]}") |"
 echo "| decode streamed, --ram $ram (hit rate $(m "${hit[@]}" | awk '{printf "%.1f%%", 100 * $1}')) | $(m "${str[@]}") |"
+echo "| prefill, 512 tokens, streamed, --ram $ram | $(m "${pst[@]}") |"
 echo "| decode at position $short (8 tokens after a $short-token prefill) | $(m "${ds[@]}") |"
 echo "| decode at position $long | $(m "${dl[@]}") |"
 echo
