@@ -228,8 +228,6 @@ KV_INLINE void nib_chunk(const kern_enc *e, kv_i v, kv_f sv, const float *xp, in
 #pragma GCC unroll 8
 		for (int j = 1; j < 8; j++)
 			s = kv_fma(w[j], kv_load_a(x + KV_N * j), s);
-		if (e->code == KC_U4_PAIRS && KV_PAIRS_UNIT != 1.0f) /* pairs decoded at a unit of their own */
-			s = kv_mul(s, kv_set1(KV_PAIRS_UNIT));
 		acc[t] = kv_fma(s, sv, acc[t]);
 	}
 }
@@ -244,6 +242,7 @@ KV_INLINE void nib_rows(coli_enc enc, const coli_mat *W, const float *xp, int64_
 	const int64_t GPC = nib_gpc(enc), LPG = KV_N / GPC; /* groups per chunk, lanes per group */
 	const int64_t G = kern_enc_blocks(enc, W->cols), P = (G + GPC - 1) / GPC, full = G / GPC, cb = XL1 / (8 * KV_N) / T;
 	const kv_i step = kv_iset1((int)GPC);
+	float e8[XL1 / 32 + KV_N]; /* UE8M0: a column block's scales (at most XL1 / 32: blocks of 32) */
 	kv_f acc[RB][4];
 	for (int64_t b0 = r0; b0 < r1; b0 += RB) {
 		int nr = r1 - b0 < RB ? (int)(r1 - b0) : RB, whole = P <= cb;
@@ -259,6 +258,8 @@ KV_INLINE void nib_rows(coli_enc enc, const coli_mat *W, const float *xp, int64_
 				kv_i idx = kv_lanes_by((int)LPG);
 				if (p0 == 0)
 					prefetch_scales(enc, W, b0 + i + RB);
+				if (e->scale == KS_E8_BLOCK) /* the column block's UE8M0 scales as floats, once */
+					kv_e8_floats(sr + GPC * p0, (GPC * p1 < G ? GPC * p1 : G) - GPC * p0, e8);
 #pragma GCC unroll 4
 				for (int t = 0; t < T; t++)
 					a[t] = acc[i][t];
@@ -268,10 +269,11 @@ KV_INLINE void nib_rows(coli_enc enc, const coli_mat *W, const float *xp, int64_
 						uint16_t h;
 						memcpy(&h, sr + 2 * p, 2);
 						sv = kv_set1(kv_f16(h));
+					} else if (e->scale == KS_E8_BLOCK) { /* its GPC floats spread over the lanes */
+						sv = kv_spread(e8 + GPC * (p - p0), (int)GPC);
 					} else {
 						if ((p - p0) % LPG == 0) {
-							s8 = e->scale == KS_E8_BLOCK ? kv_e8n(sr + GPC * p, G - GPC * p)
-										     : kv_f16n(sr + 2 * GPC * p, G - GPC * p);
+							s8 = kv_f16n(sr + 2 * GPC * p, G - GPC * p);
 							idx = kv_lanes_by((int)LPG);
 						}
 						sv = kv_perm(idx, s8);
@@ -400,10 +402,29 @@ static const rows_fn *rows_for(const coli_mat *W, const kern_x *xp)
 	return xp && xp->type == KX_F32_NIB && nib_rows_of[W->enc] ? nib_rows_of[W->enc] : plain_rows[W->enc];
 }
 
+/* The nibble-order paths sum codes times x before the scale (q4's fp16, FP4's power of two), so
+ * with x near float32's end such a sum can overflow where the weights' products would not: the
+ * rows of T tokens (plain x, xs floats apart) whose result is not finite are done again through
+ * the plain path, which scales each weight first (kdec), so that only what float32 itself
+ * overflows does (a NaN scale's row stays NaN). The same rows for any split: a row's bits are
+ * still its own. */
+static void nib_redo(const coli_mat *W, const float *x, int64_t xs, int T, float *y, int64_t ys, int64_t r0, int64_t r1)
+{
+	for (int t = 0; t < T; t++)
+		for (int64_t r = r0; r < r1; r++)
+			if (!isfinite(y[t * ys + r - r0]))
+				plain_rows[W->enc][0](W, x + t * xs, xs, y + t * ys + r - r0, ys, r, r + 1);
+}
+
 static void vec(const coli_mat *W, const float *x, const kern_x *xp, float *y, int64_t r0, int64_t r1)
 {
 	const rows_fn *f = rows_for(W, xp);
-	f[0](W, f == plain_rows[W->enc] ? x : (const float *)xp->data, 0, y, 0, r0, r1);
+	if (f == plain_rows[W->enc]) {
+		f[0](W, x, 0, y, 0, r0, r1);
+		return;
+	}
+	f[0](W, (const float *)xp->data, 0, y, 0, r0, r1);
+	nib_redo(W, x, W->cols, 1, y, 0, r0, r1);
 }
 
 /* ---- GEMM ---- */
@@ -561,6 +582,8 @@ static void mul(const coli_mat *W, const float *X, const kern_x *XP, int n, floa
 		for (int t0 = 0; t0 < n; t0 += 4) {
 			int nt = n - t0 < 4 ? n - t0 : 4;
 			f[nt - 1](W, x + t0 * xs, xs, Y + t0 * W->rows + b0, W->rows, b0, b1);
+			if (!plain)
+				nib_redo(W, X + t0 * W->cols, W->cols, nt, Y + t0 * W->rows + b0, W->rows, b0, b1);
 		}
 	}
 }

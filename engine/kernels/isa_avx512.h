@@ -92,18 +92,27 @@ KV_INLINE kv_f kv_f16n(const uint8_t *p, int64_t n)
 	return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(kv_first(n), p));
 }
 
-/* The first n (<= 0: none) UE8M0 bytes at p as floats 2^(b - 127) (0: 2^-127, 255: NaN), the
- * rest zero. */
-KV_INLINE kv_f kv_e8n(const uint8_t *p, int64_t n)
+/* The n (>= 1) UE8M0 bytes at p as floats 2^(b - 127) at out (0: 2^-127, 255: NaN), zeros after
+ * them up to a multiple of KV_N: a shift a byte, the bytes 0 and 255 (rare) looked for once, over
+ * all n ((b + 1) & 255 is below 2 only for them), and set apart only where found. */
+KV_INLINE void kv_e8_floats(const uint8_t *p, int64_t n, float *out)
 {
-	__m512i d = _mm512_cvtepu8_epi32(n >= 16 ? _mm_loadu_si128((const void *)p) : _mm_maskz_loadu_epi8(kv_first(n), p));
-	__m512i f = _mm512_slli_epi32(d, 23);
-	/* bytes 0 and 255 (d - 1 >= 254 unsigned) are rare: one test for both */
-	if (_mm512_cmpge_epu32_mask(_mm512_sub_epi32(d, _mm512_set1_epi32(1)), _mm512_set1_epi32(254)) & kv_first(n)) {
-		f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(d, _mm512_setzero_si512()) & kv_first(n), _mm512_set1_epi32(0x00400000));
-		f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(d, _mm512_set1_epi32(255)), _mm512_set1_epi32(0x7FC00000));
+	__mmask64 odd = 0;
+	for (int64_t i = 0; i < n; i += 64) {
+		__mmask64 m = n - i >= 64 ? ~0ull : (1ull << (n - i)) - 1;
+		__m512i b = _mm512_maskz_loadu_epi8(m, p + i);
+		odd |= _mm512_mask_cmple_epu8_mask(m, _mm512_add_epi8(b, _mm512_set1_epi8(1)), _mm512_set1_epi8(1));
 	}
-	return _mm512_castsi512_ps(f);
+	for (int64_t i = 0; i < n; i += 16) {
+		__mmask16 m = kv_first(n - i);
+		__m512i d = _mm512_cvtepu8_epi32(n - i >= 16 ? _mm_loadu_si128((const void *)(p + i)) : _mm_maskz_loadu_epi8(m, p + i));
+		__m512i f = _mm512_slli_epi32(d, 23);
+		if (odd) {
+			f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(d, _mm512_setzero_si512()) & m, _mm512_set1_epi32(0x00400000));
+			f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(d, _mm512_set1_epi32(255)), _mm512_set1_epi32(0x7FC00000));
+		}
+		_mm512_storeu_ps(out + i, _mm512_castsi512_ps(f));
+	}
 }
 
 /* KV_N 4-bit codes at p, two a byte, the low nibble first: code i in bits 0..3 of lane i (higher
@@ -151,8 +160,15 @@ KV_INLINE void kv_nibbles(kv_i v, const kern_enc *e, kv_f *w)
 		w[j] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4 * j), lut);
 }
 
+/* The scales of a chunk of 4-bit codes, n floats at p (n = 2 or 4: KV_N / n lanes each), spread over
+ * its lanes: lane i takes p[i / (KV_N / n)]. */
+KV_INLINE kv_f kv_spread(const float *p, int n)
+{
+	__m512 s = _mm512_castps128_ps512(n == 4 ? _mm_loadu_ps(p) : _mm_castpd_ps(_mm_load_sd((const double *)(const void *)p)));
+	return _mm512_permutexvar_ps(kv_lanes_by(16 / n), s);
+}
+
 /* 4-bit pairs (FP4) in the nibble order: nibble j of dword d is column 8d + j, its value lut's. */
-#define KV_PAIRS_UNIT 1.0f
 static inline int kv_pairs_col(int d, int j) { return 8 * d + j; }
 
 #define KV_PIN(v) __asm__("" : "+v"(v))
