@@ -224,10 +224,20 @@ KV_INLINE void nib_chunk(const kern_enc *e, kv_i v, kv_f sv, const float *xp, in
 #pragma GCC unroll 4
 	for (int t = 0; t < T; t++) {
 		const float *x = xp + t * xs;
-		kv_f s = kv_mul(w[0], kv_load_a(x));
+		kv_f s = kv_mul(w[0], kv_load_a(x)), s1;
+		if (e->code == KC_U4_PAIRS) { /* two chains (FP4): half the latency a chunk */
+			s1 = kv_mul(w[1], kv_load_a(x + KV_N));
+#pragma GCC unroll 4
+			for (int j = 2; j < 8; j += 2) {
+				s = kv_fma(w[j], kv_load_a(x + KV_N * j), s);
+				s1 = kv_fma(w[j + 1], kv_load_a(x + KV_N * (j + 1)), s1);
+			}
+			s = kv_add(s, s1);
+		} else {
 #pragma GCC unroll 8
-		for (int j = 1; j < 8; j++)
-			s = kv_fma(w[j], kv_load_a(x + KV_N * j), s);
+			for (int j = 1; j < 8; j++)
+				s = kv_fma(w[j], kv_load_a(x + KV_N * j), s);
+		}
 		acc[t] = kv_fma(s, sv, acc[t]);
 	}
 }

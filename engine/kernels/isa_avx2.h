@@ -103,33 +103,25 @@ KV_INLINE kv_f kv_f16n(const uint8_t *p, int64_t n)
 	return _mm256_cvtph_ps(_mm_loadu_si128((const void *)h));
 }
 
-/* The n (>= 1) UE8M0 bytes at p as floats 2^(b - 127) at out (0: 2^-127, 255: NaN), zeros after
- * them up to a multiple of KV_N: a shift a byte, the bytes 0 and 255 (rare) looked for once, over
- * all n, and set apart only where found. */
+/* The n (>= 1) UE8M0 bytes at p as floats 2^(b - 127) at out, zeros after them up to a multiple of
+ * KV_N: a shift a byte; the bytes 0 (2^-127, a subnormal) and 255 (NaN), rare, found by the
+ * bytes' least and greatest and then given enc.h's values one by one. */
 KV_INLINE void kv_e8_floats(const uint8_t *p, int64_t n, float *out)
 {
-	int odd = 0;
-	for (int64_t i = 0; i < n; i += 32) {
-		uint8_t t[32] = {0};
-		if (n - i < 32)
-			memcpy(t, p + i, (size_t)(n - i));
-		__m256i b = _mm256_loadu_si256((const void *)(n - i >= 32 ? p + i : t));
-		__m256i e = _mm256_or_si256(_mm256_cmpeq_epi8(b, _mm256_setzero_si256()), _mm256_cmpeq_epi8(b, _mm256_set1_epi8(-1)));
-		odd |= _mm256_movemask_epi8(e) & (int)(n - i >= 32 ? ~0u : (1u << (n - i)) - 1);
-	}
+	__m256i lo = _mm256_set1_epi32(1), hi = _mm256_set1_epi32(254);
 	for (int64_t i = 0; i < n; i += 8) {
-		uint8_t t[8] = {0};
+		uint8_t t[8] = {127, 127, 127, 127, 127, 127, 127, 127};
 		if (n - i < 8)
 			memcpy(t, p + i, (size_t)(n - i));
 		__m256i d = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const void *)(n - i >= 8 ? p + i : t)));
-		__m256i f = _mm256_slli_epi32(d, 23);
-		if (odd) {
-			__m256i zero = _mm256_and_si256(_mm256_cmpeq_epi32(d, _mm256_setzero_si256()), kv_first(n - i));
-			f = _mm256_blendv_epi8(f, _mm256_set1_epi32(0x00400000), zero);
-			f = _mm256_blendv_epi8(f, _mm256_set1_epi32(0x7FC00000), _mm256_cmpeq_epi32(d, _mm256_set1_epi32(255)));
-		}
-		_mm256_storeu_ps(out + i, _mm256_castsi256_ps(f));
+		lo = _mm256_min_epu32(lo, d);
+		hi = _mm256_max_epu32(hi, d);
+		_mm256_storeu_si256((void *)(out + i), _mm256_and_si256(_mm256_slli_epi32(d, 23), kv_first(n - i)));
 	}
+	__m256i odd = _mm256_or_si256(_mm256_cmpeq_epi32(lo, _mm256_setzero_si256()), _mm256_cmpeq_epi32(hi, _mm256_set1_epi32(255)));
+	if (!_mm256_testz_si256(odd, odd))
+		for (int64_t i = 0; i < n; i++)
+			out[i] = kern_e8(p[i]);
 }
 
 /* The scales of a chunk of 4-bit codes, n floats at p (n = 2: KV_N / n lanes each), spread over

@@ -92,27 +92,22 @@ KV_INLINE kv_f kv_f16n(const uint8_t *p, int64_t n)
 	return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(kv_first(n), p));
 }
 
-/* The n (>= 1) UE8M0 bytes at p as floats 2^(b - 127) at out (0: 2^-127, 255: NaN), zeros after
- * them up to a multiple of KV_N: a shift a byte, the bytes 0 and 255 (rare) looked for once, over
- * all n ((b + 1) & 255 is below 2 only for them), and set apart only where found. */
+/* The n (>= 1) UE8M0 bytes at p as floats 2^(b - 127) at out, zeros after them up to a multiple of
+ * KV_N: a shift a byte; the bytes 0 (2^-127, a subnormal) and 255 (NaN), rare, found by the
+ * bytes' least and greatest and then given enc.h's values one by one. */
 KV_INLINE void kv_e8_floats(const uint8_t *p, int64_t n, float *out)
 {
-	__mmask64 odd = 0;
-	for (int64_t i = 0; i < n; i += 64) {
-		__mmask64 m = n - i >= 64 ? ~0ull : (1ull << (n - i)) - 1;
-		__m512i b = _mm512_maskz_loadu_epi8(m, p + i);
-		odd |= _mm512_mask_cmple_epu8_mask(m, _mm512_add_epi8(b, _mm512_set1_epi8(1)), _mm512_set1_epi8(1));
-	}
+	__m512i lo = _mm512_set1_epi32(1), hi = _mm512_set1_epi32(254);
 	for (int64_t i = 0; i < n; i += 16) {
-		__mmask16 m = kv_first(n - i);
-		__m512i d = _mm512_cvtepu8_epi32(n - i >= 16 ? _mm_loadu_si128((const void *)(p + i)) : _mm_maskz_loadu_epi8(m, p + i));
-		__m512i f = _mm512_slli_epi32(d, 23);
-		if (odd) {
-			f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(d, _mm512_setzero_si512()) & m, _mm512_set1_epi32(0x00400000));
-			f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(d, _mm512_set1_epi32(255)), _mm512_set1_epi32(0x7FC00000));
-		}
-		_mm512_storeu_ps(out + i, _mm512_castsi512_ps(f));
+		__m512i d = _mm512_cvtepu8_epi32(n - i >= 16 ? _mm_loadu_si128((const void *)(p + i))
+							     : _mm_mask_loadu_epi8(_mm_set1_epi8(127), kv_first(n - i), p + i));
+		lo = _mm512_min_epu32(lo, d);
+		hi = _mm512_max_epu32(hi, d);
+		_mm512_storeu_si512(out + i, _mm512_maskz_slli_epi32(kv_first(n - i), d, 23));
 	}
+	if (_mm512_reduce_min_epu32(lo) == 0 || _mm512_reduce_max_epu32(hi) == 255)
+		for (int64_t i = 0; i < n; i++)
+			out[i] = kern_e8(p[i]);
 }
 
 /* KV_N 4-bit codes at p, two a byte, the low nibble first: code i in bits 0..3 of lane i (higher
