@@ -252,7 +252,6 @@ KV_INLINE void nib_rows(coli_enc enc, const coli_mat *W, const float *xp, int64_
 	const int64_t GPC = nib_gpc(enc), LPG = KV_N / GPC; /* groups per chunk, lanes per group */
 	const int64_t G = kern_enc_blocks(enc, W->cols), P = (G + GPC - 1) / GPC, full = G / GPC, cb = XL1 / (8 * KV_N) / T;
 	const kv_i step = kv_iset1((int)GPC);
-	float e8[XL1 / 32 + KV_N]; /* UE8M0: a column block's scales (at most XL1 / 32: blocks of 32) */
 	kv_f acc[RB][4];
 	for (int64_t b0 = r0; b0 < r1; b0 += RB) {
 		int nr = r1 - b0 < RB ? (int)(r1 - b0) : RB, whole = P <= cb;
@@ -268,8 +267,8 @@ KV_INLINE void nib_rows(coli_enc enc, const coli_mat *W, const float *xp, int64_
 				kv_i idx = kv_lanes_by((int)LPG);
 				if (p0 == 0)
 					prefetch_scales(enc, W, b0 + i + RB);
-				if (e->scale == KS_E8_BLOCK) /* the column block's UE8M0 scales as floats, once */
-					kv_e8_floats(sr + GPC * p0, (GPC * p1 < G ? GPC * p1 : G) - GPC * p0, e8);
+				/* UE8M0 bytes 0 and 255 looked for once a column block (then set apart in it) */
+				int odd = e->scale == KS_E8_BLOCK && kv_e8_odd(sr + GPC * p0, (GPC * p1 < G ? GPC * p1 : G) - GPC * p0);
 #pragma GCC unroll 4
 				for (int t = 0; t < T; t++)
 					a[t] = acc[i][t];
@@ -279,11 +278,10 @@ KV_INLINE void nib_rows(coli_enc enc, const coli_mat *W, const float *xp, int64_
 						uint16_t h;
 						memcpy(&h, sr + 2 * p, 2);
 						sv = kv_set1(kv_f16(h));
-					} else if (e->scale == KS_E8_BLOCK) { /* its GPC floats spread over the lanes */
-						sv = kv_spread(e8 + GPC * (p - p0), (int)GPC);
 					} else {
 						if ((p - p0) % LPG == 0) {
-							s8 = kv_f16n(sr + 2 * GPC * p, G - GPC * p);
+							s8 = e->scale == KS_E8_BLOCK ? kv_e8(sr + GPC * p, G - GPC * p, odd)
+										     : kv_f16n(sr + 2 * GPC * p, G - GPC * p);
 							idx = kv_lanes_by((int)LPG);
 						}
 						sv = kv_perm(idx, s8);

@@ -103,33 +103,36 @@ KV_INLINE kv_f kv_f16n(const uint8_t *p, int64_t n)
 	return _mm256_cvtph_ps(_mm_loadu_si128((const void *)h));
 }
 
-/* The n (>= 1) UE8M0 bytes at p as floats 2^(b - 127) at out, zeros after them up to a multiple of
- * KV_N: a shift a byte; the bytes 0 (2^-127, a subnormal) and 255 (NaN), rare, found by the
- * bytes' least and greatest and then given enc.h's values one by one. */
-KV_INLINE void kv_e8_floats(const uint8_t *p, int64_t n, float *out)
+/* Whether any of the n (>= 1) UE8M0 bytes at p is 0 or 255: rare, then kv_e8 sets them apart. */
+KV_INLINE int kv_e8_odd(const uint8_t *p, int64_t n)
 {
-	__m256i lo = _mm256_set1_epi32(1), hi = _mm256_set1_epi32(254);
-	for (int64_t i = 0; i < n; i += 8) {
-		uint8_t t[8] = {127, 127, 127, 127, 127, 127, 127, 127};
-		if (n - i < 8)
+	__m256i odd = _mm256_setzero_si256();
+	for (int64_t i = 0; i < n; i += 32) {
+		uint8_t t[32];
+		memset(t, 127, sizeof(t));
+		if (n - i < 32)
 			memcpy(t, p + i, (size_t)(n - i));
-		__m256i d = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const void *)(n - i >= 8 ? p + i : t)));
-		lo = _mm256_min_epu32(lo, d);
-		hi = _mm256_max_epu32(hi, d);
-		_mm256_storeu_si256((void *)(out + i), _mm256_and_si256(_mm256_slli_epi32(d, 23), kv_first(n - i)));
+		__m256i b = _mm256_loadu_si256((const void *)(n - i >= 32 ? p + i : t));
+		odd = _mm256_or_si256(odd, _mm256_or_si256(_mm256_cmpeq_epi8(b, _mm256_setzero_si256()), _mm256_cmpeq_epi8(b, _mm256_set1_epi8(-1))));
 	}
-	__m256i odd = _mm256_or_si256(_mm256_cmpeq_epi32(lo, _mm256_setzero_si256()), _mm256_cmpeq_epi32(hi, _mm256_set1_epi32(255)));
-	if (!_mm256_testz_si256(odd, odd))
-		for (int64_t i = 0; i < n; i++)
-			out[i] = kern_e8(p[i]);
+	return !_mm256_testz_si256(odd, odd);
 }
 
-/* The scales of a chunk of 4-bit codes, n floats at p (n = 2: KV_N / n lanes each), spread over
- * its lanes: lane i takes p[i / (KV_N / n)]. */
-KV_INLINE kv_f kv_spread(const float *p, int n)
+/* The first n (<= 0: none) UE8M0 bytes at p as floats 2^(b - 127), the rest zero: a shift each, and
+ * where odd (kv_e8_odd) the bytes 0 (2^-127, a subnormal) and 255 (NaN) set apart. */
+KV_INLINE kv_f kv_e8(const uint8_t *p, int64_t n, int odd)
 {
-	__m256 s = _mm256_castps128_ps256(n == 4 ? _mm_loadu_ps(p) : _mm_castpd_ps(_mm_load_sd((const double *)(const void *)p)));
-	return _mm256_permutevar8x32_ps(s, kv_lanes_by(8 / n));
+	uint8_t b[16] = {0};
+	if (n < 8)
+		memcpy(b, p, (size_t)(n > 0 ? n : 0));
+	__m256i d = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const void *)(n >= 8 ? p : b)));
+	__m256i f = _mm256_slli_epi32(d, 23);
+	if (odd) {
+		__m256i zero = _mm256_and_si256(_mm256_cmpeq_epi32(d, _mm256_setzero_si256()), kv_first(n));
+		f = _mm256_blendv_epi8(f, _mm256_set1_epi32(0x00400000), zero);
+		f = _mm256_blendv_epi8(f, _mm256_set1_epi32(0x7FC00000), _mm256_cmpeq_epi32(d, _mm256_set1_epi32(255)));
+	}
+	return _mm256_castsi256_ps(f);
 }
 
 /* KV_N 4-bit codes at p, two a byte, the low nibble first: code i in bits 0..3 of lane i (higher

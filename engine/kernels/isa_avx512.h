@@ -92,22 +92,30 @@ KV_INLINE kv_f kv_f16n(const uint8_t *p, int64_t n)
 	return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(kv_first(n), p));
 }
 
-/* The n (>= 1) UE8M0 bytes at p as floats 2^(b - 127) at out, zeros after them up to a multiple of
- * KV_N: a shift a byte; the bytes 0 (2^-127, a subnormal) and 255 (NaN), rare, found by the
- * bytes' least and greatest and then given enc.h's values one by one. */
-KV_INLINE void kv_e8_floats(const uint8_t *p, int64_t n, float *out)
+/* Whether any of the n (>= 1) UE8M0 bytes at p is 0 or 255 ((b + 1) & 255 below 2): rare, then
+ * kv_e8 sets them apart. */
+KV_INLINE int kv_e8_odd(const uint8_t *p, int64_t n)
 {
-	__m512i lo = _mm512_set1_epi32(1), hi = _mm512_set1_epi32(254);
-	for (int64_t i = 0; i < n; i += 16) {
-		__m512i d = _mm512_cvtepu8_epi32(n - i >= 16 ? _mm_loadu_si128((const void *)(p + i))
-							     : _mm_mask_loadu_epi8(_mm_set1_epi8(127), kv_first(n - i), p + i));
-		lo = _mm512_min_epu32(lo, d);
-		hi = _mm512_max_epu32(hi, d);
-		_mm512_storeu_si512(out + i, _mm512_maskz_slli_epi32(kv_first(n - i), d, 23));
+	const __m512i one = _mm512_set1_epi8(1);
+	__mmask64 odd = 0;
+	for (int64_t i = 0; i < n; i += 64) {
+		__mmask64 m = n - i >= 64 ? ~0ull : (1ull << (n - i)) - 1;
+		odd |= _mm512_mask_cmple_epu8_mask(m, _mm512_add_epi8(_mm512_maskz_loadu_epi8(m, p + i), one), one);
 	}
-	if (_mm512_reduce_min_epu32(lo) == 0 || _mm512_reduce_max_epu32(hi) == 255)
-		for (int64_t i = 0; i < n; i++)
-			out[i] = kern_e8(p[i]);
+	return odd != 0;
+}
+
+/* The first n (<= 0: none) UE8M0 bytes at p as floats 2^(b - 127), the rest zero: a shift each, and
+ * where odd (kv_e8_odd) the bytes 0 (2^-127, a subnormal) and 255 (NaN) set apart. */
+KV_INLINE kv_f kv_e8(const uint8_t *p, int64_t n, int odd)
+{
+	__m512i d = _mm512_cvtepu8_epi32(n >= 16 ? _mm_loadu_si128((const void *)p) : _mm_maskz_loadu_epi8(kv_first(n), p));
+	__m512i f = _mm512_slli_epi32(d, 23);
+	if (odd) {
+		f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(d, _mm512_setzero_si512()) & kv_first(n), _mm512_set1_epi32(0x00400000));
+		f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(d, _mm512_set1_epi32(255)), _mm512_set1_epi32(0x7FC00000));
+	}
+	return _mm512_castsi512_ps(f);
 }
 
 /* KV_N 4-bit codes at p, two a byte, the low nibble first: code i in bits 0..3 of lane i (higher
@@ -153,14 +161,6 @@ KV_INLINE void kv_nibbles(kv_i v, const kern_enc *e, kv_f *w)
 #pragma GCC unroll 7
 	for (int j = 1; j < 8; j++)
 		w[j] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4 * j), lut);
-}
-
-/* The scales of a chunk of 4-bit codes, n floats at p (n = 2 or 4: KV_N / n lanes each), spread over
- * its lanes: lane i takes p[i / (KV_N / n)]. */
-KV_INLINE kv_f kv_spread(const float *p, int n)
-{
-	__m512 s = _mm512_castps128_ps512(n == 4 ? _mm_loadu_ps(p) : _mm_castpd_ps(_mm_load_sd((const double *)(const void *)p)));
-	return _mm512_permutexvar_ps(kv_lanes_by(16 / n), s);
 }
 
 /* 4-bit pairs (FP4) in the nibble order: nibble j of dword d is column 8d + j, its value lut's. */
