@@ -278,10 +278,12 @@ KV_INLINE void nib_rows(coli_enc enc, const coli_mat *W, const float *xp, int64_
 						uint16_t h;
 						memcpy(&h, sr + 2 * p, 2);
 						sv = kv_set1(kv_f16(h));
+					} else if (e->scale == KS_E8_BLOCK) { /* FP4: its own bytes, spread */
+						sv = !odd && p < full ? kv_e8_spread(sr + GPC * p)
+								      : kv_perm(kv_lanes_by((int)LPG), kv_e8(sr + GPC * p, G - GPC * p, odd));
 					} else {
 						if ((p - p0) % LPG == 0) {
-							s8 = e->scale == KS_E8_BLOCK ? kv_e8(sr + GPC * p, G - GPC * p, odd)
-										     : kv_f16n(sr + 2 * GPC * p, G - GPC * p);
+							s8 = kv_f16n(sr + 2 * GPC * p, G - GPC * p);
 							idx = kv_lanes_by((int)LPG);
 						}
 						sv = kv_perm(idx, s8);

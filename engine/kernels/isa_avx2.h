@@ -135,6 +135,19 @@ KV_INLINE kv_f kv_e8(const uint8_t *p, int64_t n, int odd)
 	return _mm256_castsi256_ps(f);
 }
 
+/* The scales of a chunk of pairs (FP4), its 2 UE8M0 bytes at p, spread over its lanes as floats
+ * (lane i: byte i / 4): the bytes broadcast, byte L put at the top of every dword of 128-bit lane
+ * L, shifted into the exponent. Bytes 0 and 255 (kv_e8_odd) do not come out right. */
+KV_INLINE kv_f kv_e8_spread(const uint8_t *p)
+{
+	int16_t w;
+	memcpy(&w, p, 2);
+	const char z = (char)0x80;
+	const __m256i put = _mm256_setr_epi8(z, z, z, 0, z, z, z, 0, z, z, z, 0, z, z, z, 0, z, z, z, 1, z, z, z, 1, z, z, z, 1,
+					     z, z, z, 1);
+	return _mm256_castsi256_ps(_mm256_srli_epi32(_mm256_shuffle_epi8(_mm256_set1_epi16(w), put), 1));
+}
+
 /* KV_N 4-bit codes at p, two a byte, the low nibble first: code i in bits 0..3 of lane i (higher
  * bits not zero). */
 KV_INLINE kv_i kv_u4pairs(const uint8_t *p)

@@ -118,6 +118,20 @@ KV_INLINE kv_f kv_e8(const uint8_t *p, int64_t n, int odd)
 	return _mm512_castsi512_ps(f);
 }
 
+/* The scales of a chunk of pairs (FP4), its 4 UE8M0 bytes at p, spread over its lanes as floats
+ * (lane i: byte i / 4): the bytes broadcast, byte L put at the top of every dword of 128-bit lane
+ * L, shifted into the exponent. Bytes 0 and 255 (kv_e8_odd) do not come out right. */
+KV_INLINE kv_f kv_e8_spread(const uint8_t *p)
+{
+	int32_t w;
+	memcpy(&w, p, 4);
+	const char z = (char)0x80;
+	const __m512i put = _mm512_set_epi8(3, z, z, z, 3, z, z, z, 3, z, z, z, 3, z, z, z, 2, z, z, z, 2, z, z, z, 2, z, z, z,
+					    2, z, z, z, 1, z, z, z, 1, z, z, z, 1, z, z, z, 1, z, z, z, 0, z, z, z, 0, z, z, z,
+					    0, z, z, z, 0, z, z, z);
+	return _mm512_castsi512_ps(_mm512_srli_epi32(_mm512_shuffle_epi8(_mm512_set1_epi32(w), put), 1));
+}
+
 /* KV_N 4-bit codes at p, two a byte, the low nibble first: code i in bits 0..3 of lane i (higher
  * bits not zero). */
 KV_INLINE kv_i kv_u4pairs(const uint8_t *p)
