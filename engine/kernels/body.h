@@ -15,10 +15,11 @@
  * mapping's kv_nibbles (a 16-entry lookup, arithmetic for an affine table, an 8-entry lookup and
  * the sign for a sign-magnitude one), and x is prepared once per product in the matching order
  * (prep), so the weights are never reordered. Lane i of a chunk belongs to its group
- * i / (KV_N / nib_gpc); the chunk's sum is scaled by the groups' scales spread over the lanes (a
- * vector of KV_N of them loaded once per KV_N / nib_gpc chunks, then permuted), or by the group's
- * scale broadcast where a chunk is one group (q4 at KV_N 8: two more live registers cost AVX2
- * spills). FP4's scales are powers of two, so scaling the sum is the same as scaling each weight.
+ * i / (KV_N / nib_gpc); the chunk's sum is scaled by the groups' scales spread over the lanes (q4:
+ * a vector of KV_N of them loaded once per KV_N / nib_gpc chunks, then permuted; FP4: the chunk's
+ * own UE8M0 bytes, kv_e8_spread), or by the group's scale broadcast where a chunk is one group (q4
+ * at KV_N 8: two more live registers cost AVX2 spills). FP4's scales are powers of two, so scaling
+ * the sum is the same as scaling each weight but for range: nib_redo.
  *
  * Every other encoding (and q4 when x is not prepared) decodes KV_N columns at a time (kdec) under
  * one scale: 4 x KV_N columns per step into four accumulators per token, one scale group at a

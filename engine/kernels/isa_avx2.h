@@ -10,7 +10,8 @@
  *   lookup is one instruction (the bodies then take the table paths);
  *   KV_GEMM_NR, the tokens of the GEMM's micro-kernel (2 x KV_GEMM_NR accumulators).
  * AVX2 has no 16-entry permute: 4-bit codes of an affine table become floats by arithmetic, those
- * of a sign-magnitude table (e2m1) by an 8-entry permute of the magnitude and the sign bit xored.
+ * of a sign-magnitude table (e2m1) by an 8-entry permute of the magnitude and the sign bit xored,
+ * or, a chunk of FP4 pairs in the nibble order, by byte lookups of their bfloat16 (kv_pairs).
  */
 #ifndef COLI_KERNELS_ISA_AVX2_H
 #define COLI_KERNELS_ISA_AVX2_H
