@@ -15,10 +15,11 @@
  * mapping's kv_nibbles (a 16-entry lookup, arithmetic for an affine table, an 8-entry lookup and
  * the sign for a sign-magnitude one), and x is prepared once per product in the matching order
  * (prep), so the weights are never reordered. Lane i of a chunk belongs to its group
- * i / (KV_N / nib_gpc); the chunk's sum is scaled by the groups' scales spread over the lanes (a
- * vector of KV_N of them loaded once per KV_N / nib_gpc chunks, then permuted), or by the group's
- * scale broadcast where a chunk is one group (q4 at KV_N 8: two more live registers cost AVX2
- * spills). FP4's scales are powers of two, so scaling the sum is the same as scaling each weight.
+ * i / (KV_N / nib_gpc); the chunk's sum is scaled by the groups' scales spread over the lanes (q4:
+ * a vector of KV_N of them loaded once per KV_N / nib_gpc chunks, then permuted; FP4: the chunk's
+ * own UE8M0 bytes, kv_e8_spread), or by the group's scale broadcast where a chunk is one group (q4
+ * at KV_N 8: two more live registers cost AVX2 spills). FP4's scales are powers of two, so scaling
+ * the sum is the same as scaling each weight but for range: nib_redo.
  *
  * Every other encoding (and q4 when x is not prepared) decodes KV_N columns at a time (kdec) under
  * one scale: 4 x KV_N columns per step into four accumulators per token, one scale group at a
@@ -224,12 +225,20 @@ KV_INLINE void nib_chunk(const kern_enc *e, kv_i v, kv_f sv, const float *xp, in
 #pragma GCC unroll 4
 	for (int t = 0; t < T; t++) {
 		const float *x = xp + t * xs;
-		kv_f s = kv_mul(w[0], kv_load_a(x));
+		kv_f s = kv_mul(w[0], kv_load_a(x)), s1;
+		if (e->code == KC_U4_PAIRS) { /* two chains (FP4): half the latency a chunk */
+			s1 = kv_mul(w[1], kv_load_a(x + KV_N));
+#pragma GCC unroll 4
+			for (int j = 2; j < 8; j += 2) {
+				s = kv_fma(w[j], kv_load_a(x + KV_N * j), s);
+				s1 = kv_fma(w[j + 1], kv_load_a(x + KV_N * (j + 1)), s1);
+			}
+			s = kv_add(s, s1);
+		} else {
 #pragma GCC unroll 8
-		for (int j = 1; j < 8; j++)
-			s = kv_fma(w[j], kv_load_a(x + KV_N * j), s);
-		if (e->code == KC_U4_PAIRS && KV_PAIRS_UNIT != 1.0f) /* pairs decoded at a unit of their own */
-			s = kv_mul(s, kv_set1(KV_PAIRS_UNIT));
+			for (int j = 1; j < 8; j++)
+				s = kv_fma(w[j], kv_load_a(x + KV_N * j), s);
+		}
 		acc[t] = kv_fma(s, sv, acc[t]);
 	}
 }
@@ -259,6 +268,8 @@ KV_INLINE void nib_rows(coli_enc enc, const coli_mat *W, const float *xp, int64_
 				kv_i idx = kv_lanes_by((int)LPG);
 				if (p0 == 0)
 					prefetch_scales(enc, W, b0 + i + RB);
+				/* UE8M0 bytes 0 and 255 looked for once a column block (then set apart in it) */
+				int odd = e->scale == KS_E8_BLOCK && kv_e8_odd(sr + GPC * p0, (GPC * p1 < G ? GPC * p1 : G) - GPC * p0);
 #pragma GCC unroll 4
 				for (int t = 0; t < T; t++)
 					a[t] = acc[i][t];
@@ -268,10 +279,12 @@ KV_INLINE void nib_rows(coli_enc enc, const coli_mat *W, const float *xp, int64_
 						uint16_t h;
 						memcpy(&h, sr + 2 * p, 2);
 						sv = kv_set1(kv_f16(h));
+					} else if (e->scale == KS_E8_BLOCK) { /* FP4: its own bytes, spread */
+						sv = !odd && p < full ? kv_e8_spread(sr + GPC * p)
+								      : kv_perm(kv_lanes_by((int)LPG), kv_e8(sr + GPC * p, G - GPC * p, odd));
 					} else {
 						if ((p - p0) % LPG == 0) {
-							s8 = e->scale == KS_E8_BLOCK ? kv_e8n(sr + GPC * p, G - GPC * p)
-										     : kv_f16n(sr + 2 * GPC * p, G - GPC * p);
+							s8 = kv_f16n(sr + 2 * GPC * p, G - GPC * p);
 							idx = kv_lanes_by((int)LPG);
 						}
 						sv = kv_perm(idx, s8);
@@ -400,10 +413,29 @@ static const rows_fn *rows_for(const coli_mat *W, const kern_x *xp)
 	return xp && xp->type == KX_F32_NIB && nib_rows_of[W->enc] ? nib_rows_of[W->enc] : plain_rows[W->enc];
 }
 
+/* The nibble-order paths sum codes times x before the scale (q4's fp16, FP4's power of two), so
+ * with x near float32's end such a sum can overflow where the weights' products would not: the
+ * rows of T tokens (plain x, xs floats apart) whose result is not finite are done again through
+ * the plain path, which scales each weight first (kdec), so that only what float32 itself
+ * overflows does (a NaN scale's row stays NaN). The same rows for any split: a row's bits are
+ * still its own. */
+static void nib_redo(const coli_mat *W, const float *x, int64_t xs, int T, float *y, int64_t ys, int64_t r0, int64_t r1)
+{
+	for (int t = 0; t < T; t++)
+		for (int64_t r = r0; r < r1; r++)
+			if (!isfinite(y[t * ys + r - r0]))
+				plain_rows[W->enc][0](W, x + t * xs, xs, y + t * ys + r - r0, ys, r, r + 1);
+}
+
 static void vec(const coli_mat *W, const float *x, const kern_x *xp, float *y, int64_t r0, int64_t r1)
 {
 	const rows_fn *f = rows_for(W, xp);
-	f[0](W, f == plain_rows[W->enc] ? x : (const float *)xp->data, 0, y, 0, r0, r1);
+	if (f == plain_rows[W->enc]) {
+		f[0](W, x, 0, y, 0, r0, r1);
+		return;
+	}
+	f[0](W, (const float *)xp->data, 0, y, 0, r0, r1);
+	nib_redo(W, x, W->cols, 1, y, 0, r0, r1);
 }
 
 /* ---- GEMM ---- */
@@ -561,6 +593,8 @@ static void mul(const coli_mat *W, const float *X, const kern_x *XP, int n, floa
 		for (int t0 = 0; t0 < n; t0 += 4) {
 			int nt = n - t0 < 4 ? n - t0 : 4;
 			f[nt - 1](W, x + t0 * xs, xs, Y + t0 * W->rows + b0, W->rows, b0, b1);
+			if (!plain)
+				nib_redo(W, X + t0 * W->cols, W->cols, nt, Y + t0 * W->rows + b0, W->rows, b0, b1);
 		}
 	}
 }

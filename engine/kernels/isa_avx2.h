@@ -10,7 +10,8 @@
  *   lookup is one instruction (the bodies then take the table paths);
  *   KV_GEMM_NR, the tokens of the GEMM's micro-kernel (2 x KV_GEMM_NR accumulators).
  * AVX2 has no 16-entry permute: 4-bit codes of an affine table become floats by arithmetic, those
- * of a sign-magnitude table (e2m1) by an 8-entry permute of the magnitude and the sign bit xored.
+ * of a sign-magnitude table (e2m1) by an 8-entry permute of the magnitude and the sign bit xored,
+ * or, a chunk of FP4 pairs in the nibble order, by byte lookups of their bfloat16 (kv_pairs).
  */
 #ifndef COLI_KERNELS_ISA_AVX2_H
 #define COLI_KERNELS_ISA_AVX2_H
@@ -103,23 +104,49 @@ KV_INLINE kv_f kv_f16n(const uint8_t *p, int64_t n)
 	return _mm256_cvtph_ps(_mm_loadu_si128((const void *)h));
 }
 
-/* The first n (<= 0: none) UE8M0 bytes at p as floats 2^(b - 127) (0: 2^-127, 255: NaN), the
- * rest zero. */
-KV_INLINE kv_f kv_e8n(const uint8_t *p, int64_t n)
+/* Whether any of the n (>= 1) UE8M0 bytes at p is 0 or 255: rare, then kv_e8 sets them apart. */
+KV_INLINE int kv_e8_odd(const uint8_t *p, int64_t n)
+{
+	__m256i odd = _mm256_setzero_si256();
+	for (int64_t i = 0; i < n; i += 32) {
+		uint8_t t[32];
+		memset(t, 127, sizeof(t));
+		if (n - i < 32)
+			memcpy(t, p + i, (size_t)(n - i));
+		__m256i b = _mm256_loadu_si256((const void *)(n - i >= 32 ? p + i : t));
+		odd = _mm256_or_si256(odd, _mm256_or_si256(_mm256_cmpeq_epi8(b, _mm256_setzero_si256()), _mm256_cmpeq_epi8(b, _mm256_set1_epi8(-1))));
+	}
+	return !_mm256_testz_si256(odd, odd);
+}
+
+/* The first n (<= 0: none) UE8M0 bytes at p as floats 2^(b - 127), the rest zero: a shift each, and
+ * where odd (kv_e8_odd) the bytes 0 (2^-127, a subnormal) and 255 (NaN) set apart. */
+KV_INLINE kv_f kv_e8(const uint8_t *p, int64_t n, int odd)
 {
 	uint8_t b[16] = {0};
 	if (n < 8)
 		memcpy(b, p, (size_t)(n > 0 ? n : 0));
 	__m256i d = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const void *)(n >= 8 ? p : b)));
 	__m256i f = _mm256_slli_epi32(d, 23);
-	/* bytes 0 and 255 are rare: one test for both ((d + 1) & 255 is below 2 only for them) */
-	__m256i odd = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), _mm256_and_si256(_mm256_add_epi32(d, _mm256_set1_epi32(1)), _mm256_set1_epi32(255)));
-	if (!_mm256_testz_si256(odd, kv_first(n))) {
+	if (odd) {
 		__m256i zero = _mm256_and_si256(_mm256_cmpeq_epi32(d, _mm256_setzero_si256()), kv_first(n));
 		f = _mm256_blendv_epi8(f, _mm256_set1_epi32(0x00400000), zero);
 		f = _mm256_blendv_epi8(f, _mm256_set1_epi32(0x7FC00000), _mm256_cmpeq_epi32(d, _mm256_set1_epi32(255)));
 	}
 	return _mm256_castsi256_ps(f);
+}
+
+/* The scales of a chunk of pairs (FP4), its 2 UE8M0 bytes at p, spread over its lanes as floats
+ * (lane i: byte i / 4): the bytes broadcast, byte L put at the top of every dword of 128-bit lane
+ * L, shifted into the exponent. Bytes 0 and 255 (kv_e8_odd) do not come out right. */
+KV_INLINE kv_f kv_e8_spread(const uint8_t *p)
+{
+	int16_t w;
+	memcpy(&w, p, 2);
+	const char z = (char)0x80;
+	const __m256i put = _mm256_setr_epi8(z, z, z, 0, z, z, z, 0, z, z, z, 0, z, z, z, 0, z, z, z, 1, z, z, z, 1, z, z, z, 1,
+					     z, z, z, 1);
+	return _mm256_castsi256_ps(_mm256_srli_epi32(_mm256_shuffle_epi8(_mm256_set1_epi16(w), put), 1));
 }
 
 /* KV_N 4-bit codes at p, two a byte, the low nibble first: code i in bits 0..3 of lane i (higher
@@ -186,40 +213,43 @@ KV_INLINE kv_f kv_u4_affine(kv_i d, kv_f s, kv_f m)
 /* ---- 4-bit pairs (FP4) in the nibble order ---- */
 
 /* A chunk of KV_N dwords of pairs (64 columns: block 0 in the low 128 bits, block 1 in the high)
- * decodes through vpshufb, in-lane: each byte's low and high nibble looked up in a 16-byte table
- * of 2 x lut (e2m1 doubled: the integers -12 .. 12), then four bytes of each half placed in the
- * top byte of a dword (vpshufb again, zeros below) and converted: v x 2^24 exactly. w[q] (q < 4)
- * holds the low nibbles of bytes 4q .. 4q+3 of each half (lanes 0-3 block 0's, 4-7 block 1's),
- * w[4 + q] their high ones; the values are lut / KV_PAIRS_UNIT (2^25 lut), and the chunk's sum is
- * multiplied by KV_PAIRS_UNIT (exact: a power of two). 21 operations per 64 weights, all
- * shuffles in-lane, where q4's arithmetic takes 25. */
-#define KV_PAIRS_UNIT 0x1p-25f
-
-/* The column (within its chunk) of lane d of w[j]. */
+ * decodes through vpshufb, in-lane, to the exact values: each byte's low and high nibble looked up
+ * in two 16-byte tables, the upper and the lower byte of lut's bfloat16 (e2m1 values are
+ * bfloat16 numbers: their float32 has 16 zero low bits), the two interleaved into bfloat16 words,
+ * and each word made a float by a shift (even words) or a mask (odd ones). w[4k + q] (k: the low or
+ * the high nibbles) holds bytes 16 h + 8 (q / 2) + 2 (d % 4) + q % 2 of half h = d / 4 in lane d:
+ * lanes 0-3 block 0's, 4-7 block 1's. 19 operations per 64 weights (q4's arithmetic takes 25),
+ * the weights' own values: a sum of them times x overflows only where float32's would. */
 static inline int kv_pairs_col(int d, int j)
 {
-	return 2 * (16 * (d / 4) + 4 * (j & 3) + d % 4) + (j >> 2);
+	return 2 * (16 * (d / 4) + 8 * ((j & 3) >> 1) + 2 * (d % 4) + (j & 1)) + (j >> 2);
 }
 
 KV_INLINE void kv_pairs(kv_i v, const kern_enc *e, kv_f *w)
 {
-	int8_t t[16];
-	for (int i = 0; i < 16; i++)
-		t[i] = (int8_t)(2 * e->lut[i]);
-	const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const void *)t)), m = _mm256_set1_epi8(15);
-	__m256i q[2] = {_mm256_shuffle_epi8(tab, _mm256_and_si256(v, m)),
-			_mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), m))};
-#pragma GCC unroll 4
-	for (int k = 0; k < 4; k++) {
-		const char z = (char)0x80, b0 = (char)(4 * k), b1 = (char)(4 * k + 1), b2 = (char)(4 * k + 2), b3 = (char)(4 * k + 3);
-		const __m256i place = _mm256_setr_epi8(z, z, z, b0, z, z, z, b1, z, z, z, b2, z, z, z, b3,
-						       z, z, z, b0, z, z, z, b1, z, z, z, b2, z, z, z, b3);
-		w[k] = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(q[0], place));
-		w[4 + k] = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(q[1], place));
+	int8_t hi[16], lo[16];
+	for (int i = 0; i < 16; i++) {
+		uint32_t u;
+		memcpy(&u, &e->lut[i], 4);
+		hi[i] = (int8_t)(u >> 24);
+		lo[i] = (int8_t)(u >> 16);
+	}
+	const __m256i th = _mm256_broadcastsi128_si256(_mm_loadu_si128((const void *)hi));
+	const __m256i tl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const void *)lo));
+	const __m256i m = _mm256_set1_epi8(15), top = _mm256_set1_epi32((int)0xFFFF0000u);
+	__m256i n[2] = {_mm256_and_si256(v, m), _mm256_and_si256(_mm256_srli_epi16(v, 4), m)};
+#pragma GCC unroll 2
+	for (int k = 0; k < 2; k++) {
+		__m256i h = _mm256_shuffle_epi8(th, n[k]), l = _mm256_shuffle_epi8(tl, n[k]);
+		__m256i u0 = _mm256_unpacklo_epi8(l, h), u1 = _mm256_unpackhi_epi8(l, h);
+		w[4 * k] = _mm256_castsi256_ps(_mm256_slli_epi32(u0, 16));
+		w[4 * k + 1] = _mm256_castsi256_ps(_mm256_and_si256(u0, top));
+		w[4 * k + 2] = _mm256_castsi256_ps(_mm256_slli_epi32(u1, 16));
+		w[4 * k + 3] = _mm256_castsi256_ps(_mm256_and_si256(u1, top));
 	}
 }
 
-/* w[j] = lut[nibble j (bits 4j .. 4j+3) of every dword of v] (pairs: kv_pairs' order and unit): a
+/* w[j] = lut[nibble j (bits 4j .. 4j+3) of every dword of v] (pairs: kv_pairs' order): a
  * sign-magnitude table through kv_lut_sm; an affine one as lut_bias + the nibble, exactly: the
  * nibble masked in
  * place and given the exponent of 2^(23-4j) is the float 2^(23-4j) + n; subtracting

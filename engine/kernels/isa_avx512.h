@@ -92,18 +92,44 @@ KV_INLINE kv_f kv_f16n(const uint8_t *p, int64_t n)
 	return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(kv_first(n), p));
 }
 
-/* The first n (<= 0: none) UE8M0 bytes at p as floats 2^(b - 127) (0: 2^-127, 255: NaN), the
- * rest zero. */
-KV_INLINE kv_f kv_e8n(const uint8_t *p, int64_t n)
+/* Whether any of the n (>= 1) UE8M0 bytes at p is 0 or 255 ((b + 1) & 255 below 2): rare, then
+ * kv_e8 sets them apart. */
+KV_INLINE int kv_e8_odd(const uint8_t *p, int64_t n)
+{
+	const __m512i one = _mm512_set1_epi8(1);
+	__mmask64 odd = 0;
+	for (int64_t i = 0; i < n; i += 64) {
+		__mmask64 m = n - i >= 64 ? ~0ull : (1ull << (n - i)) - 1;
+		odd |= _mm512_mask_cmple_epu8_mask(m, _mm512_add_epi8(_mm512_maskz_loadu_epi8(m, p + i), one), one);
+	}
+	return odd != 0;
+}
+
+/* The first n (<= 0: none) UE8M0 bytes at p as floats 2^(b - 127), the rest zero: a shift each, and
+ * where odd (kv_e8_odd) the bytes 0 (2^-127, a subnormal) and 255 (NaN) set apart. */
+KV_INLINE kv_f kv_e8(const uint8_t *p, int64_t n, int odd)
 {
 	__m512i d = _mm512_cvtepu8_epi32(n >= 16 ? _mm_loadu_si128((const void *)p) : _mm_maskz_loadu_epi8(kv_first(n), p));
 	__m512i f = _mm512_slli_epi32(d, 23);
-	/* bytes 0 and 255 (d - 1 >= 254 unsigned) are rare: one test for both */
-	if (_mm512_cmpge_epu32_mask(_mm512_sub_epi32(d, _mm512_set1_epi32(1)), _mm512_set1_epi32(254)) & kv_first(n)) {
+	if (odd) {
 		f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(d, _mm512_setzero_si512()) & kv_first(n), _mm512_set1_epi32(0x00400000));
 		f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(d, _mm512_set1_epi32(255)), _mm512_set1_epi32(0x7FC00000));
 	}
 	return _mm512_castsi512_ps(f);
+}
+
+/* The scales of a chunk of pairs (FP4), its 4 UE8M0 bytes at p, spread over its lanes as floats
+ * (lane i: byte i / 4): the bytes broadcast, byte L put at the top of every dword of 128-bit lane
+ * L, shifted into the exponent. Bytes 0 and 255 (kv_e8_odd) do not come out right. */
+KV_INLINE kv_f kv_e8_spread(const uint8_t *p)
+{
+	int32_t w;
+	memcpy(&w, p, 4);
+	const char z = (char)0x80;
+	const __m512i put = _mm512_set_epi8(3, z, z, z, 3, z, z, z, 3, z, z, z, 3, z, z, z, 2, z, z, z, 2, z, z, z, 2, z, z, z,
+					    2, z, z, z, 1, z, z, z, 1, z, z, z, 1, z, z, z, 1, z, z, z, 0, z, z, z, 0, z, z, z,
+					    0, z, z, z, 0, z, z, z);
+	return _mm512_castsi512_ps(_mm512_srli_epi32(_mm512_shuffle_epi8(_mm512_set1_epi32(w), put), 1));
 }
 
 /* KV_N 4-bit codes at p, two a byte, the low nibble first: code i in bits 0..3 of lane i (higher
@@ -152,7 +178,6 @@ KV_INLINE void kv_nibbles(kv_i v, const kern_enc *e, kv_f *w)
 }
 
 /* 4-bit pairs (FP4) in the nibble order: nibble j of dword d is column 8d + j, its value lut's. */
-#define KV_PAIRS_UNIT 1.0f
 static inline int kv_pairs_col(int d, int j) { return 8 * d + j; }
 
 #define KV_PIN(v) __asm__("" : "+v"(v))

@@ -538,6 +538,42 @@ static void check_fp4_scales(const char *isa)
 	tmat_free(&t);
 }
 
+/* Activations near float32's end (outlier magnitudes) against small block scales: the reference
+ * W'[r] . x is finite, and so must every product be (kernels.h: exact whatever x). Two sets, each
+ * through coli_mat_vec and coli_mat_mul of 3 and 64 tokens:
+ *   fp4 random codes under scales 2^-27 .. 2^-13, x about 2^100: a kernel that sums the codes at a
+ *   unit of its own (e2m1 x 2^25) before the scale overflows;
+ *   every code of one sign at its largest magnitude (fp4 6, q4 7) under scale 2^-20 (q4 2^-14), x
+ *   all 2^123: any sum of a few codes x x taken before the scale overflows, where the weights'
+ *   products do not. */
+static void check_extreme(const char *isa)
+{
+	static const coli_enc encs[] = {COLI_ENC_FP4, COLI_ENC_FP4, COLI_ENC_Q4};
+	for (int s = 0; s < 3; s++) {
+		tmat t;
+		if (tmat_make(&t, encs[s], 37, 1000, 0, 0) < 0)
+			return;
+		const coli_blob *b = &t.blob;
+		for (uint64_t k = 0; s > 0 && k < b->codes_bytes; k++)
+			t.buf[k] = s == 1 ? 0x77 : 0xFF; /* e2m1 6 and 6; q4 code 15: 7 */
+		for (uint64_t k = 0; encs[s] == COLI_ENC_FP4 && k < b->scales_bytes; k++)
+			t.buf[b->scales_off + k] = (uint8_t)(s == 0 ? 100 + rng() % 15 : 107);
+		for (uint64_t k = 0; encs[s] == COLI_ENC_Q4 && k < b->scales_bytes; k += 2)
+			t.buf[b->scales_off + k] = 0, t.buf[b->scales_off + k + 1] = 0x04; /* binary16 2^-14 */
+		dequantize(&t);
+		float *X = rand_vec(64 * 1000);
+		for (int k = 0; k < 64 * 1000; k++)
+			X[k] = s == 0 ? ldexpf(X[k], 100) : 0x1p123f;
+		snprintf(t.name, sizeof(t.name), "%s %s x 2^%d", coli_enc_name(encs[s]), s == 0 ? "random codes" : "largest codes",
+			 s == 0 ? 100 : 123);
+		check_vec(isa, &t, X);
+		check_mul(isa, &t, X, 3);
+		check_mul(isa, &t, X, 64);
+		free(X);
+		tmat_free(&t);
+	}
+}
+
 /* The encoding table (kernels/enc.h) against the container's geometry (formats/layout.c): every row's
  * blocks make the row_bytes coli_blob_init gives, its scales the scale bytes, and the scale width
  * and a row's scales address what the blob holds. */
@@ -788,6 +824,7 @@ static void check_isa(const char *isa)
 	check_matrix(isa, COLI_ENC_FP8, 21, 100, 7, 20);
 	check_fp8_nan(isa);
 	check_fp4_scales(isa);
+	check_extreme(isa);
 	const kern_ops *k = strcmp(isa, "avx512") == 0 ? &kern_avx512 : strcmp(isa, "avx2") == 0 ? &kern_avx2 : &kern_scalar;
 	check_unprepared(isa, k, COLI_ENC_Q4);
 	check_unprepared(isa, k, COLI_ENC_FP4);
