@@ -408,17 +408,25 @@ static void vec(const coli_mat *W, const float *x, const kern_x *xp, float *y, i
 
 /* ---- GEMM ---- */
 
-/* wt[k][i] = W'[p + i][k0 + k] for k < kc (rounded up to KV_N), i < MR; zero for i >= nr. The
- * rows' next chunk is prefetched meanwhile: a panel reads its rows piecewise, which the hardware
- * prefetcher alone serves poorly from RAM. A row's scale is widened once per scale group. */
-KV_INLINE void build(coli_enc enc, const coli_mat *W, int64_t p, int nr, int64_t k0, int64_t kc,
-		     const uint8_t *const *sr, float *wt)
+/* The next chunk of the panel's rows, fetched while this one is decoded: a panel reads its rows
+ * piecewise, which the hardware prefetcher alone serves poorly from RAM. */
+KV_INLINE void prefetch_panel(coli_enc enc, const coli_mat *W, int64_t p, int nr, int64_t k0)
 {
-	const int64_t sw = kern_enc_scale_width(enc, W), next = kern_code_bytes(enc, k0 + KC), nb = kern_code_bytes(enc, KC);
+	const int64_t next = kern_code_bytes(enc, k0 + KC), nb = kern_code_bytes(enc, KC);
 	for (int i = 0; i < nr && k0 + KC < W->cols; i++)
 		for (int64_t o = 0; o < nb; o += 64)
 			_mm_prefetch((const char *)((uintptr_t)W->codes + (uintptr_t)((p + i) * W->row_bytes + next + o)),
 				     _MM_HINT_T0);
+}
+
+/* wt[k][i] = W'[p + i][k0 + k] for k < kc (rounded up to KV_N), i < MR; zero for i >= nr: KV_N
+ * columns of a row at a time (kdec), KV_N rows transposed in registers. A row's scale is widened
+ * once per scale group. */
+KV_INLINE void build(coli_enc enc, const coli_mat *W, int64_t p, int nr, int64_t k0, int64_t kc,
+		     const uint8_t *const *sr, float *wt)
+{
+	const int64_t sw = kern_enc_scale_width(enc, W);
+	prefetch_panel(enc, W, p, nr, k0);
 	for (int h = 0; h < 2; h++) {
 		kgrp s[KV_N];
 		int64_t gb = -1;
@@ -444,6 +452,52 @@ KV_INLINE void build(coli_enc enc, const coli_mat *W, int64_t p, int nr, int64_t
 				kv_store_a(wt + (kb + j) * MR + KV_N * h, v[j]);
 		}
 	}
+}
+
+/* build for q4 (nib_enc, a 16-entry table in quant.h's packing): a step of 8 KV_N columns (nib_gpc
+ * groups) of KV_N rows loads each row's KV_N code dwords, transposes them (the float transpose on
+ * the same bits), so that vector d holds dword d of every row, and turns nibble j of each into the
+ * column of KV_N rows it is (kv_nibbles: 8 KV_N weights in about 16 operations at KV_N 16, where a
+ * row at a time took 4 a vector and a float transpose), times the rows' scales of its group: the
+ * same product of the table's value and the scale as kdec, so the same bits. Rows past nr are not
+ * read (their lanes hold zero codes; the micro-kernel masks them); a step past the last group
+ * reads its codes masked. */
+KV_INLINE void build_nib(coli_enc enc, const coli_mat *W, int64_t p, int nr, int64_t k0, int64_t kc,
+			 const uint8_t *const *sr, float *wt)
+{
+	const kern_enc *e = kern_enc_of(enc);
+	const int64_t GPC = nib_gpc(enc), G = kern_enc_blocks(enc, W->cols), S = 8 * KV_N;
+	prefetch_panel(enc, W, p, nr, k0);
+	for (int h = 0; h < 2; h++)
+		for (int64_t kb = 0; kb < kc; kb += S) {
+			const int64_t g0 = (k0 + kb) / 64, ng = G - g0 < GPC ? G - g0 : GPC;
+			kv_f v[KV_N], s[KV_N / 8];
+#pragma GCC unroll 16
+			for (int i = 0; i < KV_N; i++) {
+				const uint8_t *c = W->codes + (p + KV_N * h + i) * W->row_bytes + 32 * g0;
+				v[i] = KV_N * h + i >= nr ? kv_zero()
+				       : ng == GPC	  ? kv_as_f(kv_iload(c))
+							  : kv_as_f(kv_iload_m(c, kv_first(8 * ng)));
+			}
+			kv_transpose(v);
+#pragma GCC unroll 2
+			for (int g = 0; g < KV_N / 8; g++) {
+				uint16_t hs[KV_N] = {0};
+				for (int i = 0; i < KV_N && KV_N * h + i < nr && g < ng; i++)
+					memcpy(hs + i, sr[KV_N * h + i] + 2 * (g0 + g), 2);
+				s[g] = kv_f16x((const uint8_t *)hs);
+			}
+#pragma GCC unroll 16
+			for (int d = 0; d < KV_N; d++) {
+				kv_f w[8];
+				kv_nibbles(kv_as_i(v[d]), e, w);
+#pragma GCC unroll 8
+				for (int j = 0; j < 8; j++) {
+					int64_t col = 64 * (d / 8) + 32 * (j & 1) + 4 * (d % 8) + (j >> 1);
+					kv_store_a(wt + (kb + col) * MR + KV_N * h, kv_mul(w[j], s[d / 8]));
+				}
+			}
+		}
 }
 
 /* Y[t][p .. p+MR) (+)= sum over k < kc of wt[k] * x[t][k] for T tokens; m0/m1 mask the panel's
@@ -512,7 +566,10 @@ KV_INLINE void gemm_enc(coli_enc enc, const coli_mat *W, const float *X, int n, 
 			sr[i] = kern_enc_row_scales(enc, W, p + i);
 		for (int64_t k0 = 0; k0 < cols; k0 += KC) {
 			int64_t kc = cols - k0 < KC ? cols - k0 : KC;
-			build(enc, W, p, nr, k0, kc, sr, wt);
+			if (nib_enc(enc) && kern_enc_of(enc)->code == KC_U4_LUT)
+				build_nib(enc, W, p, nr, k0, kc, sr, wt);
+			else
+				build(enc, W, p, nr, k0, kc, sr, wt);
 			for (int t0 = 0, left = n, blocks = (n + NR - 1) / NR; left > 0; blocks--) {
 				int nt = (left + blocks - 1) / blocks;
 				micros[nt - 1](wt, kc, X + t0 * cols + k0, cols, Y + t0 * rows + p, rows, m0, m1, k0 == 0);

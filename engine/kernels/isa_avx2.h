@@ -47,6 +47,8 @@ KV_INLINE kv_f kv_load(const float *p) { return _mm256_loadu_ps(p); }
 KV_INLINE kv_f kv_load_a(const float *p) { return _mm256_load_ps(p); }
 KV_INLINE void kv_store(float *p, kv_f v) { _mm256_storeu_ps(p, v); }
 KV_INLINE void kv_store_a(float *p, kv_f v) { _mm256_store_ps(p, v); }
+KV_INLINE kv_f kv_as_f(kv_i v) { return _mm256_castsi256_ps(v); } /* the same bits */
+KV_INLINE kv_i kv_as_i(kv_f v) { return _mm256_castps_si256(v); }
 KV_INLINE kv_f kv_add(kv_f a, kv_f b) { return _mm256_add_ps(a, b); }
 KV_INLINE kv_f kv_mul(kv_f a, kv_f b) { return _mm256_mul_ps(a, b); }
 KV_INLINE kv_f kv_fma(kv_f a, kv_f b, kv_f c) { return _mm256_fmadd_ps(a, b, c); } /* a * b + c */
