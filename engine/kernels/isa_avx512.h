@@ -34,7 +34,8 @@
 #define KV_OPS kern_avx512
 #define KV_N 16
 #define KV_LUT16 1
-#define KV_GEMM_NR 12
+#define KV_GEMM_MV 3 /* 24 accumulators of the 32 registers; 8 tokens' x rows fit an L1 set (body.h) */
+#define KV_GEMM_NR 8
 #define KV_INLINE static inline __attribute__((always_inline))
 
 typedef __m512 kv_f;
