@@ -25,13 +25,17 @@
  * one scale: 4 x KV_N columns per step into four accumulators per token, one scale group at a
  * time, the four summed at the end of each column block.
  *
- * GEMM (many tokens: prefill, verify): panels of MR = 2 x KV_N rows; a chunk of KC columns of
- * the panel is decoded once into wt[k][MR] (KV_N x KV_N at a time, transposed in registers),
- * then every block of tokens runs the micro-kernel: two vectors of weights times a broadcast x,
- * 2 x KV_GEMM_NR accumulators, no horizontal sums. Y's tile is the accumulator between chunks,
- * so each Y[t][r] is one in-order chain of fused multiply-adds over the columns: the same bits
- * for any split of rows or tokens. The tokens go in blocks of even size (29 = 10 + 10 + 9, not
- * 12 + 12 + 5): a small block keeps fewer chains in flight than two 4-5-cycle FMA pipes need.
+ * GEMM (many tokens: prefill, verify): panels of MR = KV_GEMM_MV x KV_N rows; a chunk of KC
+ * columns of the panel is decoded once into wt[k][MR] (KV_N x KV_N at a time, transposed in
+ * registers; q4 from its code dwords transposed, build_nib), then every block of tokens runs the
+ * micro-kernel: KV_GEMM_MV vectors of weights times a broadcast x, KV_GEMM_MV x KV_GEMM_NR
+ * accumulators, no horizontal sums. Y's tile is the accumulator between chunks, so each Y[t][r]
+ * is one in-order chain of fused multiply-adds over the columns: the same bits for any split of
+ * rows, columns or tokens. The tokens go in blocks of even size (29 = 8 + 7 + 7 + 7, not
+ * 8 + 8 + 8 + 5): a small block keeps fewer chains in flight than two 4-5-cycle FMA pipes need.
+ * Few tokens a block, more rows: a block's x rows lie a row of X apart, 8 KiB at 2048 columns,
+ * all in one set of the 8-way L1, so more than 8 of them evict each other (Zen 4, q4 768x2048:
+ * 32 rows x 12 tokens 0.70 of the FMA peak at 29 tokens, 48 x 8 0.82).
  * Whole panels move their tile with plain loads and stores (Zen 3's masked ones are microcoded).
  */
 #ifndef KV_N
@@ -42,9 +46,10 @@
 #define XL1 8192      /* floats of x kept in L1: a block has XL1 / T columns */
 #define SMALL_N 16    /* coli_mat_mul up to small_n(enc) <= SMALL_N tokens uses the matvec kernels */
 #define PF_AHEAD 8192 /* bytes, when rows are read whole: one stream */
-#define MR (2 * KV_N) /* GEMM: rows of a panel */
-#define NR KV_GEMM_NR /* GEMM: tokens per micro-kernel call */
-#define KC 256        /* GEMM: columns per decoded chunk */
+#define MV KV_GEMM_MV    /* GEMM: vectors of rows of a panel */
+#define MR (MV * KV_N)   /* GEMM: rows of a panel */
+#define NR KV_GEMM_NR    /* GEMM: tokens per micro-kernel call */
+#define KC (MR > 32 ? 128 : 256) /* GEMM: columns per decoded chunk (the tile: at most 32 KiB) */
 
 /* ---- prefetching ---- */
 
@@ -440,18 +445,26 @@ static void vec(const coli_mat *W, const float *x, const kern_x *xp, float *y, i
 
 /* ---- GEMM ---- */
 
-/* wt[k][i] = W'[p + i][k0 + k] for k < kc (rounded up to KV_N), i < MR; zero for i >= nr. The
- * rows' next chunk is prefetched meanwhile: a panel reads its rows piecewise, which the hardware
- * prefetcher alone serves poorly from RAM. A row's scale is widened once per scale group. */
-KV_INLINE void build(coli_enc enc, const coli_mat *W, int64_t p, int nr, int64_t k0, int64_t kc,
-		     const uint8_t *const *sr, float *wt)
+/* The next chunk of the panel's rows, fetched while this one is decoded: a panel reads its rows
+ * piecewise, which the hardware prefetcher alone serves poorly from RAM. */
+KV_INLINE void prefetch_panel(coli_enc enc, const coli_mat *W, int64_t p, int nr, int64_t k0)
 {
-	const int64_t sw = kern_enc_scale_width(enc, W), next = kern_code_bytes(enc, k0 + KC), nb = kern_code_bytes(enc, KC);
+	const int64_t next = kern_code_bytes(enc, k0 + KC), nb = kern_code_bytes(enc, KC);
 	for (int i = 0; i < nr && k0 + KC < W->cols; i++)
 		for (int64_t o = 0; o < nb; o += 64)
 			_mm_prefetch((const char *)((uintptr_t)W->codes + (uintptr_t)((p + i) * W->row_bytes + next + o)),
 				     _MM_HINT_T0);
-	for (int h = 0; h < 2; h++) {
+}
+
+/* wt[k][i] = W'[p + i][k0 + k] for k < kc (rounded up to KV_N), i < MR; zero for i >= nr: KV_N
+ * columns of a row at a time (kdec), KV_N rows transposed in registers. A row's scale is widened
+ * once per scale group. */
+KV_INLINE void build(coli_enc enc, const coli_mat *W, int64_t p, int nr, int64_t k0, int64_t kc,
+		     const uint8_t *const *sr, float *wt)
+{
+	const int64_t sw = kern_enc_scale_width(enc, W);
+	prefetch_panel(enc, W, p, nr, k0);
+	for (int h = 0; h < MV; h++) {
 		kgrp s[KV_N];
 		int64_t gb = -1;
 		for (int64_t kb = 0; kb < kc; kb += KV_N) {
@@ -478,56 +491,117 @@ KV_INLINE void build(coli_enc enc, const coli_mat *W, int64_t p, int nr, int64_t
 	}
 }
 
-/* Y[t][p .. p+MR) (+)= sum over k < kc of wt[k] * x[t][k] for T tokens; m0/m1 mask the panel's
- * rows; `first` starts from zero instead of Y. */
-KV_INLINE void micro(const float *wt, int64_t kc, const float *x, int64_t xs, int T, float *y,
-		     int64_t ys, kv_m m0, kv_m m1, int first)
+/* build for q4 (nib_enc, a 16-entry table in quant.h's packing): a step of 8 KV_N columns (nib_gpc
+ * groups) of KV_N rows loads each row's KV_N code dwords, transposes them (the float transpose on
+ * the same bits), so that vector d holds dword d of every row, and turns nibble j of each into the
+ * column of KV_N rows it is (kv_nibbles: 8 KV_N weights in about 16 operations at KV_N 16, where a
+ * row at a time took 4 a vector and a float transpose), times the rows' scales of its group: the
+ * same product of the table's value and the scale as kdec, so the same bits. Rows past nr are not
+ * read (their lanes hold zero codes; the micro-kernel masks them); a step past the last group
+ * reads its codes masked. */
+KV_INLINE void build_nib(coli_enc enc, const coli_mat *W, int64_t p, int nr, int64_t k0, int64_t kc,
+			 const uint8_t *const *sr, float *wt)
 {
-	kv_f a0[NR], a1[NR];
-	int whole = kv_all(m1);
+	const kern_enc *e = kern_enc_of(enc);
+	const int64_t GPC = nib_gpc(enc), G = kern_enc_blocks(enc, W->cols), S = 8 * KV_N;
+	prefetch_panel(enc, W, p, nr, k0);
+	for (int h = 0; h < MV; h++)
+		for (int64_t kb = 0; kb < kc; kb += S) {
+			const int64_t g0 = (k0 + kb) / 64, ng = G - g0 < GPC ? G - g0 : GPC;
+			kv_f v[KV_N], s[KV_N / 8];
+#pragma GCC unroll 16
+			for (int i = 0; i < KV_N; i++) {
+				const uint8_t *c = W->codes + (p + KV_N * h + i) * W->row_bytes + 32 * g0;
+				v[i] = KV_N * h + i >= nr ? kv_zero()
+				       : ng == GPC	  ? kv_as_f(kv_iload(c))
+							  : kv_as_f(kv_iload_m(c, kv_first(8 * ng)));
+			}
+			kv_transpose(v);
+#pragma GCC unroll 2
+			for (int g = 0; g < KV_N / 8; g++) {
+				uint16_t hs[KV_N] = {0};
+				for (int i = 0; i < KV_N && KV_N * h + i < nr && g < ng; i++)
+					memcpy(hs + i, sr[KV_N * h + i] + 2 * (g0 + g), 2);
+				s[g] = kv_f16x((const uint8_t *)hs);
+			}
+#pragma GCC unroll 16
+			for (int d = 0; d < KV_N; d++) {
+				kv_f w[8];
+				kv_nibbles(kv_as_i(v[d]), e, w);
+#pragma GCC unroll 8
+				for (int j = 0; j < 8; j++) {
+					int64_t col = 64 * (d / 8) + 32 * (j & 1) + 4 * (d % 8) + (j >> 1);
+					kv_store_a(wt + (kb + col) * MR + KV_N * h, kv_mul(w[j], s[d / 8]));
+				}
+			}
+		}
+}
+
+/* Y[t][p .. p+MR) (+)= sum over k < kc of wt[k] * x[t][k] for T tokens; m[v] masks the panel's
+ * rows v KV_N .. (v + 1) KV_N; `first` starts from zero instead of Y. */
+KV_INLINE void micro(const float *wt, int64_t kc, const float *x, int64_t xs, int T, float *y,
+		     int64_t ys, const kv_m *m, int first)
+{
+	kv_f a[MV][NR];
+	int whole = kv_all(m[MV - 1]);
 #pragma GCC unroll 12
-	for (int t = 0; t < T; t++) {
-		a0[t] = first ? kv_zero() : whole ? kv_load(y + t * ys) : kv_load_m(y + t * ys, m0);
-		a1[t] = first ? kv_zero() : whole ? kv_load(y + t * ys + KV_N) : kv_load_m(y + t * ys + KV_N, m1);
-	}
+	for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+		for (int v = 0; v < MV; v++)
+			a[v][t] = first ? kv_zero() : whole ? kv_load(y + t * ys + KV_N * v) : kv_load_m(y + t * ys + KV_N * v, m[v]);
 	for (int64_t k = 0; k < kc; k++) {
-		kv_f w0 = kv_load_a(wt + k * MR), w1 = kv_load_a(wt + k * MR + KV_N);
+		kv_f w[MV];
+#pragma GCC unroll 4
+		for (int v = 0; v < MV; v++)
+			w[v] = kv_load_a(wt + k * MR + KV_N * v);
 #pragma GCC unroll 12
 		for (int t = 0; t < T; t++) {
 			kv_f b = kv_bcast(x + t * xs + k);
-			a0[t] = kv_fma(w0, b, a0[t]);
-			a1[t] = kv_fma(w1, b, a1[t]);
+#pragma GCC unroll 4
+			for (int v = 0; v < MV; v++)
+				a[v][t] = kv_fma(w[v], b, a[v][t]);
 		}
 	}
 #pragma GCC unroll 12
-	for (int t = 0; t < T; t++) {
-		if (whole) {
-			kv_store(y + t * ys, a0[t]);
-			kv_store(y + t * ys + KV_N, a1[t]);
-		} else {
-			kv_store_m(y + t * ys, m0, a0[t]);
-			kv_store_m(y + t * ys + KV_N, m1, a1[t]);
+	for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+		for (int v = 0; v < MV; v++) {
+			if (whole)
+				kv_store(y + t * ys + KV_N * v, a[v][t]);
+			else
+				kv_store_m(y + t * ys + KV_N * v, m[v], a[v][t]);
 		}
-	}
 }
 
 typedef void (*micro_fn)(const float *wt, int64_t kc, const float *x, int64_t xs, float *y,
-			 int64_t ys, kv_m m0, kv_m m1, int first);
+			 int64_t ys, const kv_m *m, int first);
 
 #define MICRO(T)                                                                                  \
 	static void micro_##T(const float *wt, int64_t kc, const float *x, int64_t xs, float *y,       \
-			      int64_t ys, kv_m m0, kv_m m1, int first)                                \
+			      int64_t ys, const kv_m *m, int first)                                   \
 	{                                                                                         \
-		micro(wt, kc, x, xs, T, y, ys, m0, m1, first);                                     \
+		micro(wt, kc, x, xs, T, y, ys, m, first);                                          \
 	}
-MICRO(1) MICRO(2) MICRO(3) MICRO(4) MICRO(5) MICRO(6)
+MICRO(1) MICRO(2) MICRO(3) MICRO(4)
+#if NR > 4
+MICRO(5) MICRO(6)
+#endif
 #if NR > 6
-MICRO(7) MICRO(8) MICRO(9) MICRO(10) MICRO(11) MICRO(12)
+MICRO(7) MICRO(8)
+#endif
+#if NR > 8
+MICRO(9) MICRO(10) MICRO(11) MICRO(12)
 #endif
 
-static const micro_fn micros[NR] = {micro_1, micro_2, micro_3, micro_4, micro_5, micro_6,
+static const micro_fn micros[NR] = {micro_1, micro_2, micro_3, micro_4,
+#if NR > 4
+				    micro_5, micro_6,
+#endif
 #if NR > 6
-				    micro_7, micro_8, micro_9, micro_10, micro_11, micro_12,
+				    micro_7, micro_8,
+#endif
+#if NR > 8
+				    micro_9, micro_10, micro_11, micro_12,
 #endif
 };
 
@@ -539,15 +613,20 @@ KV_INLINE void gemm_enc(coli_enc enc, const coli_mat *W, const float *X, int n, 
 	const int64_t cols = W->cols, rows = W->rows;
 	for (int64_t p = r0; p < r1; p += MR) {
 		int nr = r1 - p < MR ? (int)(r1 - p) : MR;
-		kv_m m0 = kv_first(nr), m1 = kv_first(nr - KV_N);
+		kv_m m[MV];
+		for (int v = 0; v < MV; v++)
+			m[v] = kv_first(nr - KV_N * v);
 		for (int i = 0; i < nr; i++)
 			sr[i] = kern_enc_row_scales(enc, W, p + i);
 		for (int64_t k0 = 0; k0 < cols; k0 += KC) {
 			int64_t kc = cols - k0 < KC ? cols - k0 : KC;
-			build(enc, W, p, nr, k0, kc, sr, wt);
+			if (nib_enc(enc) && kern_enc_of(enc)->code == KC_U4_LUT)
+				build_nib(enc, W, p, nr, k0, kc, sr, wt);
+			else
+				build(enc, W, p, nr, k0, kc, sr, wt);
 			for (int t0 = 0, left = n, blocks = (n + NR - 1) / NR; left > 0; blocks--) {
 				int nt = (left + blocks - 1) / blocks;
-				micros[nt - 1](wt, kc, X + t0 * cols + k0, cols, Y + t0 * rows + p, rows, m0, m1, k0 == 0);
+				micros[nt - 1](wt, kc, X + t0 * cols + k0, cols, Y + t0 * rows + p, rows, m, k0 == 0);
 				t0 += nt, left -= nt;
 			}
 		}

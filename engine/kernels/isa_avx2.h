@@ -8,7 +8,8 @@
  *   conversions of KV_N codes: bf16, f16, e4m3 (value / 256, through binary16), int8, bytes;
  *   4-bit codes: the 8 nibbles of every dword (kv_nibbles), and KV_LUT16 when a 16-entry float
  *   lookup is one instruction (the bodies then take the table paths);
- *   KV_GEMM_NR, the tokens of the GEMM's micro-kernel (2 x KV_GEMM_NR accumulators).
+ *   KV_GEMM_MV x KV_GEMM_NR, the rows (in vectors) and tokens of the GEMM's micro-kernel (its
+ *   accumulators; with its KV_GEMM_MV weights and a broadcast, at most the ISA's registers).
  * AVX2 has no 16-entry permute: 4-bit codes of an affine table become floats by arithmetic, those
  * of a sign-magnitude table (e2m1) by an 8-entry permute of the magnitude and the sign bit xored,
  * or, a chunk of FP4 pairs in the nibble order, by byte lookups of their bfloat16 (kv_pairs).
@@ -34,7 +35,8 @@
 #define KV_OPS kern_avx2
 #define KV_N 8
 #define KV_LUT16 0
-#define KV_GEMM_NR 6
+#define KV_GEMM_MV 3 /* 12 accumulators, 3 weights, a broadcast: the 16 registers */
+#define KV_GEMM_NR 4
 #define KV_INLINE static inline __attribute__((always_inline))
 
 typedef __m256 kv_f;
@@ -48,6 +50,8 @@ KV_INLINE kv_f kv_load(const float *p) { return _mm256_loadu_ps(p); }
 KV_INLINE kv_f kv_load_a(const float *p) { return _mm256_load_ps(p); }
 KV_INLINE void kv_store(float *p, kv_f v) { _mm256_storeu_ps(p, v); }
 KV_INLINE void kv_store_a(float *p, kv_f v) { _mm256_store_ps(p, v); }
+KV_INLINE kv_f kv_as_f(kv_i v) { return _mm256_castsi256_ps(v); } /* the same bits */
+KV_INLINE kv_i kv_as_i(kv_f v) { return _mm256_castps_si256(v); }
 KV_INLINE kv_f kv_add(kv_f a, kv_f b) { return _mm256_add_ps(a, b); }
 KV_INLINE kv_f kv_mul(kv_f a, kv_f b) { return _mm256_mul_ps(a, b); }
 KV_INLINE kv_f kv_fma(kv_f a, kv_f b, kv_f c) { return _mm256_fmadd_ps(a, b, c); } /* a * b + c */

@@ -34,7 +34,8 @@
 #define KV_OPS kern_avx512
 #define KV_N 16
 #define KV_LUT16 1
-#define KV_GEMM_NR 12
+#define KV_GEMM_MV 3 /* 24 accumulators of the 32 registers; 8 tokens' x rows fit an L1 set (body.h) */
+#define KV_GEMM_NR 8
 #define KV_INLINE static inline __attribute__((always_inline))
 
 typedef __m512 kv_f;
@@ -48,6 +49,8 @@ KV_INLINE kv_f kv_load(const float *p) { return _mm512_loadu_ps(p); }
 KV_INLINE kv_f kv_load_a(const float *p) { return _mm512_load_ps(p); }
 KV_INLINE void kv_store(float *p, kv_f v) { _mm512_storeu_ps(p, v); }
 KV_INLINE void kv_store_a(float *p, kv_f v) { _mm512_store_ps(p, v); }
+KV_INLINE kv_f kv_as_f(kv_i v) { return _mm512_castsi512_ps(v); } /* the same bits */
+KV_INLINE kv_i kv_as_i(kv_f v) { return _mm512_castps_si512(v); }
 KV_INLINE kv_f kv_add(kv_f a, kv_f b) { return _mm512_add_ps(a, b); }
 KV_INLINE kv_f kv_mul(kv_f a, kv_f b) { return _mm512_mul_ps(a, b); }
 KV_INLINE kv_f kv_fma(kv_f a, kv_f b, kv_f c) { return _mm512_fmadd_ps(a, b, c); } /* a * b + c */

@@ -5,15 +5,18 @@
 #   flock /tmp/coli-bench.lock tests/bench/kernels.sh A_KERNBENCH B_KERNBENCH [ROUNDS]
 # A build of another commit: its libraries with this kernbench.c, e.g.
 #   cc -O2 -std=c11 -D_GNU_SOURCE -Iformats -Iengine tests/bench/kernbench.c \
-#      OLD/build/libcoli-engine.a OLD/build/libcoli.a -o /tmp/kernbench-old -lm -pthread
+#      OLD/build/libcoli-engine.a OLD/build/libcoli.a -o /tmp/kernbench-old -pthread \
+#      -ljansson -lz -lm -lpcre2-8 -lutf8proc -luring -larchive
 # Cases: q4 (decode's experts), q8, bf16 and fp8; matrix-vector and 4 tokens from cache, the GEMM
-# at 29 tokens (a 512-token prefill's batch per expert) and 64; one thread.
+# at 29 tokens (a 512-token prefill's batch per expert; first on a 768x2048 expert matrix, the
+# gate and up of bench-llama's model) and 64; one thread.
 set -e
 dir=build/bench
 . tests/bench/lib.sh
 [ $# -ge 2 ] || { say "usage: tests/bench/kernels.sh A_KERNBENCH B_KERNBENCH [ROUNDS]"; exit 2; }
 a=$1 b=$2 rounds=${3:-5}
-cases="q4 2048 4096 0 41
+cases="q4 768 2048 29 21
+q4 2048 4096 0 41
 q4 2048 4096 4 21
 q4 2048 4096 29 7
 q4 2048 4096 64 5
