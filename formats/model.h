@@ -242,4 +242,12 @@ int coli_model_map_ckpt(const coli_model *m, coli_ckpt *c, int *skipped, coli_er
  * check, never converted. */
 int coli_model_unused_tensor(const coli_model *m, const char *name);
 
+/* The coli_dtype the family's released checkpoint stores tensor s in (release.c): the config's
+ * float type (dtype or torch_dtype; bf16 when absent), F8_E4M3 for the matrices an fp8 release
+ * quantizes (quantization_config), I8 for deepseek_v4's FP4 experts (expert_dtype fp4), F32 and
+ * I64 where the release keeps them. fused: the routed experts stored fused per layer (as
+ * qwen3_5_moe's release: never fp8). What coli-synth writes and what a container described from
+ * config.json alone assumes. */
+int coli_model_release_dtype(const coli_model *m, const coli_tensor_spec *s, int fused);
+
 #endif
