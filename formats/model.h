@@ -130,7 +130,6 @@ typedef struct coli_model {
 	int n_hash_layers;          /* the first layers route by token id (COLI_ROUTER_SQRTSOFTPLUS) */
 	double swiglu_limit;        /* experts' gate clamped to <= it, up to [-it, it]; 0: none */
 	int fp4_experts;            /* expert_dtype fp4: routed experts e2m1 with a UE8M0 scale per 32 */
-	int fp8_ue8m0;              /* quantization_config.scale_fmt ue8m0: "<w>.scale" F8_E8M0 block scales */
 
 	int n_mtp_layers;           /* num_nextn_predict_layers; set to 0 by coli_model_check_ckpt
 				       when the checkpoint carries no MTP tensors */

@@ -147,9 +147,9 @@ json_t *plan_container_json(const plan *p)
 		json_object_set_new(c, "described", json_pack("{s:s, s:s, s:{s:i, s:i, s:i}, s:{s:I, s:I, s:I}}", "checkpoint",
 							      p->ckpt_abs, "dtypes", p->from_headers ? "safetensors" : "release",
 							      "bits", "expert", ct->bits[0], "dense", ct->bits[1], "mtp",
-							      ct->bits[2], "sections", "dense.bin",
-							      (json_int_t)ct->layout.section_size[COLI_SEC_DENSE], "mtp.bin",
-							      (json_int_t)ct->layout.section_size[COLI_SEC_MTP], "experts.bin",
+							      ct->bits[2], "sections", "dense",
+							      (json_int_t)ct->layout.section_size[COLI_SEC_DENSE], "mtp",
+							      (json_int_t)ct->layout.section_size[COLI_SEC_MTP], "experts",
 							      (json_int_t)ct->layout.section_size[COLI_SEC_EXPERTS]));
 	return c;
 }
