@@ -59,6 +59,9 @@ static int describe(plan *p, const char *dir, coli_err *e)
 		return -1;
 	int rc = coli_container_describe(p->ct, dir, src, a->bits, &skipped, e);
 	coli_ckpt_close(src);
+	if (rc == 0 && skipped) /* as coli-convert says it */
+		plan_note_add(p, "container", "", "%d tensors of the vision tower (model.visual.*) left out: the container "
+			      "holds the text model", skipped);
 	return rc;
 }
 
