@@ -22,25 +22,6 @@ static double mono(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* The config as stored in the manifest and hashed into the identity: sorted keys, compact. */
-static int canonical_config(conv *cv, coli_err *e)
-{
-	char *path = coli_path_join(cv->o->src, "config.json"), *text = NULL;
-	json_error_t je;
-	int rc = path ? coli_read_file(path, &text, NULL, e) : coli_errf(e, COLI_ENOMEM, "out of memory");
-	json_t *j = rc == 0 ? json_loads(text, 0, &je) : NULL;
-	if (rc == 0 && !j)
-		rc = coli_errf(e, COLI_EDATA, "%s: %s at line %d column %d", path, je.text, je.line, je.column);
-	if (rc == 0 && !(cv->ct.config_json = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS)))
-		rc = coli_errf(e, COLI_ENOMEM, "out of memory");
-	if (rc == 0 && coli_model_parse(&cv->ct.model, text, path, e) < 0)
-		rc = -1;
-	json_decref(j);
-	free(text);
-	free(path);
-	return rc;
-}
-
 /* Fingerprint of the source files: a resumed conversion must read the same bytes. */
 static int source_fingerprint(conv *cv, coli_err *e)
 {
@@ -85,44 +66,15 @@ static int not_a_container(const char *src, coli_err *e)
 		  : 0;
 }
 
-/* The bits of each class: as given, else the defaults (4, 4, 8). deepseek_v4's FP4 experts are
- * never requantized: without --expert-bits (--mtp-bits for the MTP layer's) their codes and
- * scales are kept (fp4, layout.c), at 16 their values widened exactly to bf16; an explicit 4 or 8
- * asks for gs64 int4 or int8 of them, which would change the model's weights, which coli never
- * does silently: refused. */
-static int resolve_bits(conv *cv, coli_err *e)
-{
-	static const int dflt[3] = {4, 4, 8};
-	static const char *const name[3] = {"expert", "dense", "mtp"};
-	const coli_model *m = &cv->ct.model;
-	for (int i = 0; i < 3; i++) {
-		int b = cv->o->bits[i], fp4 = m->fp4_experts && i != 1 && (i == 0 || m->n_mtp_layers > 0);
-		if (fp4 && (b == 4 || b == 8))
-			return coli_errf(e, COLI_EUSAGE, "--%s-bits %d: %s holds FP4 experts (config.json: expert_dtype: fp4), "
-					 "which gs64 int%d would requantize; without --%s-bits they are kept as shipped (fp4, "
-					 "4.25 bits a weight), --%s-bits 16 widens them exactly to bf16",
-					 name[i], b, cv->o->src, b, name[i], name[i]);
-		cv->ct.bits[i] = b ? b : dflt[i];
-	}
-	return 0;
-}
-
 static int plan(conv *cv, coli_err *e)
 {
 	if (source_folder(cv->o->src, e) < 0 || not_a_container(cv->o->src, e) < 0 || coli_ckpt_open(&cv->src, cv->o->src, e) < 0 ||
-	    source_fingerprint(cv, e) < 0 || canonical_config(cv, e) < 0 ||
-	    coli_model_map_ckpt(&cv->ct.model, cv->src, &cv->skipped, e) < 0 ||
-	    coli_model_check_ckpt(&cv->ct.model, cv->src, e) < 0 || resolve_bits(cv, e) < 0)
+	    source_fingerprint(cv, e) < 0 ||
+	    coli_container_describe(&cv->ct, cv->o->src, cv->src, cv->o->bits, &cv->skipped, e) < 0)
 		return -1;
 	if (cv->skipped) /* never silently: the container holds the text model only */
 		fprintf(stderr, "coli-convert: %s: %d tensors of the vision tower (model.visual.*) left out: the container "
 			"holds the text model\n", cv->o->src, cv->skipped);
-	if (coli_layout_plan(&cv->ct.layout, &cv->ct.model, cv->src, cv->ct.bits[0], cv->ct.bits[1],
-			     cv->ct.bits[2], e) < 0)
-		return -1;
-	coli_container_identity(&cv->ct.layout, cv->ct.config_json, cv->ct.model.n_mtp_layers, cv->ct.bits,
-				cv->ct.identity);
-	coli_hex32(cv->ct.identity, cv->ct.identity_hex);
 	return jobs_build(cv, e) < 0 ? -1 : source_open(cv, e);
 }
 

@@ -19,6 +19,7 @@
 #include "error.h"
 #include "layout.h"
 #include "model.h"
+#include "safetensors.h"
 
 #define COLI_CONTAINER_VERSION 1u
 #define COLI_MANIFEST_FILE "manifest.coli"
@@ -76,6 +77,17 @@ typedef void (*coli_progress_fn)(void *ctx, uint64_t done, uint64_t total);
 int coli_container_verify(const coli_container *c, coli_progress_fn fn, void *ctx, coli_err *e);
 
 /* --- writing (used by coli-convert) --- */
+
+/* The container coli-convert writes from the checkpoint folder src_dir, described without
+ * writing anything (describe.c): ct's model, config_json, bits, layout (CRCs 0), identity and
+ * identity_hex; its other fields are left as they are (coli-convert plans with it too).
+ * bits: expert, dense and MTP bits as given (0: not given: 4, 4 and 8, FP4 experts kept as
+ * shipped; 4 or 8 for them is refused, COLI_EUSAGE). src: the checkpoint opened, mapped onto the
+ * table's names and checked here (*skipped: its tensors left out, a vision tower); or NULL:
+ * config.json alone, each tensor in the dtype the family's release stores it
+ * (coli_model_release_dtype). */
+int coli_container_describe(coli_container *ct, const char *src_dir, coli_ckpt *src, const int bits[3], int *skipped,
+			    coli_err *e);
 
 /* Identity hash of a planned container: canonical config, MTP layer count, bits and the whole
  * tensor and record geometry (not the CRCs: it is known before any data is written). */

@@ -130,7 +130,6 @@ typedef struct coli_model {
 	int n_hash_layers;          /* the first layers route by token id (COLI_ROUTER_SQRTSOFTPLUS) */
 	double swiglu_limit;        /* experts' gate clamped to <= it, up to [-it, it]; 0: none */
 	int fp4_experts;            /* expert_dtype fp4: routed experts e2m1 with a UE8M0 scale per 32 */
-	int fp8_ue8m0;              /* quantization_config.scale_fmt ue8m0: "<w>.scale" F8_E8M0 block scales */
 
 	int n_mtp_layers;           /* num_nextn_predict_layers; set to 0 by coli_model_check_ckpt
 				       when the checkpoint carries no MTP tensors */
@@ -241,5 +240,13 @@ int coli_model_map_ckpt(const coli_model *m, coli_ckpt *c, int *skipped, coli_er
  * head, mtp.K.emb* and mtp.K.head.weight, the main ones being what it reads): accepted by the
  * check, never converted. */
 int coli_model_unused_tensor(const coli_model *m, const char *name);
+
+/* The coli_dtype the family's released checkpoint stores tensor s in (release.c): the config's
+ * float type (dtype or torch_dtype; bf16 when absent), F8_E4M3 for the matrices an fp8 release
+ * quantizes (quantization_config), I8 for deepseek_v4's FP4 experts (expert_dtype fp4), F32 and
+ * I64 where the release keeps them. fused: the routed experts stored fused per layer (as
+ * qwen3_5_moe's release: never fp8). What coli-synth writes and what a container described from
+ * config.json alone assumes. */
+int coli_model_release_dtype(const coli_model *m, const coli_tensor_spec *s, int fused);
 
 #endif

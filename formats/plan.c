@@ -81,6 +81,28 @@ static int number_to(const reader *r, json_t *o, const char *field, const char *
 	return 0;
 }
 
+/* container.described, when the plan was made from a checkpoint: its folder and the bits. */
+static int read_described(const reader *r, json_t *c)
+{
+	static const char *const cls[3] = {"expert", "dense", "mtp"};
+	if (!json_object_get(c, "described"))
+		return 0;
+	json_t *d = member(r, c, "container", "described", JSON_OBJECT), *b;
+	if (!d || string_to(r, d, "container.described", "checkpoint", r->p->checkpoint, sizeof(r->p->checkpoint)) < 0 ||
+	    !(b = member(r, d, "container.described", "bits", JSON_OBJECT)))
+		return -1;
+	for (int i = 0; i < 3; i++) {
+		double v;
+		if (number_to(r, b, "container.described.bits", cls[i], 4, 16, &v) < 0)
+			return -1;
+		if (v != 4 && v != 8 && v != 16)
+			return coli_errf(r->e, COLI_EDATA, "%s: container.described.bits.%s: %g is not 4, 8 or 16", r->path,
+					 cls[i], v);
+		r->p->bits[i] = (int)v;
+	}
+	return 0;
+}
+
 static int read_container(const reader *r, json_t *root)
 {
 	json_t *c = member(r, root, "", "container", JSON_OBJECT);
@@ -90,7 +112,7 @@ static int read_container(const reader *r, json_t *root)
 	if (strlen(id) != 64 || strspn(id, "0123456789abcdef") != 64)
 		return coli_errf(r->e, COLI_EDATA, "%s: container.identity: '%s' is not 64 lowercase hex digits",
 				 r->path, id);
-	return 0;
+	return read_described(r, c);
 }
 
 static int read_disk(const reader *r, json_t *d, int i)

@@ -2,7 +2,8 @@
  * --plan executes (spec: formats/plan.md).
  *
  *   {"format": "coli-plan", "version": 1,
- *    "container": {"path", "identity"},          the container's identity hash (hex)
+ *    "container": {"path", "identity",           the container's identity hash (hex)
+ *                  "described": {...}},          made from a checkpoint: its folder and bits
  *    "machine": {"cpu_model", "physical_cores", "logical_cpus",
  *                "disks": [{"dir", "dev", "major", "minor", "identity"}]},
  *    "knobs": {"ram": 5, "cache-slots": "24,24,...", ...},   coli-run options, by long name
@@ -50,6 +51,8 @@ typedef struct coli_plan_disk {
 typedef struct coli_plan {
 	int version;
 	char identity[65];        /* hex */
+	char checkpoint[4096];    /* made from a checkpoint (container.described): its folder; else "" */
+	int bits[3];              /* then the expert, dense and MTP bits it was described with */
 	char cpu_model[256];
 	int physical_cores, logical_cpus;
 	coli_plan_disk disks[COLI_PLAN_MAX_DISKS];

@@ -78,7 +78,7 @@ static int open_copies(plan *p, coli_err *e)
 	p->n_copies = 1 + a->n_mirrors;
 	for (int i = 0; i < p->n_copies; i++) {
 		plan_copy *c = &p->copies[i];
-		c->dir = i ? a->mirrors[i - 1] : a->model, c->held = 1;
+		c->dir = i ? a->mirrors[i - 1] : p->described && a->on ? a->on : a->model, c->held = 1;
 		if (i && (coli_container_same(c->dir, p->ct->dir, "--mirror", e) < 0 || read_map(p, c, e) < 0 ||
 			  distinct(p, i, e) < 0))
 			return -1;
@@ -183,7 +183,7 @@ int plan_inputs(plan *p, const plan_args *a, coli_err *e)
 {
 	memset(p, 0, sizeof(*p));
 	p->a = a;
-	if (coli_container_open(&p->ct, a->model, e) < 0)
+	if (plan_open_container(p, e) < 0)
 		return -1;
 	if (coli_probe_read(a->probe, &p->probe, e) < 0 || coli_probe_check_machine(&p->probe, a->probe, e) < 0)
 		return -1;

@@ -12,18 +12,23 @@
 static const char *const synopsis[] = {
 	"coli-plan MODEL.coli [--probe F] [--usage F] [--ram GiB] [--ctx N] [--mirror DIR]... [-o plan.json] "
 	"[--explain]",
+	"coli-plan CKPT_DIR [--expert-bits B] [--dense-bits B] [--mtp-bits B] [--on DIR] [the options above]",
 	"coli-plan probe [--disk DIR]... [-o probe.json]   (coli-plan probe --help)",
 	"coli-plan mirror stage MODEL.coli DIR [--max GiB] | mirror verify DIR   (their --help)",
 	NULL,
 };
 
+static const coli_choice bits[] = {{"4", 4}, {"8", 8}, {"16", 16}, {NULL, 0}};
 static plan_args a = {.probe = "probe.json", .out = "plan.json", .ctx = 4096, .recall = 0.8};
 static int help;
 
 static const coli_option options[] = {
 	COLI_OPT_TEXT("Plans a run of a container on this machine: the RAM budget split, the expert cache "
 		      "of each MoE layer and its pins, threads, prefetch, I/O and mirrors, with the predicted "
-		      "tokens/s and its breakdown; coli-run --plan FILE executes it."),
+		      "tokens/s and its breakdown; coli-run --plan FILE executes it. From a Hugging Face "
+		      "checkpoint folder (CKPT_DIR: config.json, with or without its safetensors), for the "
+		      "container coli-convert would write from it, described without converting (its sizes and "
+		      "encodings in the summary; the dtypes of the safetensors' headers, else the release's)."),
 	COLI_OPT_TEXT(""),
 	COLI_OPT_STRING(0, "probe", &a.probe, "FILE", "this machine's probe (coli-plan probe; default probe.json)"),
 	COLI_OPT_STRING(0, "usage", &a.usage, "FILE", "the container's .coli_usage (coli-run --usage): pins and hit "
@@ -43,6 +48,15 @@ static const coli_option options[] = {
 			"(default 0.8, measured on synthetic models)"),
 	COLI_OPT_FLAG(0, "allow-q8", &a.allow_q8, "the plan may choose coli-run --precision q8 (8-bit activations: "
 		      "faster products, not exact) when predicted faster; without it the plan says what q8 would give"),
+	COLI_OPT_TEXT("CKPT_DIR only (coli-convert's options of the same names):"),
+	COLI_OPT_CHOICE(0, "expert-bits", &a.bits[0], bits, "routed experts (default 4: gs64 int4; FP4 experts kept as "
+			"shipped, fp4)"),
+	COLI_OPT_CHOICE(0, "dense-bits", &a.bits[1], bits, "embeddings, attention, dense and shared MLPs, lm_head "
+			"(default 4)"),
+	COLI_OPT_CHOICE(0, "mtp-bits", &a.bits[2], bits, "MTP layer (default 8)"),
+	COLI_OPT_STRING(0, "on", &a.on, "DIR", "the folder the container would be written in: its disk, which the "
+			"probe measured, serves the reads (default CKPT_DIR)"),
+	COLI_OPT_TEXT(""),
 	COLI_OPT_STRING('o', "output", &a.out, "FILE", "where the plan goes (default plan.json)"),
 	COLI_OPT_FLAG(0, "explain", &a.explain, "print each decision with its reason and its numbers"),
 	COLI_OPT_FLAG(0, "json", &a.json, "print the plan's JSON on stdout instead of the summary"),
@@ -92,7 +106,7 @@ int main(int argc, char **argv)
 	if (n < 0)
 		return usage(e.msg);
 	if (n != 1)
-		return usage(n ? "one container, please" : "give MODEL.coli (or probe, or mirror)");
+		return usage(n ? "one container or checkpoint folder, please" : "give MODEL.coli or CKPT_DIR (or probe, or mirror)");
 	a.model = argv[0];
 	int rc = make_plan(&e) < 0 ? coli_err_exit_status(&e) : 0;
 	fflush(stdout);

@@ -139,9 +139,8 @@ json_t *plan_json(const plan *p)
 		json_array_append_new(w, json_string(p->warnings[i]));
 	json_t *budget = json_pack("{s:f, s:f, s:f, s:f, s:f}", "budget", p->budget, "dense", p->fixed.dense, "kv",
 				   p->fixed.kv, "buffers", p->fixed.buffers, "cache", p->fixed.left);
-	return json_pack("{s:s, s:i, s:{s:s, s:s}, s:o, s:o, s:{s:f, s:o, s:o}, s:o, s:o, s:o, s:o, s:o}", "format",
-			 "coli-plan", "version", COLI_PLAN_VERSION, "container", "path", p->copies[0].abs, "identity",
-			 p->ct->identity_hex, "machine", machine_json(p), "knobs", knobs_json(p), "predicted",
+	return json_pack("{s:s, s:i, s:o, s:o, s:o, s:{s:f, s:o, s:o}, s:o, s:o, s:o, s:o, s:o}", "format",
+			 "coli-plan", "version", COLI_PLAN_VERSION, "container", plan_container_json(p), "machine", machine_json(p), "knobs", knobs_json(p), "predicted",
 			 "hit_rate", p->hit, "warm", speed_json(&p->warm), "cold", speed_json(&p->cold), "budget", budget,
 			 "layers", layers_json(p), "disks", copies_json(p), "decisions", notes_json(p), "warnings", w);
 }
@@ -172,6 +171,7 @@ void plan_print(const plan *p)
 		return;
 	printf("plan for %s on %s (%d cores), written to %s\n", p->a->model, p->probe.cpu_model, p->probe.physical_cores,
 	       p->a->out);
+	plan_print_container(p);
 	printf("RAM %.2f GiB: dense %.2f, KV %.2f (--ctx %d), buffers %.2f, expert cache %.2f GiB\n", p->budget / GIB,
 	       p->fixed.dense / GIB, p->fixed.kv / GIB, p->a->ctx, p->fixed.buffers / GIB, p->fixed.left / GIB);
 	if (p->stream)

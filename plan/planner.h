@@ -27,6 +27,8 @@ typedef struct plan_args {
 	double recall;            /* --recall: next-layer prediction recall (default 0.8) */
 	int allow_q8;             /* --allow-q8: the plan may choose --precision q8 */
 	int explain, json, quiet;
+	int bits[3];              /* a checkpoint's --expert-bits, --dense-bits, --mtp-bits (0: not given) */
+	const char *on;           /* a checkpoint's --on DIR: where the container would be written */
 } plan_args;
 
 /* The routing model of a run without usage (locality.c): each expert's popularity Gamma(skew),
@@ -108,6 +110,10 @@ typedef struct plan_note {
 typedef struct plan {
 	const plan_args *a;
 	coli_container *ct;
+	int described;            /* ct is the container coli-convert would write from the checkpoint
+				   * folder a->model (checkpoint.c), not one read */
+	int from_headers;         /* described from the safetensors' headers (else config.json alone) */
+	char ckpt_abs[4096];      /* that folder made absolute: what plan.json names */
 	coli_probe probe;
 	coli_usage usage;         /* counts NULL without --usage */
 	coli_route *routing;      /* --routing, or NULL */
@@ -133,6 +139,13 @@ typedef struct plan {
 	char warnings[4][512];
 	int n_warnings;
 } plan;
+
+/* checkpoint.c: p->ct from a->model: the container it holds (manifest.coli), or the one
+ * coli-convert would write from the Hugging Face checkpoint it is (config.json, with or without
+ * its safetensors), described (coli_container_describe); what the plan says of it. */
+int plan_open_container(plan *p, coli_err *e);
+void plan_print_container(const plan *p);
+json_t *plan_container_json(const plan *p);
 
 /* inputs.c: the container, the probe (this machine's), the usage (this container's), the
  * fixed part of the RAM budget. */

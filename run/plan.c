@@ -61,9 +61,16 @@ static void copy_fields(const knob_fields *k, run_opts *to, const run_opts *from
 /* The plan is this container's (identity) and this machine's (CPU, cores, each folder's device). */
 static int check_plan(const coli_plan *p, const char *path, const coli_container *ct, const char *model, coli_err *e)
 {
-	int rc = strcmp(ct->identity_hex, p->identity) == 0 ? 0 :
-		coli_errf(e, COLI_EDATA, "%s: container.identity: the plan is for container %.16s..., %s is %.16s...: "
-			  "make a plan for it (coli-plan %s)", path, p->identity, model, ct->identity_hex, model);
+	int rc = 0;
+	if (strcmp(ct->identity_hex, p->identity) && *p->checkpoint)
+		rc = coli_errf(e, COLI_EDATA, "%s: container.identity: the plan is for container %.16s..., the one coli-convert "
+			       "writes from %s with bits expert %d, dense %d, mtp %d (container.described); %s is %.16s... "
+			       "(bits expert %d, dense %d, mtp %d): another container; make a plan for it (coli-plan %s)", path,
+			       p->identity, p->checkpoint, p->bits[0], p->bits[1], p->bits[2], model, ct->identity_hex,
+			       ct->bits[0], ct->bits[1], ct->bits[2], model);
+	else if (strcmp(ct->identity_hex, p->identity))
+		rc = coli_errf(e, COLI_EDATA, "%s: container.identity: the plan is for container %.16s..., %s is %.16s...: "
+			       "make a plan for it (coli-plan %s)", path, p->identity, model, ct->identity_hex, model);
 	coli_probe m;
 	memset(&m, 0, sizeof(m));
 	snprintf(m.cpu_model, sizeof(m.cpu_model), "%s", p->cpu_model);

@@ -49,27 +49,6 @@ static synth_kind v4_kind(const coli_tensor_spec *s)
 	}
 }
 
-/* deepseek_v4's storage as V4 Flash ships (docs/deepseek_v4.md, section 2): F32 for mHC, the
- * sinks, the position biases and gate.bias; I64 the hash table; with --fp8 the attention's and
- * the shared expert's matrices (and the MTP layer's e_proj/h_proj) F8_E4M3 with UE8M0 .scale,
- * the routed experts FP4 (I8); BF16 the rest (the compressors, the indexer's weights_proj, the
- * routers, norms, embeddings, head). */
-static int v4_dtype(const coli_tensor_spec *s, int fp8)
-{
-	switch (s->role) {
-	case COLI_R_TID2EID: return COLI_DT_I64;
-	case COLI_R_HC_ATTN_FN: case COLI_R_HC_ATTN_BASE: case COLI_R_HC_ATTN_SCALE:
-	case COLI_R_HC_FFN_FN: case COLI_R_HC_FFN_BASE: case COLI_R_HC_FFN_SCALE:
-	case COLI_R_HC_HEAD_FN: case COLI_R_HC_HEAD_BASE: case COLI_R_HC_HEAD_SCALE:
-	case COLI_R_SINK: case COLI_R_CMP_APE: case COLI_R_IDX_CMP_APE: case COLI_R_CORR_BIAS: return COLI_DT_F32;
-	case COLI_R_Q_A: case COLI_R_Q_B: case COLI_R_WKV: case COLI_R_WO_A: case COLI_R_WO_B: case COLI_R_IDX_WQ_B:
-	case COLI_R_SH_GATE: case COLI_R_SH_UP: case COLI_R_SH_DOWN: case COLI_R_E_PROJ: case COLI_R_H_PROJ:
-		return fp8 ? COLI_DT_F8_E4M3 : COLI_DT_BF16;
-	case COLI_R_EXPERT: return fp8 ? COLI_DT_I8 : COLI_DT_BF16;
-	default: return COLI_DT_BF16;
-	}
-}
-
 static synth_kind kind_of(const coli_tensor_spec *s, const coli_model *m)
 {
 	if (m->family == COLI_FAM_DEEPSEEK_V4)
@@ -93,24 +72,6 @@ static synth_kind kind_of(const coli_tensor_spec *s, const coli_model *m)
 	if (ends_with(s->name, "down_proj.weight"))
 		return SK_DOWN;
 	return SK_LINEAR;
-}
-
-/* DeepSeek-V3 fp8 checkpoints keep routers, MTP eh_proj/embed_tokens/shared_head and every
- * 1-D tensor in BF16 (the correction bias in F32); so is the DSA indexer's weights_proj, a
- * small tensor that libcoli keeps f32, and qwen3_5_moe's Gated DeltaNet a/b projections, conv
- * taps and shared-expert gate. Fused experts stay BF16: a fused tensor has no per-expert block
- * scales in the release's naming, which libcoli reads (only per-expert weights carry them). */
-static int dtype_of(const coli_tensor_spec *s, synth_kind k, int fp8, int fused)
-{
-	if (k == SK_CORR)
-		return COLI_DT_F32;
-	if (fused && s->cls == COLI_TC_EXPERT)
-		return COLI_DT_BF16;
-	if (fp8 && s->ndim == 2 && s->cls != COLI_TC_SMALL && s->layer >= 0 &&
-	    (k == SK_LINEAR || k == SK_OUT || k == SK_DOWN) &&
-	    !ends_with(s->name, "eh_proj.weight"))
-		return COLI_DT_F8_E4M3;
-	return COLI_DT_BF16;
 }
 
 static float std_of(const synth_plan *p, const synth_tensor *t)
@@ -147,10 +108,9 @@ static int fill(synth_tensor *t, const coli_tensor_spec *s, const synth_plan *p,
 	t->rows = s->ndim == 2 ? s->shape[0] : 1;
 	t->cols = s->ndim == 2 ? s->shape[1] : s->shape[0];
 	t->kind = kind_of(s, p->m);
-	if (p->m->family == COLI_FAM_DEEPSEEK_V4)
-		t->dtype = v4_dtype(s, o->fp8), t->ue8m0 = t->dtype == COLI_DT_F8_E4M3;
-	else
-		t->dtype = dtype_of(s, t->kind, o->fp8, synth_layout_fused(p->m, o));
+	/* as the family's release stores it (formats/release.c), with the config this run wrote */
+	t->dtype = coli_model_release_dtype(p->m, s, synth_layout_fused(p->m, o));
+	t->ue8m0 = p->m->family == COLI_FAM_DEEPSEEK_V4 && t->dtype == COLI_DT_F8_E4M3;
 	t->layer = s->layer;
 	t->expert = s->expert;
 	t->key = key_of(p, t);
