@@ -261,7 +261,7 @@ for key in "${keys[@]}"; do
 		read -r f stok <<<"$(scaled_tok "$key" "$j" "$rep")"
 		serr=$(awk -v p="$stok" -v m="$mtok" 'BEGIN {printf "%.1f", (p - m) / m * 100}')
 		serrs[$use]+="$serr"$'\n'
-		scaled="$f $stok $serr"
+		scaled="$(printf '%.2f %.2f' "$f" "$stok") $serr"
 	fi
 	read -r f stok serr <<<"$scaled"
 	rows[$use]+="$(printf '| %s | %d | %d | %.2f | %s | %s%% | %s | %s | %s%% | %.1f | %s | %s pts | %s | %.0f | %s |' "$cap" "$mib" "$disks" \
