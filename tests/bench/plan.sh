@@ -184,7 +184,7 @@ run_key() {
 		args=(--ram "${grid_ram[$cap-${rest%%-*}]}" --usage "$dir/plan-u.coli_usage" "${mirror[@]}" $knobs)
 	else
 		args=(--plan "$dir/plan-$key.json")
-		[ "$profile" = 1 ] && args+=(--trace "$dir/plan-run-$key.coli_trace")
+		[ "$profile" = 1 ] && args+=(--trace "$dir/plan-run-$key-r$round.coli_trace")
 	fi
 	out=$(measure "${mib_of[$base]}" "${args[@]}")
 	runs[$key]+="$(tok_s "$out") $(hit_rate "$out") $(rss_of "$out") $(cg_max)"$'\n'
@@ -199,13 +199,15 @@ for r in $(seq "$reps"); do
 	if [ $((r % 2)) = 0 ]; then
 		order=(); for ((i = ${#keys[@]} - 1; i >= 0; i--)); do order+=("${keys[$i]}"); done
 	fi
+	round=$r
 	for key in "${order[@]}"; do run_key "$key"; done
 done
 
-# The plan's prediction recomputed at the run's own compute rate: the probe's CPU figures (kernels,
+# The plan's prediction recomputed at a run's own compute rate: the probe's CPU figures (kernels,
 # memory, attention core) scaled by the plan's compute time over the traced run's (its products,
-# attention, router and the rest), the same plan's inputs: what is left of the error is the
-# model's, not the machine's load.
+# attention, router and the rest), the same plan's inputs: what is left of the error against that
+# run's tokens/s is the model's, not the machine's load. The table gives the medians over the
+# rounds of the factor, the prediction and its error.
 scaled_tok() {
 	local key=$1 j=$2 r=$3 pc mc f
 	pc=$(awk -v a="$(echo "$j" | bin/coli-json predicted.warm.experts_s)" -v b="$(echo "$j" | bin/coli-json predicted.warm.attention_s)" \
@@ -254,14 +256,19 @@ for key in "${keys[@]}"; do
 	herr=$(awk -v p="$phit" -v m="$mhit" 'BEGIN {printf "%.1f", p * 100 - m}')
 	errs[$use]+="$err"$'\n' herrs[$use]+="$herr"$'\n'
 	scaled="- - -"
-	if [ "$profile" = 1 ]; then
-		rep=$(bin/coli-profile report "$dir/plan-run-$key.coli_trace" --plan "$dir/plan-$key.json" --probe "$dir/plan-probe.json" \
-			-o "$dir/plan-report-$key" --json -q)
+	if [ "$profile" = 1 ]; then # each round's run at its own compute rate, against its own tok/s; the medians
+		sc=""
+		for r in $(seq "$reps"); do
+			rep=$(bin/coli-profile report "$dir/plan-run-$key-r$r.coli_trace" --plan "$dir/plan-$key.json" \
+				--probe "$dir/plan-probe.json" -o "$dir/plan-report-$key" --json -q)
+			read -r f stok <<<"$(scaled_tok "$key" "$j" "$rep")"
+			t=$(echo "${runs[$key]}" | awk -v r="$r" 'NF && ++n == r {print $1}')
+			sc+="$f $stok $(awk -v p="$stok" -v m="$t" 'BEGIN {printf "%.1f", (p - m) / m * 100}')"$'\n'
+		done
 		attribution "$cap" "$mib" "$disks" "$use" "$j" "$rep"
-		read -r f stok <<<"$(scaled_tok "$key" "$j" "$rep")"
-		serr=$(awk -v p="$stok" -v m="$mtok" 'BEGIN {printf "%.1f", (p - m) / m * 100}')
+		serr=$(echo "$sc" | awk 'NF {print $3}' | median)
 		serrs[$use]+="$serr"$'\n'
-		scaled="$(printf '%.2f %.2f' "$f" "$stok") $serr"
+		scaled="$(printf '%.2f %.2f' "$(echo "$sc" | awk 'NF {print $1}' | median)" "$(echo "$sc" | awk 'NF {print $2}' | median)") $serr"
 	fi
 	read -r f stok serr <<<"$scaled"
 	rows[$use]+="$(printf '| %s | %d | %d | %.2f | %s | %s%% | %s | %s | %s%% | %.1f | %s | %s pts | %s | %.0f | %s |' "$cap" "$mib" "$disks" \
@@ -304,7 +311,7 @@ for use in $uses; do
 	echo
 	if [ "$profile" = 1 ]; then
 		echo
-		echo "Where a decode token's time went, $use: the plan's breakdown (warm) / the run's attribution (coli-profile report of its trace), ms per token; \"attention\" measured includes linear attention, \"other\" the router."
+		echo "Where a decode token's time went, $use: the plan's breakdown (warm) / the last round's run's attribution (coli-profile report of its trace), ms per token; \"attention\" measured includes linear attention, \"other\" the router."
 		echo
 		echo "| cap GiB | cap MiB | disks | disk / I/O wait | expert products | attention | other | between calls (not modelled) | total predicted | wall measured |"
 		echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
