@@ -220,6 +220,7 @@ scaled_tok() {
 	sed -E 's/("[a-z0-9_]*_bps_(1|all)"|"attn_fma_per_s"): ([0-9.e+-]+)/\1: \3 FACTOR/' "$dir/plan-probe.json" |
 		awk -v f="$f" '/ FACTOR/ {match($0, /: [0-9.e+-]+ FACTOR/); v = substr($0, RSTART + 2, RLENGTH - 9);
 			$0 = substr($0, 1, RSTART + 1) sprintf("%.6e", v * f) substr($0, RSTART + RLENGTH)} {print}' >"$dir/plan-probe-scaled.json"
+	cp "$usage0" "$dir/plan-u.coli_usage" # the first half's, as planned (a run adds its own routing to it)
 	# shellcheck disable=SC2086
 	bin/coli-plan -q "$A" --probe "$dir/plan-probe-scaled.json" --ctx 256 --recall "$recall" -o "$dir/plan-scaled.json" ${args_of[$key]}
 	echo "$f $(tr -d '\n' <"$dir/plan-scaled.json" | bin/coli-json predicted.warm.tok_s)"
