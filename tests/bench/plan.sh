@@ -205,7 +205,8 @@ done
 
 # The plan's prediction recomputed at a run's own compute rate: the probe's CPU figures (kernels,
 # memory, attention core) scaled by the plan's compute time over the traced run's (its products,
-# attention, router and the rest), the same plan's inputs: what is left of the error against that
+# attention, router and the rest), the same plan's inputs and budget (the probe file holds the
+# last cap's memory limit, not this one's): what is left of the error against that
 # run's tokens/s is the model's, not the machine's load. The table gives the medians over the
 # rounds of the factor, the prediction and its error.
 scaled_tok() {
@@ -222,7 +223,8 @@ scaled_tok() {
 			$0 = substr($0, 1, RSTART + 1) sprintf("%.6e", v * f) substr($0, RSTART + RLENGTH)} {print}' >"$dir/plan-probe-scaled.json"
 	cp "$usage0" "$dir/plan-u.coli_usage" # the first half's, as planned (a run adds its own routing to it)
 	# shellcheck disable=SC2086
-	bin/coli-plan -q "$A" --probe "$dir/plan-probe-scaled.json" --ctx 256 --recall "$recall" -o "$dir/plan-scaled.json" ${args_of[$key]}
+	bin/coli-plan -q "$A" --probe "$dir/plan-probe-scaled.json" --ctx 256 --recall "$recall" -o "$dir/plan-scaled.json" \
+		--ram "$(echo "$j" | bin/coli-json knobs.ram)" ${args_of[$key]}
 	echo "$f $(tr -d '\n' <"$dir/plan-scaled.json" | bin/coli-json predicted.warm.tok_s)"
 }
 
