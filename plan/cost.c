@@ -15,7 +15,8 @@
  *              rule's passes over the recurrent state and the state read and written
  *   other      every other dense matrix (routers, shared experts, dense MLPs, lm_head) the same
  *              way, + OTHER_PER_LAYER per layer (norms, RoPE, sums: measured small)
- *   disk       the misses' reads not hidden: a layer's misses (top_k x (1 - hit) records) are read
+ *   disk       the misses' reads not hidden, averaged over the number of misses in a token (each
+ *              of top_k picks a miss with probability 1 - hit: binomial): a layer's misses are read
  *              at once from the copies together (each at the probe's O_DIRECT bandwidth at that
  *              queue depth, each its share of the bytes, the shares coli-run reads by: the
  *              sustained rates', a partial copy's at most what it holds), while the layer's hits
@@ -171,6 +172,30 @@ static int hash_layer(const plan *p, int layer)
 	return layer < p->ct->model.n_hash_layers && layer < p->ct->model.n_layers;
 }
 
+/* Seconds a token waits for layer L's misses when each of its top_k picks misses with
+ * probability q: the wait averaged over the number of misses m (binomial, plan_miss_prob), not
+ * taken at the mean, since it is not linear in m: no read and no latency at m = 0, the queue
+ * depth and the one-record floor per copy (read_time), the hits' products that hide the reads
+ * fewer as m grows. reads: the reads' time alone (a hash layer's, read ahead: the caller adds it
+ * up). The hidden part: the layer's products of its hits (x per top_k records) and, with
+ * prefetch, --recall of the reads during the previous layer's compute less a quarter of the wrong
+ * guesses' time. */
+static double layer_wait(const plan *p, const plan_layer *L, double q, double x, double compute_layer, int reads)
+{
+	double sum = 0;
+	for (int m = 0; m <= p->top_k; m++) {
+		double pm = plan_miss_prob(p->top_k, q, m);
+		if (pm <= 0 || m == 0)
+			continue;
+		double disk = read_time(p, m, L->record, 1) + p->copies[0].disk->latency_s;
+		double hidden = x * (p->top_k - m) / p->top_k; /* the hits multiplied while the misses arrive */
+		if (p->prefetch && predicts(p))
+			hidden += fmin(p->a->recall * disk, compute_layer) - (1 - p->a->recall) * WRONG_COST * disk;
+		sum += pm * (reads ? disk : fmax(0, disk - hidden));
+	}
+	return sum;
+}
+
 /* The predicted speed at hit rates hit(layer) (warm: the plan's, cold: the pins'); warm, each
  * layer's stall_s. */
 static coli_plan_speed speed(plan *p, int cold)
@@ -191,17 +216,13 @@ static coli_plan_speed speed(plan *p, int cold)
 		L->exact = hash_layer(p, L->layer);
 		if (!p->stream)
 			continue;
-		double miss = p->top_k * (1 - h), disk = read_time(p, miss, L->record, 1), stall;
-		disk += miss > 0 ? p->copies[0].disk->latency_s : 0;
+		double miss = p->top_k * (1 - h), stall;
 		if (L->exact) { /* ready when the reads ahead of it are; needed after the compute before it */
-			ahead += disk;
+			ahead += layer_wait(p, L, 1 - h, x, compute_layer, 1);
 			stall = fmax(0, ahead - (compute_layer + x) * L->layer - compute_layer - stalled);
 			stalled += stall;
 		} else {
-			double hidden = x * h; /* the hits multiplied while the misses arrive */
-			if (p->prefetch && predicts(p))
-				hidden += fmin(p->a->recall * disk, compute_layer) - (1 - p->a->recall) * WRONG_COST * disk;
-			stall = disk > hidden ? disk - hidden : 0;
+			stall = layer_wait(p, L, 1 - h, x, compute_layer, 0);
 		}
 		if (!cold)
 			L->stall_s = stall;

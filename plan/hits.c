@@ -269,3 +269,12 @@ double plan_layer_hit(const plan *p, const plan_layer *L, int pins, int cache, d
 		return 1;
 	return simulate(p, L, pins, cache);
 }
+
+double plan_miss_prob(int k, double miss, int m)
+{
+	if (m < 0 || m > k)
+		return 0;
+	if (miss <= 0 || miss >= 1)
+		return m == (miss <= 0 ? 0 : k);
+	return exp(lgamma(k + 1.0) - lgamma(m + 1.0) - lgamma(k - m + 1.0) + m * log(miss) + (k - m) * log1p(-miss));
+}

@@ -157,6 +157,9 @@ void plan_release(plan *p);
  * from it. */
 int plan_distributions(plan *p, coli_err *e);
 double plan_layer_hit(const plan *p, const plan_layer *L, int pins, int cache, double *pin_share);
+/* The probability that m of a token's k picks miss, each with probability miss (binomial): the
+ * distribution the cost model averages a layer's wait over. */
+double plan_miss_prob(int k, double miss, int m);
 
 /* locality.c: the no-usage routing model, its sampling and its fit; a seeded generator. */
 uint64_t plan_rand(uint64_t *s);

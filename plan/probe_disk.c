@@ -1,6 +1,6 @@
 /* probe_disk.c: a folder's read speeds: O_DIRECT random records at several queue depths (one
  * thread per request in flight, as coli-run's pread backend), the same in bursts after idle
- * time, buffered reads, 4 KiB latency. */
+ * time, buffered reads, 4 KiB latency; what each rate counts of the reads is probe_rate.c's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -15,12 +15,11 @@
 #include "clock.h"
 #include "fileio.h"
 #include "probe_measure.h"
+#include "probe_rate.h"
 
 #define WRITE_CHUNK (8u << 20) /* bytes per write of the scratch file */
 #define LAT_READS 256          /* 4 KiB reads for the latency median, at most */
 #define MIB (1024.0 * 1024.0)
-#define BURST_IDLE_MIN 0.02    /* s: the least idle time before a burst */
-#define BURSTS_MIN 4           /* bursts measured, at least */
 
 /* ---- the scratch file, removed on SIGINT/SIGTERM too (probe_disk_cleanup) ---- */
 
@@ -149,15 +148,18 @@ static int write_file(int fd, const coli_probe_disk *d, uint64_t total, coli_err
 
 /* Random whole-record reads by qd threads, each taking the next index of a pseudo-random order,
  * until the deadline; a pass over every record at the most when once is set (buffered reads:
- * a record read twice would come from the page cache), limit records when limit > 0. */
+ * a record read twice would come from the page cache), limit records when limit > 0. Each
+ * completion goes to the window w (under lock). */
 typedef struct reads {
 	int fd, failed, once;
 	long limit;
 	uint64_t size;
 	long count, step, start; /* record k of a pass: (start + k x step) mod count, step coprime */
 	double deadline;
+	const char *dir;
 	atomic_long next;
-	atomic_llong bytes;
+	pthread_mutex_t lock;
+	probe_window *w;
 } reads;
 
 static void *read_lane(void *arg)
@@ -177,7 +179,9 @@ static void *read_lane(void *arg)
 			r->failed = n < 0 ? errno : EIO;
 			break;
 		}
-		atomic_fetch_add(&r->bytes, (long long)n);
+		pthread_mutex_lock(&r->lock);
+		probe_window_add(r->w, coli_now(), (double)n);
+		pthread_mutex_unlock(&r->lock);
 	}
 	free(buf);
 	return NULL;
@@ -192,9 +196,10 @@ static long gcd(long a, long b)
 	return a;
 }
 
-/* Bytes per second of qd lanes over r (reset here); -1 with e on a failed read. */
-static double read_rate(reads *r, int qd, double seconds, const char *dir, coli_err *e)
+/* The reader's read (probe_rate.h): qd lanes over r, a new pseudo-random order. */
+static int lanes_read(void *ctx, int qd, long limit, double deadline, probe_window *w, coli_err *e)
 {
+	reads *r = ctx;
 	pthread_t tid[1024];
 	int started = 0;
 	uint64_t seed = coli_now_ns() | 1;
@@ -203,26 +208,29 @@ static double read_rate(reads *r, int qd, double seconds, const char *dir, coli_
 		r->step = (long)(xorshift(&seed) % (uint64_t)r->count) | 1;
 	while (gcd(r->step, r->count) != 1);
 	atomic_store(&r->next, 0);
-	atomic_store(&r->bytes, 0);
-	r->failed = 0;
-	double t0 = coli_now();
-	r->deadline = t0 + seconds;
+	r->failed = 0, r->limit = limit, r->deadline = deadline, r->w = w;
 	while (started < qd && pthread_create(&tid[started], NULL, read_lane, r) == 0)
 		started++;
 	for (int i = 0; i < started; i++)
 		pthread_join(tid[i], NULL);
-	double dt = coli_now() - t0;
 	if (r->failed || started < qd)
-		return coli_errf(e, COLI_EIO, "--disk %s: %s of %llu bytes failed: %s", dir,
+		return coli_errf(e, COLI_EIO, "--disk %s: %s of %llu bytes failed: %s", r->dir,
 				 started < qd ? "starting the threads for reads" : "a read", (unsigned long long)r->size,
-				 strerror(r->failed ? r->failed : EAGAIN)), -1;
-	return (double)atomic_load(&r->bytes) / dt;
+				 strerror(r->failed ? r->failed : EAGAIN));
+	return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
+static double clock_now(void *ctx)
 {
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
+	(void)ctx;
+	return coli_now();
+}
+
+static void clock_idle(void *ctx, double s)
+{
+	(void)ctx;
+	struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+	nanosleep(&ts, NULL);
 }
 
 /* Median time of single 4 KiB O_DIRECT reads at random places. */
@@ -244,54 +252,33 @@ static double latency(int fd, uint64_t file_bytes, double seconds, coli_err *e)
 		t[n++] = coli_now() - t0;
 	}
 	free(buf);
-	qsort(t, (size_t)n, sizeof(*t), cmp_double);
-	return t[n / 2];
-}
-
-/* O_DIRECT reads in bursts of COLI_PROBE_BURST_RECORDS records at that queue depth, each after
- * an idle time of twice the burst at the best sustained rate (a token bucket refilled): bytes
- * over the time spent reading, BURSTS_MIN bursts at least, within seconds otherwise. */
-static double burst_rate(reads *r, const coli_probe_disk *d, double seconds, coli_err *e)
-{
-	double busy = 0, bytes = (double)COLI_PROBE_BURST_RECORDS * (double)r->size;
-	double idle = 2 * bytes / coli_probe_best_bps(d), end = coli_now() + seconds;
-	idle = idle > BURST_IDLE_MIN ? idle : BURST_IDLE_MIN;
-	int n = 0;
-	r->limit = COLI_PROBE_BURST_RECORDS;
-	for (; n < BURSTS_MIN || coli_now() < end; n++) {
-		struct timespec ts = {(time_t)idle, (long)((idle - (double)(time_t)idle) * 1e9)};
-		nanosleep(&ts, NULL);
-		double rate = read_rate(r, COLI_PROBE_BURST_RECORDS, 1e9, d->dir, e);
-		if (rate < 0)
-			return -1;
-		busy += bytes / rate;
-	}
-	r->limit = 0;
-	return (double)n * bytes / busy;
+	return probe_median(t, n);
 }
 
 /* Each queue depth's O_DIRECT rate into d, the burst rate, then the buffered rate through a new
  * descriptor. */
 static int measure_reads(int fd, coli_probe_disk *d, const probe_disk_opts *o, coli_err *e)
 {
-	reads r = {.fd = fd, .size = o->record_bytes, .count = (long)(o->file_bytes / o->record_bytes)};
+	reads r = {.fd = fd, .size = o->record_bytes, .count = (long)(o->file_bytes / o->record_bytes), .dir = d->dir,
+		   .lock = PTHREAD_MUTEX_INITIALIZER};
+	probe_reader rd = {&r, (double)o->record_bytes, clock_now, clock_idle, lanes_read};
 	int rc = 0;
 	for (int i = 0; rc == 0 && i < o->n_qd; i++) {
 		probe_progress("disk %s: O_DIRECT reads of %.2f MiB at queue depth %d", d->dir, (double)r.size / MIB, o->qd[i]);
 		d->qd[i] = o->qd[i];
-		rc = (d->direct_bps[i] = read_rate(&r, o->qd[i], o->seconds, d->dir, e)) < 0 ? -1 : 0;
+		rc = (d->direct_bps[i] = probe_sustained(&rd, o->qd[i], o->seconds, e)) < 0 ? -1 : 0;
 	}
 	d->n_qd = o->n_qd;
 	probe_progress("disk %s: O_DIRECT bursts of %d records after idle time", d->dir, COLI_PROBE_BURST_RECORDS);
 	if (rc == 0) /* the file holds 4 records at least (probe.c) */
-		rc = (d->burst_bps = burst_rate(&r, d, o->seconds, e)) < 0 ? -1 : 0;
+		rc = (d->burst_bps = probe_bursts(&rd, COLI_PROBE_BURST_RECORDS, coli_probe_best_bps(d), e)) < 0 ? -1 : 0;
 	probe_progress("disk %s: buffered reads", d->dir);
 	r.once = 1;
 	r.fd = rc == 0 ? open(scratch, O_RDONLY | O_CLOEXEC) : -1;
 	if (rc == 0 && r.fd < 0)
 		rc = coli_errf(e, COLI_EIO, "%s: %s", scratch, strerror(errno));
 	if (rc == 0 && (posix_fadvise(r.fd, 0, 0, POSIX_FADV_DONTNEED), 1))
-		rc = (d->buffered_bps = read_rate(&r, 1, o->seconds, d->dir, e)) < 0 ? -1 : 0;
+		rc = (d->buffered_bps = probe_sustained(&rd, 1, o->seconds, e)) < 0 ? -1 : 0;
 	if (r.fd >= 0) {
 		posix_fadvise(r.fd, 0, 0, POSIX_FADV_DONTNEED);
 		close(r.fd);

@@ -19,7 +19,12 @@
 # dropped: predicted against measured tokens/s and hit rate, peak RSS against the budget. Then a
 # grid over the manual knobs at the same budget (prefetch on and off, each with the default pins
 # and none; with prefetch off, 1 thread and queue depths 1 and 16) for the middle cap with usage,
-# on each disk setup: the best the grid finds against the plan's run.
+# on each disk setup: the best the grid finds against the plan's run. Every configuration is
+# planned first; then COLI_BENCH_REPS rounds, each running every configuration and grid setting
+# once (in reverse order every other round), so that a change of the machine's load meets every
+# setting alike; the tables give medians. Each plan's prediction is also recomputed at its run's
+# own compute rate (the probe's CPU figures scaled by the plan's compute time over the traced
+# run's): the error left is the model's, the rest the machine's load.
 # Environment: COLI_BENCH_DIR (build/bench), COLI_BENCH_REPS (1), COLI_BENCH_PLAN_MBS (throttles
 # of A and B, default "400 200"), COLI_BENCH_PLAN_TOKENS (decode tokens measured, default 64),
 # COLI_BENCH_PLAN_GRID (0 skips the grid), COLI_BENCH_PLAN_DISKS (disk setups, default "1 2"),
@@ -58,6 +63,7 @@ ntok=${COLI_BENCH_PLAN_TOKENS:-64}
 grid=${COLI_BENCH_PLAN_GRID:-1}
 disk_setups=${COLI_BENCH_PLAN_DISKS:-1 2}
 mkdir -p "$dir"
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
 cmds=()
 record() { cmds+=("$*"); }
 trap cleanup EXIT
@@ -112,10 +118,13 @@ cap_mib() {
 }
 probe() { in_cgroup "$memcg $blkcg" bin/coli-plan probe -q --disk "$dir/mnt-plan-a" --disk "$dir/mnt-plan-b" -o "$dir/plan-probe.json"; }
 
-# One measured run: page cache dropped, under the cap and the throttles; its JSON line.
+# One measured run under a cap of $1 MiB: page cache dropped, under the cap and the throttles; its
+# JSON line.
 measure() {
-	local out st=0
+	local mib=$1 out st=0
+	shift
 	drop
+	echo $((mib << 20)) > "$memcg/memory.limit_in_bytes"
 	echo 0 > "$memcg/memory.max_usage_in_bytes"
 	out=$(coli_json_run "$dir/plan-ids.txt" in_cgroup "$memcg $blkcg" bin/coli-run -m "$A" --route-from "$trace" \
 		--prompt-ids "$prompt" -n $((ntok + 1)) --ignore-eos --print-ids --json "$@") || st=$?
@@ -127,54 +136,102 @@ cg_max() { echo $(( $(cat "$memcg/memory.max_usage_in_bytes") >> 20 )); }
 say "probing $dir/mnt-plan-a and $dir/mnt-plan-b (in the blkio cgroup: the throttled bandwidths)"
 probe
 record "coli-plan probe --disk $dir/mnt-plan-a --disk $dir/mnt-plan-b -o $dir/plan-probe.json   # in the blkio (and for each cap the memory) cgroup; the later probes reuse the CPU's and disks' figures"
-# Per usage setup (usage, none): the table's rows, the tokens/s and hit-rate errors.
-declare -A rows errs herrs
-share_rows=()
-config() {
-	local cap=$1 disks=$2 use=$3 mib plan=$dir/plan.json args=() out
+
+# The configurations, planned first (probe in the cgroups, coli-plan), then measured in rounds.
+# Per configuration key (cap-disks-use): its cap in MiB, the plan's arguments; per use, its keys.
+declare -A cap_of mib_of args_of
+keys=() grid_keys=()
+plan_config() {
+	local cap=$1 disks=$2 use=$3 key=$1-$2-$3 mib args=()
 	mib=$(cap_mib "$cap")
 	echo $((mib << 20)) > "$memcg/memory.limit_in_bytes"
 	probe
-	[ "$use" = usage ] && cp "$usage0" "$dir/plan-u.coli_usage" && args+=(--usage "$dir/plan-u.coli_usage" --routing "$routing0")
+	[ "$use" = usage ] && args+=(--usage "$dir/plan-u.coli_usage" --routing "$routing0")
 	[ "$disks" = 2 ] && args+=(--mirror "$B")
-	bin/coli-plan -q "$A" --probe "$dir/plan-probe.json" --ctx 256 --recall "$recall" -o "$plan" "${args[@]}"
-	local runs="" i
-	for i in $(seq "$reps"); do
-		[ "$use" = usage ] && cp "$usage0" "$dir/plan-u.coli_usage"
-		local traced=()
-		[ "$profile" = 1 ] && traced=(--trace "$dir/plan-run.coli_trace")
-		out=$(measure --plan "$plan" "${traced[@]}")
-		runs+="$(tok_s "$out") $(hit_rate "$out") $(rss_of "$out") $(cg_max)"$'\n'
-		say "  cap $cap ($mib MiB), $disks disk(s), $use: $(summary "$out")"
+	cp "$usage0" "$dir/plan-u.coli_usage"
+	bin/coli-plan -q "$A" --probe "$dir/plan-probe.json" --ctx 256 --recall "$recall" -o "$dir/plan-$key.json" "${args[@]}"
+	cap_of[$key]=$cap mib_of[$key]=$mib args_of[$key]="${args[*]}"
+	keys+=("$key")
+}
+# The grid at one cap with usage: the knobs by hand at the plan's budget.
+grid_knobs=("--prefetch on" "--prefetch on --pins 0" "--prefetch off" "--prefetch off --pins 0"
+	"--prefetch off --threads 1" "--prefetch off --queue-depth 1" "--prefetch off --queue-depth 16")
+declare -A grid_ram
+for cap in $caps; do
+	for disks in $disk_setups; do
+		for use in $uses; do
+			say "planning: cap $cap GiB, $disks disk(s), usage: $use"
+			plan_config "$cap" "$disks" "$use"
+			mid=$(echo "$caps" | awk '{print $(int((NF + 1) / 2))}')
+			if [ "$grid" = 1 ] && [ "$cap" = "$mid" ] && [ "$use" = usage ]; then
+				grid_ram[$cap-$disks]=$(tr -d '\n' <"$dir/plan-$cap-$disks-$use.json" | bin/coli-json knobs.ram)
+				for i in "${!grid_knobs[@]}"; do grid_keys+=("$cap-$disks-usage-g$i"); keys+=("$cap-$disks-usage-g$i"); done
+			fi
+		done
 	done
-	local j ptok phit btok mtok mhit
-	j=$(tr -d '\n' <"$plan")
-	ptok=$(echo "$j" | bin/coli-json predicted.warm.tok_s) phit=$(echo "$j" | bin/coli-json predicted.hit_rate)
-	btok=$(echo "$j" | bin/coli-json budget.budget)
-	mtok=$(echo "$runs" | awk 'NF {print $1}' | median) mhit=$(echo "$runs" | awk 'NF {print $2}' | median)
-	local err herr
-	err=$(awk -v p="$ptok" -v m="$mtok" 'BEGIN {printf "%.1f", (p - m) / m * 100}')
-	herr=$(awk -v p="$phit" -v m="$mhit" 'BEGIN {printf "%.1f", p * 100 - m}')
-	errs[$use]+="$err"$'\n' herrs[$use]+="$herr"$'\n'
-	rows[$use]+="$(printf '| %s | %d | %d | %.2f | %s | %s%% | %.1f | %s | %s pts | %s | %.0f | %s |' "$cap" "$mib" "$disks" \
-		"$ptok" "$mtok" "$err" "$(awk -v h="$phit" 'BEGIN {print h * 100}')" "$mhit" "$herr" \
-		"$(echo "$runs" | awk 'NF {print $3}' | sort -n | tail -1)" "$(awk -v b="$btok" 'BEGIN {print b / 2^20}')" \
-		"$(echo "$runs" | awk 'NF {print $4}' | sort -n | tail -1)")"$'\n'
-	plan_tok=$mtok
-	[ "$disks" = 2 ] && share_rows+=("$(printf '| %s | %s | %.3f | %.3f | %.0f | %.0f |' "$cap" "$use" \
-		"$(echo "$j" | bin/coli-json disks.1.share)" "$(jget "$out" stream.disks.1.byte_share)" \
-		"$(jget "$out" stream.disks.0.sustained_mb_per_s)" "$(jget "$out" stream.disks.1.sustained_mb_per_s)")")
-	[ "$profile" = 1 ] && attribution "$cap" "$mib" "$disks" "$use" "$j"
-	return 0
+done
+
+# One run of configuration key (a plan's, or a grid setting's: key-gI): its figures appended to
+# runs[key]; the last run's JSON in last[key].
+declare -A runs last
+run_key() {
+	local key=$1 base=${1%-g*} out args=() mirror=()
+	cp "$usage0" "$dir/plan-u.coli_usage"
+	if [ "$base" != "$key" ]; then
+		local cap=${base%%-*} rest=${base#*-} knobs=${grid_knobs[${key##*-g}]}
+		[ "${rest%%-*}" = 2 ] && mirror=(--mirror "$B")
+		# shellcheck disable=SC2206 # the knobs are words
+		args=(--ram "${grid_ram[$cap-${rest%%-*}]}" --usage "$dir/plan-u.coli_usage" "${mirror[@]}" $knobs)
+	else
+		args=(--plan "$dir/plan-$key.json")
+		[ "$profile" = 1 ] && args+=(--trace "$dir/plan-run-$key-r$round.coli_trace")
+	fi
+	out=$(measure "${mib_of[$base]}" "${args[@]}")
+	runs[$key]+="$(tok_s "$out") $(hit_rate "$out") $(rss_of "$out") $(cg_max)"$'\n'
+	last[$key]=$out
+	say "  $key (${args[*]//$dir\//}): $(summary "$out")"
+}
+# COLI_BENCH_REPS rounds, each running every configuration and grid setting once (in reverse order
+# every other round): a change of the machine's load meets every setting alike; medians below.
+for r in $(seq "$reps"); do
+	say "round $r of $reps"
+	order=("${keys[@]}")
+	if [ $((r % 2)) = 0 ]; then
+		order=(); for ((i = ${#keys[@]} - 1; i >= 0; i--)); do order+=("${keys[$i]}"); done
+	fi
+	round=$r
+	for key in "${order[@]}"; do run_key "$key"; done
+done
+
+# The plan's prediction recomputed at a run's own compute rate: the probe's CPU figures (kernels,
+# memory, attention core) scaled by the plan's compute time over the traced run's (its products,
+# attention, router and the rest), the same plan's inputs and budget (the probe file holds the
+# last cap's memory limit, not this one's): what is left of the error against that
+# run's tokens/s is the model's, not the machine's load. The table gives the medians over the
+# rounds of the factor, the prediction and its error.
+scaled_tok() {
+	local key=$1 j=$2 r=$3 pc mc f
+	pc=$(awk -v a="$(echo "$j" | bin/coli-json predicted.warm.experts_s)" -v b="$(echo "$j" | bin/coli-json predicted.warm.attention_s)" \
+		-v c="$(echo "$j" | bin/coli-json predicted.warm.other_s)" 'BEGIN {print a + b + c}')
+	mc=0
+	for k in experts attention linear_attention router other; do
+		mc=$(awk -v s="$mc" -v v="$(jget "$r" "phases.decode.parts_s.$k")" -v n="$(jget "$r" phases.decode.calls)" 'BEGIN {print s + v / n}')
+	done
+	f=$(awk -v p="$pc" -v m="$mc" 'BEGIN {printf "%.6f", p / m}')
+	sed -E 's/("[a-z0-9_]*_bps_(1|all)"|"attn_fma_per_s"): ([0-9.e+-]+)/\1: \3 FACTOR/' "$dir/plan-probe.json" |
+		awk -v f="$f" '/ FACTOR/ {match($0, /: [0-9.e+-]+ FACTOR/); v = substr($0, RSTART + 2, RLENGTH - 9);
+			$0 = substr($0, 1, RSTART + 1) sprintf("%.6e", v * f) substr($0, RSTART + RLENGTH)} {print}' >"$dir/plan-probe-scaled.json"
+	cp "$usage0" "$dir/plan-u.coli_usage" # the first half's, as planned (a run adds its own routing to it)
+	# shellcheck disable=SC2086
+	bin/coli-plan -q "$A" --probe "$dir/plan-probe-scaled.json" --ctx 256 --recall "$recall" -o "$dir/plan-scaled.json" \
+		--ram "$(echo "$j" | bin/coli-json knobs.ram)" ${args_of[$key]}
+	echo "$f $(tr -d '\n' <"$dir/plan-scaled.json" | bin/coli-json predicted.warm.tok_s)"
 }
 
-# The last run's decode attribution (coli-profile report of its trace) beside the plan's
-# breakdown, ms per token: a row of the attribution table.
-declare -A parts
+# A configuration's last run's decode attribution ($6: coli-profile report --json of its trace)
+# beside the plan's breakdown ($5), ms per token: a row of the attribution table.
 attribution() {
-	local r calls p=() m=() k
-	r=$(bin/coli-profile report "$dir/plan-run.coli_trace" --plan "$dir/plan.json" --probe "$dir/plan-probe.json" \
-		-o "$dir/plan-report-$1-$3-$4" --json -q)
+	local r=$6 calls p=() m=() k
 	calls=$(jget "$r" phases.decode.calls)
 	for k in disk_s experts_s attention_s other_s; do p+=("$(jfmt "$5" "predicted.warm.$k" %.1f 1000)"); done
 	for k in io_wait experts attention linear_attention router other between_calls untraced; do
@@ -187,34 +244,60 @@ attribution() {
 		"$(awk -v v="$(jget "$r" phases.decode.wall_s)" -v n="$calls" 'BEGIN {printf "%.1f", v / n * 1000}')")"$'\n'
 }
 
-# The grid at one cap with usage: the knobs by hand at the plan's budget; the best against the plan.
+# Per usage setup (usage, none): the table's rows, the tokens/s and hit-rate errors.
+declare -A rows errs herrs serrs parts plan_tok
+share_rows=()
+for key in "${keys[@]}"; do
+	case $key in *-g*) continue ;; esac
+	cap=${cap_of[$key]} mib=${mib_of[$key]} rest=${key#*-} disks=${rest%%-*} use=${key##*-}
+	j=$(tr -d '\n' <"$dir/plan-$key.json")
+	ptok=$(echo "$j" | bin/coli-json predicted.warm.tok_s) phit=$(echo "$j" | bin/coli-json predicted.hit_rate)
+	btok=$(echo "$j" | bin/coli-json budget.budget)
+	mtok=$(echo "${runs[$key]}" | awk 'NF {print $1}' | median) mhit=$(echo "${runs[$key]}" | awk 'NF {print $2}' | median)
+	plan_tok[$cap-$disks-$use]=$mtok
+	err=$(awk -v p="$ptok" -v m="$mtok" 'BEGIN {printf "%.1f", (p - m) / m * 100}')
+	herr=$(awk -v p="$phit" -v m="$mhit" 'BEGIN {printf "%.1f", p * 100 - m}')
+	errs[$use]+="$err"$'\n' herrs[$use]+="$herr"$'\n'
+	scaled="- - -"
+	if [ "$profile" = 1 ]; then # each round's run at its own compute rate, against its own tok/s; the medians
+		sc=""
+		for r in $(seq "$reps"); do
+			rep=$(bin/coli-profile report "$dir/plan-run-$key-r$r.coli_trace" --plan "$dir/plan-$key.json" \
+				--probe "$dir/plan-probe.json" -o "$dir/plan-report-$key" --json -q)
+			read -r f stok <<<"$(scaled_tok "$key" "$j" "$rep")"
+			t=$(echo "${runs[$key]}" | awk -v r="$r" 'NF && ++n == r {print $1}')
+			sc+="$f $stok $(awk -v p="$stok" -v m="$t" 'BEGIN {printf "%.1f", (p - m) / m * 100}')"$'\n'
+		done
+		attribution "$cap" "$mib" "$disks" "$use" "$j" "$rep"
+		serr=$(echo "$sc" | awk 'NF {print $3}' | median)
+		serrs[$use]+="$serr"$'\n'
+		scaled="$(printf '%.2f %.2f' "$(echo "$sc" | awk 'NF {print $1}' | median)" "$(echo "$sc" | awk 'NF {print $2}' | median)") $serr"
+	fi
+	read -r f stok serr <<<"$scaled"
+	rows[$use]+="$(printf '| %s | %d | %d | %.2f | %s | %s%% | %s | %s | %s%% | %.1f | %s | %s pts | %s | %.0f | %s |' "$cap" "$mib" "$disks" \
+		"$ptok" "$mtok" "$err" "$f" "$stok" "$serr" "$(awk -v h="$phit" 'BEGIN {print h * 100}')" "$mhit" "$herr" \
+		"$(echo "${runs[$key]}" | awk 'NF {print $3}' | sort -n | tail -1)" "$(awk -v b="$btok" 'BEGIN {print b / 2^20}')" \
+		"$(echo "${runs[$key]}" | awk 'NF {print $4}' | sort -n | tail -1)")"$'\n'
+	[ "$disks" = 2 ] && share_rows+=("$(printf '| %s | %s | %.3f | %.3f | %.0f | %.0f |' "$cap" "$use" \
+		"$(echo "$j" | bin/coli-json disks.1.share)" "$(jget "${last[$key]}" stream.disks.1.byte_share)" \
+		"$(jget "${last[$key]}" stream.disks.0.sustained_mb_per_s)" "$(jget "${last[$key]}" stream.disks.1.sustained_mb_per_s)")")
+done
+# The grid: each setting's median against the median of the plan's own runs at that cap.
 grid_rows=()
-grid_search() {
-	local cap=$1 disks=$2 ram best=0 best_knobs="" out t knobs mirror=()
-	[ "$disks" = 2 ] && mirror=(--mirror "$B")
-	ram=$(tr -d '\n' <"$dir/plan.json" | bin/coli-json knobs.ram)
-	for knobs in "--prefetch on" "--prefetch on --pins 0" "--prefetch off" "--prefetch off --pins 0" \
-		"--prefetch off --threads 1" "--prefetch off --queue-depth 1" "--prefetch off --queue-depth 16"; do
-		cp "$usage0" "$dir/plan-u.coli_usage"
-		out=$(measure --ram "$ram" --usage "$dir/plan-u.coli_usage" "${mirror[@]}" $knobs)
-		t=$(tok_s "$out")
-		say "  grid: --ram $ram $knobs: $(summary "$out")"
-		awk -v a="$t" -v b="$best" 'BEGIN {exit !(a > b)}' && best=$t best_knobs="--ram $ram ${knobs:-(defaults)}"
-	done
-	grid_rows+=("| $cap | $disks | $plan_tok | $best | $(awk -v p="$plan_tok" -v b="$best" 'BEGIN {printf "%.2f", p / b}') | \`$best_knobs\` |")
-}
-
 for cap in $caps; do
 	for disks in $disk_setups; do
-		for use in $uses; do
-			say "cap $cap GiB, $disks disk(s), usage: $use"
-			config "$cap" "$disks" "$use"
-			mid=$(echo "$caps" | awk '{print $(int((NF + 1) / 2))}')
-			if [ "$grid" = 1 ] && [ "$cap" = "$mid" ] && [ "$use" = usage ]; then grid_search "$cap" "$disks"; fi
+		[ -n "${grid_ram[$cap-$disks]:-}" ] || continue
+		best=0 best_knobs=""
+		for i in "${!grid_knobs[@]}"; do
+			t=$(echo "${runs[$cap-$disks-usage-g$i]}" | awk 'NF {print $1}' | median)
+			awk -v a="$t" -v b="$best" 'BEGIN {exit !(a > b)}' && best=$t best_knobs="--ram ${grid_ram[$cap-$disks]} ${grid_knobs[$i]}"
 		done
+		pt=${plan_tok[$cap-$disks-usage]}
+		grid_rows+=("| $cap | $disks | $pt | $best | $(awk -v p="$pt" -v b="$best" 'BEGIN {printf "%.2f", p / b}') | \`$best_knobs\` |")
 	done
 done
-record "per configuration: coli-plan probe (in the memory and blkio cgroups) --disk $dir/mnt-plan-a --disk $dir/mnt-plan-b; coli-plan $A --probe P --ctx 256 --recall $recall [--usage U --routing $routing0] [--mirror $B] -o plan.json; echo 3 > /proc/sys/vm/drop_caches; (in the cgroups) coli-run -m $A --plan plan.json --route-from $trace --prompt-ids '1..$((n_pos - ntok))' -n $((ntok + 1)) --ignore-eos --print-ids --json"
+record "per configuration: coli-plan probe (in the memory and blkio cgroups) --disk $dir/mnt-plan-a --disk $dir/mnt-plan-b; coli-plan $A --probe P --ctx 256 --recall $recall [--usage U --routing $routing0] [--mirror $B] -o plan.json; then $reps round(s), each every configuration and grid setting once (reversed every other round): echo 3 > /proc/sys/vm/drop_caches; (in the cgroups) coli-run -m $A --plan plan.json --route-from $trace --prompt-ids '1..$((n_pos - ntok))' -n $((ntok + 1)) --ignore-eos --print-ids --json"
+record "at the run's compute rate: plan-probe.json's *_bps_1, *_bps_all and attn_fma_per_s x (the plan's compute ms per token / the traced run's: products, attention, router, other), coli-plan again with the same inputs"
 
 echo "### coli-plan: predicted against measured ($layers of $t_layers layers x $t_experts experts, top-$t_top_k, $(awk -v b="$(bytes_of "$model")" 'BEGIN {printf "%.2f", b / 2^30}') GiB; disks A $bw_a MB/s, B $bw_b MB/s; routing of $trace)"
 for use in $uses; do
@@ -225,20 +308,20 @@ for use in $uses; do
 		echo "Without usage (the planner's locality model, its defaults): goals tokens/s within 25%, hit rate within 10 points."
 	fi
 	echo
-	echo "| cap GiB ($t_layers layers) | cap MiB (this model) | disks | predicted tok/s | measured tok/s | error | predicted hit % | measured hit % | error | peak RSS MiB | budget MiB | cgroup max MiB |"
-	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	echo "| cap GiB ($t_layers layers) | cap MiB (this model) | disks | predicted tok/s | measured tok/s | error | compute rate x | predicted at the run's compute rate | error | predicted hit % | measured hit % | error | peak RSS MiB | budget MiB | cgroup max MiB |"
+	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	printf '%s' "${rows[$use]}"
 	echo
 	if [ "$profile" = 1 ]; then
 		echo
-		echo "Where a decode token's time went, $use: the plan's breakdown (warm) / the run's attribution (coli-profile report of its trace), ms per token; \"attention\" measured includes linear attention, \"other\" the router."
+		echo "Where a decode token's time went, $use: the plan's breakdown (warm) / the last round's run's attribution (coli-profile report of its trace), ms per token; \"attention\" measured includes linear attention, \"other\" the router."
 		echo
 		echo "| cap GiB | cap MiB | disks | disk / I/O wait | expert products | attention | other | between calls (not modelled) | total predicted | wall measured |"
 		echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 		printf '%s' "${parts[$use]}"
 		echo
 	fi
-	echo "$use: absolute error of tokens/s median $(printf '%s' "${errs[$use]}" | tr -d - | median)%, largest $(printf '%s' "${errs[$use]}" | tr -d - | sort -g | tail -1)%; of the hit rate median $(printf '%s' "${herrs[$use]}" | tr -d - | median) points, largest $(printf '%s' "${herrs[$use]}" | tr -d - | sort -g | tail -1)."
+	echo "$use: absolute error of tokens/s median $(printf '%s' "${errs[$use]}" | tr -d - | median)%, largest $(printf '%s' "${errs[$use]}" | tr -d - | sort -g | tail -1)%; of the hit rate median $(printf '%s' "${herrs[$use]}" | tr -d - | median) points, largest $(printf '%s' "${herrs[$use]}" | tr -d - | sort -g | tail -1).$([ "$profile" = 1 ] && echo " At the run's compute rate: tokens/s median $(printf '%s' "${serrs[$use]}" | tr -d - | median)%, largest $(printf '%s' "${serrs[$use]}" | tr -d - | sort -g | tail -1)%.")"
 done
 if [ ${#share_rows[@]} -gt 0 ]; then
 	echo
@@ -255,7 +338,7 @@ if [ ${#grid_rows[@]} -gt 0 ]; then
 	printf '%s\n' "${grid_rows[@]}"
 fi
 echo
-echo "Medians of $reps run(s), $ntok decode tokens (trace positions $((n_pos - ntok))..$((n_pos - 1))), page cache dropped before each run. $(cpu_desc), $(nproc) cores; commit $(commit), $(date -u +%Y-%m-%d). Commands:"
+echo "Medians of $reps round(s), $ntok decode tokens (trace positions $((n_pos - ntok))..$((n_pos - 1))), page cache dropped before each run. $(cpu_desc), $(nproc) cores; load average $load0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end; commit $(commit), $(date -u +%Y-%m-%d). Commands:"
 echo
 echo '```'
 printf '%s\n' "${cmds[@]}"

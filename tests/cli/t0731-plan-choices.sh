@@ -94,6 +94,25 @@ test_expect_success "with usage the layers differ: the cache still follows each 
 	done
 '
 
+# A layer's wait averaged over its number of misses: with reads as good as free and a 10 ms
+# latency, a token waits for layer l only when one of its top_k = 4 picks misses, so stall_s is
+# 10 ms x P(m > 0) = 10 ms x (1 - hit^4) (less the hits' products, 23 us here); taken at the mean
+# miss count (4 x (1 - hit) > 0), as the model did before, every layer with a miss would wait
+# the whole 10 ms.
+test_expect_success "the wait for a layer's misses is averaged over their number (binomial): 10 ms x P(a miss) with a 10 ms latency" '
+	slow 1000 | sed "s/\"latency_s\": 1e-4/\"latency_s\": 0.01/" >p.json && grep -q "\"latency_s\": 0.01" p.json &&
+	coli-plan -q "$M" --probe p.json --usage "$SCRATCH/u" --ram 0.1 --ctx 512 --recall 0.01 -o plan.json &&
+	test "$(j plan.json knobs.prefetch)" = off &&
+	below=0 &&
+	for l in 0 1 2 3; do
+		h=$(j plan.json layers.$l.hit_rate) && s=$(j plan.json layers.$l.stall_s) &&
+		awk -v h="$h" -v s="$s" "BEGIN { w = 0.01 * (1 - h ^ 4); exit !(s <= w + 1e-6 && s >= w - 1e-4) }" ||
+			{ echo "layer $l: hit $h, stall_s $s" >&2; exit 1; }
+		awk -v h="$h" -v s="$s" "BEGIN { exit !(h < 1 && s < 0.005) }" && below=$((below + 1))
+	done &&
+	test "$below" -ge 1
+'
+
 # The plan's per-layer lists, run by coli-run --plan: its report gives each list's range, not the
 # largest layer's figure as if every layer had it.
 test_expect_success "coli-run --plan with per-layer lists reports the range of pins and of slots per layer" '
