@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "fileio.h"
+#include "nn/attention.h"
 #include "nn/blocks.h"
 #include "nn/kv.h"
 #include "nn/dsa.h"
@@ -238,21 +239,41 @@ static int comp_push(const coli_engine *m, v4_kv *s, const float *kv, const floa
 	return 1;
 }
 
-/* The lightning indexer of a CSA layer for one token: the n complete rows' scores (sum over
- * heads of weight iw x relu(qi . k) / sqrt(index_hd), qi its rotated queries), and the
- * min(index_topk, n) best into isel (ties to the lower row), ascending; returns how many. */
-static int index_select(const coli_model *c, v4_kv *s, const v4_layer *L, const float *qi, const float *iw, int n)
+/* The indexer's scores of rows [begin, end) for one token (rows are independent: the same bits
+ * however they are shared out). */
+typedef struct index_job {
+	const coli_model *c;
+	const float *rows, *qi, *iw; /* the indexer's rows, the token's rotated queries and head weights */
+	float *isc;
+} index_job;
+
+static void index_rows(void *arg, int64_t begin, int64_t end)
 {
-	int IH = c->index_n_heads, ihd = c->index_head_dim;
+	const index_job *j = arg;
+	int IH = j->c->index_n_heads, ihd = j->c->index_head_dim;
 	float ws = 1.0f / sqrtf((float)IH), ks = 1.0f / sqrtf((float)ihd);
-	for (int r = 0; r < n; r++) {
+	for (int64_t r = begin; r < end; r++) {
 		float v = 0;
 		for (int h = 0; h < IH; h++) {
-			float d = dot(qi + (int64_t)h * ihd, L->irows + (int64_t)r * ihd, ihd);
-			v += iw[h] * ws * (d > 0 ? d * ks : 0);
+			float d = dot(j->qi + (int64_t)h * ihd, j->rows + r * ihd, ihd);
+			v += j->iw[h] * ws * (d > 0 ? d * ks : 0);
 		}
-		s->isc[r] = v;
+		j->isc[r] = v;
 	}
+}
+
+/* The lightning indexer of a CSA layer for one token: the n complete rows' scores (sum over
+ * heads of weight iw x relu(qi . k) / sqrt(index_hd), qi its rotated queries), over the kernels'
+ * threads once the scan is long (as coli_attn_index_fmas counts it), and the min(index_topk, n)
+ * best into isel (ties to the lower row), ascending; returns how many. */
+static int index_select(coli_engine *m, v4_kv *s, const v4_layer *L, const float *qi, const float *iw, int n)
+{
+	const coli_model *c = m->cfg;
+	index_job j = {c, L->irows, qi, iw, s->isc};
+	if ((int64_t)n * c->index_n_heads * c->index_head_dim < COLI_ATTN_THREAD_WORK)
+		index_rows(&j, 0, n);
+	else
+		coli_kernels_for(m->kc, n, n / (4 * coli_kernels_threads(m->kc)) + 1, index_rows, &j);
 	return dsa_top(s->isc, n, c->index_topk, s->itmp, s->isel);
 }
 
@@ -431,7 +452,7 @@ static void attn_core(coli_engine *m, coli_kv *kv, int l, int i, int p)
 	if (r && csa) {
 		comp_push(m, s, w->VIK + (int64_t)i * 2 * ihd, w->VIZ + (int64_t)i * 2 * ihd, W->icmp_ape, W->icmp_norm,
 			  L->icwin, L->izwin, L->irows, r, ihd, 1, p);
-		k = index_select(c, s, L, w->IQ + (int64_t)i * c->index_n_heads * ihd, w->IW + (int64_t)i * c->index_n_heads,
+		k = index_select(m, s, L, w->IQ + (int64_t)i * c->index_n_heads * ihd, w->IW + (int64_t)i * c->index_n_heads,
 				 nrows);
 	}
 	for (int j = 0; j < (r && csa ? k : nrows); j++)
