@@ -25,6 +25,9 @@
 /* One layer's views of its state parts (formats/state.h): the window ring, and with a
  * compressor its rows and the projections of its previous and current window (the indexer's
  * likewise on CSA layers). */
+/* Query heads the attention core takes over the keys at once. */
+enum { V4_HEADS = 8 };
+
 typedef struct v4_layer {
 	float *ring;              /* [W][hd] keys (= values), slot p % W (COLI_STATE_WINDOW) */
 	float *rows;              /* [cap / r][hd] compressed rows (COMP_ROW: hd / r floats per token) */
@@ -44,7 +47,7 @@ typedef struct v4_kv {
 	float *mix;               /* [(2 + S) S] */
 	float *isc, *itmp;        /* [cap / 4 + 1] the indexer's scores and dsa_top's scratch */
 	int32_t *isel;            /* [index_topk] */
-	float *sc;                /* [W + most rows attended] scores */
+	float *sc;                /* [V4_HEADS][W + most rows attended] scores */
 	const float **keys;       /* [W + most rows attended] */
 	float *rs;                /* [E] router scores */
 	float *mem;
@@ -83,7 +86,7 @@ static uint64_t lay_out(v4_kv *s, const coli_model *c, int first, int last, int 
 	TAKE(d->mix, (2 + S) * S);
 	TAKE(d->isc, cap / 4 + 1), TAKE(d->itmp, cap / 4 + 1);
 	TAKE(d->isel, c->index_topk);
-	TAKE(d->sc, att);
+	TAKE(d->sc, V4_HEADS * att);
 	TAKE(d->rs, c->n_experts);
 #undef TAKE
 	return at;
@@ -457,20 +460,31 @@ static void attn_core(coli_engine *m, coli_kv *kv, int l, int i, int p)
 	}
 	for (int j = 0; j < (r && csa ? k : nrows); j++)
 		s->keys[n++] = L->rows + (int64_t)(r && csa ? s->isel[j] : j) * hd;
-	float scale = 1.0f / sqrtf((float)hd);
-	for (int h = 0; h < H; h++) {
-		const float *q = w->Q + ((int64_t)i * H + h) * hd;
-		float *o = w->A + ((int64_t)i * H + h) * hd, mx = W->sink[h];
-		for (int j = 0; j < n; j++) {
-			s->sc[j] = dot(q, s->keys[j], hd) * scale;
-			mx = s->sc[j] > mx ? s->sc[j] : mx;
+	/* V4_HEADS heads a pass over the keys, so that a key is read once for them (the keys of a long
+	 * context outgrow the cache); each head's sums in the order of one head at a time. */
+	float scale = 1.0f / sqrtf((float)hd), mx[V4_HEADS];
+	double sum[V4_HEADS];
+	for (int h0 = 0; h0 < H; h0 += V4_HEADS) {
+		int hb = H - h0 < V4_HEADS ? H - h0 : V4_HEADS;
+		const float *q = w->Q + ((int64_t)i * H + h0) * hd;
+		float *o = w->A + ((int64_t)i * H + h0) * hd;
+		for (int b = 0; b < hb; b++)
+			mx[b] = W->sink[h0 + b];
+		for (int j = 0; j < n; j++)
+			for (int b = 0; b < hb; b++) {
+				float x = s->sc[(int64_t)b * n + j] = dot(q + (int64_t)b * hd, s->keys[j], hd) * scale;
+				mx[b] = x > mx[b] ? x : mx[b];
+			}
+		for (int b = 0; b < hb; b++) {
+			float *sc = s->sc + (int64_t)b * n;
+			sum[b] = expf(W->sink[h0 + b] - mx[b]);
+			for (int j = 0; j < n; j++)
+				sum[b] += sc[j] = expf(sc[j] - mx[b]);
 		}
-		double sum = expf(W->sink[h] - mx);
+		memset(o, 0, (size_t)hb * hd * sizeof(float));
 		for (int j = 0; j < n; j++)
-			sum += s->sc[j] = expf(s->sc[j] - mx);
-		memset(o, 0, (size_t)hd * sizeof(float));
-		for (int j = 0; j < n; j++)
-			axpy(o, (float)(s->sc[j] / sum), s->keys[j], hd);
+			for (int b = 0; b < hb; b++)
+				axpy(o + (int64_t)b * hd, (float)(s->sc[(int64_t)b * n + j] / sum[b]), s->keys[j], hd);
 	}
 	rope_apply(r ? &s->comp : &s->main, w->A + (int64_t)i * H * hd + hd - rd, H, hd, -p); /* the inverse rotation */
 }
