@@ -47,7 +47,10 @@ double coli_attn_decode_fmas(const coli_model *c, int pos, int *threaded)
 		double keys = 0;
 		for (int l = 0; l < c->n_layers; l++)
 			keys += v4_keys(c, l, pos);
-		*threaded = 0;
+		/* the engine shares blocks of heads out once heads x keys x head_dim reaches the
+		 * threshold; every layer attends at least its window's keys */
+		int win = pos + 1 < c->sliding_window ? pos + 1 : c->sliding_window;
+		*threaded = (double)c->n_heads * win * c->head_dim >= COLI_ATTN_THREAD_WORK;
 		return keys * c->n_heads * 2.0 * c->head_dim;
 	}
 	if (c->attn == COLI_ATTN_MLA) {

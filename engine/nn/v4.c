@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "fileio.h"
+#include "kernels/pool.h"
 #include "nn/attention.h"
 #include "nn/blocks.h"
 #include "nn/kv.h"
@@ -47,7 +48,7 @@ typedef struct v4_kv {
 	float *mix;               /* [(2 + S) S] */
 	float *isc, *itmp;        /* [cap / 4 + 1] the indexer's scores and dsa_top's scratch */
 	int32_t *isel;            /* [index_topk] */
-	float *sc;                /* [V4_HEADS][W + most rows attended] scores */
+	float *sc;                /* [W + most rows attended] the compressors' gate scratch */
 	const float **keys;       /* [W + most rows attended] */
 	float *rs;                /* [E] router scores */
 	float *mem;
@@ -86,7 +87,7 @@ static uint64_t lay_out(v4_kv *s, const coli_model *c, int first, int last, int 
 	TAKE(d->mix, (2 + S) * S);
 	TAKE(d->isc, cap / 4 + 1), TAKE(d->itmp, cap / 4 + 1);
 	TAKE(d->isel, c->index_topk);
-	TAKE(d->sc, V4_HEADS * att);
+	TAKE(d->sc, att);
 	TAKE(d->rs, c->n_experts);
 #undef TAKE
 	return at;
@@ -429,6 +430,50 @@ static void attn_in(coli_engine *m, v4_kv *s, int l, int n, int p0)
 	coli_tracer_mark(m->tr, COLI_SPAN_INDEXER, l); /* the compressors' and the indexer's projections */
 }
 
+/* One token's attention over its n keys (= values) with the sinks, V4_HEADS heads a pass over
+ * the keys so that a key is read once for them (a long context's keys outgrow the cache); blocks
+ * of heads over the kernels' threads, each thread's scores its own rows of the sequence's
+ * kv->att. Each head's sums in the order of one head at a time: the same bits for any threads. */
+typedef struct heads_job {
+	const coli_model *c;
+	const float *sink, *Q; /* [H] the layer's sinks, [H][hd] the token's queries */
+	float *A;              /* [H][hd] the output */
+	const float **keys;
+	int n;
+	float *att; /* [threads][rows] scores */
+	int64_t rows;
+} heads_job;
+
+static void attend_heads(void *arg, int64_t begin, int64_t end)
+{
+	const heads_job *j = arg;
+	int H = j->c->n_heads, hd = j->c->head_dim, n = j->n;
+	float *sc = j->att + (int64_t)kpool_self() * j->rows, scale = 1.0f / sqrtf((float)hd), mx[V4_HEADS];
+	double sum[V4_HEADS];
+	for (int64_t blk = begin; blk < end; blk++) {
+		int h0 = (int)blk * V4_HEADS, hb = H - h0 < V4_HEADS ? H - h0 : V4_HEADS;
+		const float *q = j->Q + (int64_t)h0 * hd;
+		float *o = j->A + (int64_t)h0 * hd;
+		for (int b = 0; b < hb; b++)
+			mx[b] = j->sink[h0 + b];
+		for (int t = 0; t < n; t++)
+			for (int b = 0; b < hb; b++) {
+				float x = sc[(int64_t)b * n + t] = dot(q + (int64_t)b * hd, j->keys[t], hd) * scale;
+				mx[b] = x > mx[b] ? x : mx[b];
+			}
+		for (int b = 0; b < hb; b++) {
+			float *row = sc + (int64_t)b * n;
+			sum[b] = expf(j->sink[h0 + b] - mx[b]);
+			for (int t = 0; t < n; t++)
+				sum[b] += row[t] = expf(row[t] - mx[b]);
+		}
+		memset(o, 0, (size_t)hb * hd * sizeof(float));
+		for (int t = 0; t < n; t++)
+			for (int b = 0; b < hb; b++)
+				axpy(o + (int64_t)b * hd, (float)(sc[(int64_t)b * n + t] / sum[b]), j->keys[t], hd);
+	}
+}
+
 /* The attention core of layer l for the batch's token i at p (projections from attn_in): what it
  * overwrites kept, its key into the window, its compressors' rows pushed (a window complete: a
  * compressed row), on CSA layers the indexer's choice; over the window and the rows attended
@@ -460,32 +505,13 @@ static void attn_core(coli_engine *m, coli_kv *kv, int l, int i, int p)
 	}
 	for (int j = 0; j < (r && csa ? k : nrows); j++)
 		s->keys[n++] = L->rows + (int64_t)(r && csa ? s->isel[j] : j) * hd;
-	/* V4_HEADS heads a pass over the keys, so that a key is read once for them (the keys of a long
-	 * context outgrow the cache); each head's sums in the order of one head at a time. */
-	float scale = 1.0f / sqrtf((float)hd), mx[V4_HEADS];
-	double sum[V4_HEADS];
-	for (int h0 = 0; h0 < H; h0 += V4_HEADS) {
-		int hb = H - h0 < V4_HEADS ? H - h0 : V4_HEADS;
-		const float *q = w->Q + ((int64_t)i * H + h0) * hd;
-		float *o = w->A + ((int64_t)i * H + h0) * hd;
-		for (int b = 0; b < hb; b++)
-			mx[b] = W->sink[h0 + b];
-		for (int j = 0; j < n; j++)
-			for (int b = 0; b < hb; b++) {
-				float x = s->sc[(int64_t)b * n + j] = dot(q + (int64_t)b * hd, s->keys[j], hd) * scale;
-				mx[b] = x > mx[b] ? x : mx[b];
-			}
-		for (int b = 0; b < hb; b++) {
-			float *sc = s->sc + (int64_t)b * n;
-			sum[b] = expf(W->sink[h0 + b] - mx[b]);
-			for (int j = 0; j < n; j++)
-				sum[b] += sc[j] = expf(sc[j] - mx[b]);
-		}
-		memset(o, 0, (size_t)hb * hd * sizeof(float));
-		for (int j = 0; j < n; j++)
-			for (int b = 0; b < hb; b++)
-				axpy(o + (int64_t)b * hd, (float)(s->sc[(int64_t)b * n + j] / sum[b]), s->keys[j], hd);
-	}
+	heads_job j = {c, W->sink, w->Q + (int64_t)i * H * hd, w->A + (int64_t)i * H * hd, s->keys, n, kv->att,
+		       (int64_t)attn_score_rows(c) * kv->cap};
+	int64_t blocks = (H + V4_HEADS - 1) / V4_HEADS;
+	if ((int64_t)H * n * hd < COLI_ATTN_THREAD_WORK)
+		attend_heads(&j, 0, blocks);
+	else
+		coli_kernels_for(m->kc, blocks, 1, attend_heads, &j);
 	rope_apply(r ? &s->comp : &s->main, w->A + (int64_t)i * H * hd + hd - rd, H, hd, -p); /* the inverse rotation */
 }
 

@@ -35,6 +35,23 @@ ids() { seq -s " " 1000 $((1000 + $1 - 1)); }
 probe=$dir/v4-probe.json
 bin/coli-plan probe -q --force --disk "$dir" -o "$probe" # this run's machine state, as the runs meet it
 run() { bin/coli-run -m "$model" --threads "$threads" --ignore-eos --print-ids --json "$@" | tail -n 1; }
+# sess N: the session after the prompt ids 1000 .. 999 + N, made once (prefills of 4096 tokens at
+# most), remade when the model changes; at N: 16 tokens decoded from a copy of it.
+sess() {
+	local f=$dir/v4-ctx$1.coli_kv pos=0 n
+	if [ "$(cat "$f.args" 2>/dev/null)" != "$(cat "${model%.coli}.args")" ] || [ ! -e "$f" ]; then
+		rm -f "$f" "$f.args"
+		while [ $pos -lt "$1" ]; do
+			n=$(($1 - pos)) && [ $n -le 4096 ] || n=4096
+			bin/coli-run -m "$model" --threads "$threads" --prompt-ids "$(seq -s " " $((1000 + pos)) $((999 + pos + n)))" \
+				-n 0 --session "$f" --ctx $((n + 64)) >/dev/null
+			pos=$((pos + n)) && say "  $f: $pos of $1 positions"
+		done
+		cp "${model%.coli}.args" "$f.args"
+	fi
+	echo "$f"
+}
+at() { cp "$(sess "$1")" "$dir/v4-run.coli_kv" && run --session "$dir/v4-run.coli_kv" --prompt-ids "$((1000 + $1))" -n 17 --ctx 64; }
 say "v4.sh: $model ($gib GiB, experts $exp_gib GiB), $reps repetitions, contexts $short and $long, streamed --ram $ram"
 load_before=$(cut -d" " -f1 /proc/loadavg)
 dec=() pre=() str=() hit=() pst=() ds=() dl=()
@@ -44,8 +61,8 @@ for r in $(seq "$reps"); do
 	j=$(run --ram "$ram" --prompt-ids "$(ids 16)" -n 33); str+=("$(jget "$j" decode.tokens_per_s)")
 	hit+=("$(jget "$j" stream.hit_rate)")
 	j=$(run --ram "$ram" --prompt-ids "$(ids 512)" -n 1); pst+=("$(jget "$j" prompt.tokens_per_s)")
-	j=$(run --prompt-ids "$(ids "$short")" -n 9 --ctx $((long + 64))); ds+=("$(jget "$j" decode.tokens_per_s)")
-	j=$(run --prompt-ids "$(ids "$long")" -n 9 --ctx $((long + 64))); dl+=("$(jget "$j" decode.tokens_per_s)")
+	j=$(at "$short"); ds+=("$(jget "$j" decode.tokens_per_s)")
+	j=$(at "$long"); dl+=("$(jget "$j" decode.tokens_per_s)")
 	say "  rep $r: decode ${dec[-1]}, prefill ${pre[-1]}, streamed ${str[-1]} (hit ${hit[-1]}), prefill streamed ${pst[-1]}, at $short ${ds[-1]}, at $long ${dl[-1]} tok/s"
 done
 m() { printf '%s\n' "$@" | median | awk '{printf ($1 == "-") ? "-" : "%.2f", $1}'; }
@@ -58,13 +75,13 @@ echo "| decode, all in RAM (16-token prompt, 32 tokens) | $(m "${dec[@]}") |"
 echo "| prefill, 512 tokens, all in RAM | $(m "${pre[@]}") |"
 echo "| decode streamed, --ram $ram (hit rate $(m "${hit[@]}" | awk '{printf "%.1f%%", 100 * $1}')) | $(m "${str[@]}") |"
 echo "| prefill, 512 tokens, streamed, --ram $ram | $(m "${pst[@]}") |"
-echo "| decode at position $short (8 tokens after a $short-token prefill) | $(m "${ds[@]}") |"
+echo "| decode at position $short (16 tokens after a session of $short positions) | $(m "${ds[@]}") |"
 echo "| decode at position $long | $(m "${dl[@]}") |"
 echo
 awk -v a="$(m "${ds[@]}")" -v b="$(m "${dl[@]}")" -v pa="$ps" -v pb="$pl" -v s="$short" -v l="$long" 'BEGIN {
 	printf "Decode at %d over decode at %d: measured %.3f; coli-plan predicts %.2f and %.2f tok/s there, %.3f.\n", l, s, b / a, pa, pb, pb / pa }'
 echo
 echo "Commands: \`coli-synth $shape\`, \`coli-convert\` (defaults; $gib GiB), \`coli-run -m MODEL --threads $threads --ignore-eos" \
-	"--json\` with the prompts above (\`--ram $ram\` streamed, \`--ctx $((long + 64))\` for the contexts), \`coli-plan MODEL --ram 20" \
+	"--json\` with the prompts above (\`--ram $ram\` streamed; the contexts: \`--session\` files made by prefills of 4096 tokens, \`-n 17 --ctx 64\` from copies), \`coli-plan MODEL --ram 20" \
 	"--ctx 2P\`. Load average $load_before before, $(cut -d" " -f1 /proc/loadavg) after. Commit $(commit), $(date -u +%Y-%m-%d)," \
 	"$(nproc) cores, $(cpu_desc)."

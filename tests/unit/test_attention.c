@@ -132,6 +132,13 @@ static void check_v4_counts(void)
 	f = coli_attn_decode_fmas(&v, 3, &th);
 	T_CHECK("v4: at position 3, 4 window keys a layer and the CSA layers' first row (complete at 3)",
 		f == (4.0 * 5 + 2) * 4 * 2 * 32, "%g", f);
+	/* V4 Flash's heads: 64 x 512 over a window of 128 keys is the engine's threshold (the blocks
+	 * of heads shared out over the threads, nn/v4.c); 11 keys are below it */
+	v.n_heads = 64, v.head_dim = 512, v.sliding_window = 128;
+	coli_attn_decode_fmas(&v, 999, &th);
+	T_CHECK("v4: Flash's 64 heads of 512 over a full window: over the threads", th == 1, "%d", th);
+	coli_attn_decode_fmas(&v, 10, &th);
+	T_CHECK("v4: 11 keys: one thread", th == 0, "%d", th);
 }
 
 int main(void)
