@@ -31,7 +31,7 @@ void softmax(float *x, int n);
 float dot(const float *a, const float *b, int n);
 
 /* y += a * x over n values. */
-void axpy(float *y, float a, const float *x, int n);
+void axpy(float *restrict y, float a, const float *restrict x, int n);
 
 /* Y[i][:] += b for n rows of width d (projection biases). */
 void add_bias(float *Y, const float *b, int n, int d);
