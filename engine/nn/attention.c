@@ -235,6 +235,14 @@ static void gqa_groups(void *arg, int64_t begin, int64_t end)
 	}
 }
 
+void attn_for(const coli_engine *m, int64_t work, int64_t n, void (*fn)(void *, int64_t, int64_t), void *arg)
+{
+	if (work < COLI_ATTN_THREAD_WORK)
+		fn(arg, 0, n);
+	else
+		coli_kernels_for(m->kc, n, n / (4 * coli_kernels_threads(m->kc)) + 1, fn, arg);
+}
+
 int attn_score_rows(const coli_model *c)
 {
 	if (c->attn == COLI_ATTN_MLA) /* every head shares the latent: one group (mla_heads) */
@@ -255,10 +263,7 @@ int attn_gqa(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, fl
 	int64_t pairs = (int64_t)n * c->n_heads, work = pairs * (kv->n + n) * c->head_dim;
 	int64_t items = n == 1 ? pairs : (int64_t)n * c->n_kv_heads;
 	void (*fn)(void *, int64_t, int64_t) = n == 1 ? gqa_pairs : gqa_groups;
-	if (work < COLI_ATTN_THREAD_WORK)
-		fn(&j, 0, items);
-	else
-		coli_kernels_for(m->kc, items, items / (4 * coli_kernels_threads(m->kc)) + 1, fn, &j);
+	attn_for(m, work, items, fn, &j);
 	for (int64_t i = 0; c->attn_gate && i < (int64_t)n * c->n_heads * c->head_dim; i++)
 		A[i] *= sigmoid(m->ws->AG[i]); /* the output gate */
 	coli_mat_mul(m->kc, &L->o, A, n, out);

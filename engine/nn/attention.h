@@ -16,6 +16,10 @@ int attn_mla(const coli_engine *m, int l, coli_kv *kv, const float *X, int n, fl
  * (pairs x positions x head_dim) on; below it one thread does them (waking others costs more). */
 #define COLI_ATTN_THREAD_WORK (1 << 22)
 
+/* fn over items [0, n): on the calling thread below COLI_ATTN_THREAD_WORK of work (multiply-adds),
+ * else shared over the kernels' threads, a few pieces a thread. */
+void attn_for(const coli_engine *m, int64_t work, int64_t n, void (*fn)(void *, int64_t, int64_t), void *arg);
+
 /* Rows of scores attention keeps per thread (kv->att holds threads x this x cap floats): the
  * query heads that share a KV head (GQA's batches score them together); MLA: all its heads. */
 int attn_score_rows(const coli_model *c);

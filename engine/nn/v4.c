@@ -274,10 +274,7 @@ static int index_select(coli_engine *m, v4_kv *s, const v4_layer *L, const float
 {
 	const coli_model *c = m->cfg;
 	index_job j = {c, L->irows, qi, iw, s->isc};
-	if ((int64_t)n * c->index_n_heads * c->index_head_dim < COLI_ATTN_THREAD_WORK)
-		index_rows(&j, 0, n);
-	else
-		coli_kernels_for(m->kc, n, n / (4 * coli_kernels_threads(m->kc)) + 1, index_rows, &j);
+	attn_for(m, (int64_t)n * c->index_n_heads * c->index_head_dim, n, index_rows, &j);
 	return dsa_top(s->isc, n, c->index_topk, s->itmp, s->isel);
 }
 
@@ -507,11 +504,7 @@ static void attn_core(coli_engine *m, coli_kv *kv, int l, int i, int p)
 		s->keys[n++] = L->rows + (int64_t)(r && csa ? s->isel[j] : j) * hd;
 	heads_job j = {c, W->sink, w->Q + (int64_t)i * H * hd, w->A + (int64_t)i * H * hd, s->keys, n, kv->att,
 		       (int64_t)attn_score_rows(c) * kv->cap};
-	int64_t blocks = (H + V4_HEADS - 1) / V4_HEADS;
-	if ((int64_t)H * n * hd < COLI_ATTN_THREAD_WORK)
-		attend_heads(&j, 0, blocks);
-	else
-		coli_kernels_for(m->kc, blocks, 1, attend_heads, &j);
+	attn_for(m, (int64_t)H * n * hd, (H + V4_HEADS - 1) / V4_HEADS, attend_heads, &j);
 	rope_apply(r ? &s->comp : &s->main, w->A + (int64_t)i * H * hd + hd - rd, H, hd, -p); /* the inverse rotation */
 }
 
