@@ -324,6 +324,20 @@ static void batch_piece(void *arg, int64_t b, int64_t e)
 	}
 }
 
+/* The earlier item of a batch whose prepared x item i can share (the same x, encoding, width and
+ * activation type: a gate and an up projection, or q, k and v), or -1: the preparation depends
+ * on nothing else, so sharing it changes no bit and saves one preparation an item (each of a
+ * decode token's experts' two input products; under q8, a tenth of a decode token's time). */
+static int64_t same_prep(const coli_kernels *kc, const coli_mat *const *W, const float *const *x, const int64_t *per,
+			 int64_t i)
+{
+	for (int64_t j = 0; j < i; j++)
+		if (per[j] && x[j] == x[i] && W[j]->enc == W[i]->enc && W[j]->cols == W[i]->cols &&
+		    coli_mat_takes_q8(kc, W[j]) == coli_mat_takes_q8(kc, W[i]) && kc->ops->xtype(W[j]) == kc->ops->xtype(W[i]))
+			return j;
+	return -1;
+}
+
 int coli_mat_vec_batch(coli_kernels *kc, const coli_mat *const *W, const float *const *x, float *const *y, int count)
 {
 	const kern_ops *k = kc->ops;
@@ -344,7 +358,12 @@ int coli_mat_vec_batch(coli_kernels *kc, const coli_mat *const *W, const float *
 		return -1;
 	for (int64_t i = 0, at = 0; i < count; at += per[i], i++) {
 		xp[i] = NULL;
-		if (per[i] && coli_mat_takes_q8(kc, W[i])) {
+		int64_t same = same_prep(kc, W, x, per, i);
+		if (same >= 0) { /* prepared already: an earlier item of the same x, encoding and width */
+			px[i] = px[same];
+			xp[i] = &px[i];
+			per[i] = 0;
+		} else if (per[i] && coli_mat_takes_q8(kc, W[i])) {
 			kern_q8_prep(W[i]->cols, x[i], buf + at);
 			px[i] = (kern_x){KX_Q8, per[i], buf + at};
 			xp[i] = &px[i];

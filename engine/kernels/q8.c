@@ -2,26 +2,47 @@
  * (q8.h gives both exactly). */
 #include "kernels/q8.h"
 
+#include <emmintrin.h>
 #include <math.h>
 
-/* Group g of x (n <= 64 columns of it) quantized: its q in column order, its scale. */
+/* Group g of x (n <= 64 columns of it) quantized: its q in column order, its scale. SSE2 (every
+ * x86-64): the maximum is exact in any order, and each q[c] is computed alone, as written. */
 static float quant_group(const float *x, int n, int8_t *q)
 {
-	float amax = 0;
-	for (int c = 0; c < n; c++) {
-		float a = fabsf(x[c]);
-		if (a > amax || a != a)
-			amax = a != a || amax != amax ? NAN : a;
+	float v[64], m[4];
+	memcpy(v, x, (size_t)n * sizeof(float));
+	memset(v + n, 0, (size_t)(64 - n) * sizeof(float));
+	__m128 amax = _mm_setzero_ps(), nan = _mm_setzero_ps(), abs = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
+	for (int c = 0; c < 64; c += 4) {
+		__m128 a = _mm_and_ps(_mm_loadu_ps(v + c), abs);
+		nan = _mm_or_ps(nan, _mm_cmpunord_ps(a, a));
+		amax = _mm_max_ps(amax, a);
 	}
-	if (!isfinite(amax) || amax == 0) {
+	_mm_storeu_ps(m, amax);
+	float d = m[0] > m[1] ? m[0] : m[1], e = m[2] > m[3] ? m[2] : m[3];
+	d = d > e ? d : e;
+	if (_mm_movemask_ps(nan))
+		d = NAN;
+	if (!isfinite(d) || d == 0) {
 		memset(q, 0, 64);
-		return amax;
+		return d;
 	}
-	for (int c = 0; c < 64; c++) { /* x / amax: finite for any finite amax (127 / amax may not be) */
-		float v = c < n ? roundf(x[c] / amax * 127.0f) : 0.0f;
-		q[c] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+	/* x / amax: finite for any finite amax (127 / amax may not be); |u| <= 127, so the truncation
+	 * is exact and u - t too: roundf(u) = t, +-1 where that difference reaches a half */
+	const __m128 den = _mm_set1_ps(d), k = _mm_set1_ps(127.0f), one = _mm_set1_ps(1.0f), half = _mm_set1_ps(0.5f);
+	for (int c = 0; c < 64; c += 16) {
+		__m128i w[4];
+		for (int i = 0; i < 4; i++) {
+			__m128 u = _mm_mul_ps(_mm_div_ps(_mm_loadu_ps(v + c + 4 * i), den), k);
+			__m128 t = _mm_cvtepi32_ps(_mm_cvttps_epi32(u)), f = _mm_sub_ps(u, t);
+			t = _mm_add_ps(t, _mm_and_ps(_mm_cmpge_ps(f, half), one));
+			t = _mm_sub_ps(t, _mm_and_ps(_mm_cmple_ps(f, _mm_sub_ps(_mm_setzero_ps(), half)), one));
+			w[i] = _mm_cvttps_epi32(_mm_max_ps(_mm_min_ps(t, k), _mm_sub_ps(_mm_setzero_ps(), k)));
+		}
+		__m128i b = _mm_packs_epi16(_mm_packs_epi32(w[0], w[1]), _mm_packs_epi32(w[2], w[3]));
+		_mm_storeu_si128((__m128i *)(void *)(q + c), b);
 	}
-	return amax / 127.0f;
+	return d / 127.0f;
 }
 
 void kern_q8_prep(int64_t cols, const float *x, void *out)
@@ -33,8 +54,8 @@ void kern_q8_prep(int64_t cols, const float *x, void *out)
 	for (int64_t g = 0; g < G2; g++) {
 		int64_t n = cols - 64 * g;
 		float d = quant_group(x + (n > 0 ? 64 * g : 0), n < 0 ? 0 : n > 64 ? 64 : (int)n, q);
-		for (int c = 0; c < 64; c++)
-			qs[kern_q8_at(g, c)] = q[c];
+		memcpy(qs + kern_q8_at(g, 0), q, 32); /* columns 0-31 and 32-63: each a run of 32 bytes */
+		memcpy(qs + kern_q8_at(g, 32), q + 32, 32);
 		for (int j = 0; j < 8; j++) {
 			int32_t s = 0;
 			for (int i = 0; i < 4; i++)

@@ -771,6 +771,96 @@ static void check_q8_exempt(coli_enc enc)
 	tmat_free(&t);
 }
 
+/* kern_q8_prep's bytes are q8.h's formula (roundf of x / amax * 127, clamped; 8 x sums of S_j;
+ * amax / 127) for groups of random, half-way (x / amax * 127 = k + 1/2 exactly), outlier, zero,
+ * NaN and infinite values, and a tail group shorter than 64. */
+static void check_q8_prep(void)
+{
+	enum { COLS = 64 * 7 + 23 };
+	const int64_t G2 = kern_q8_groups(COLS);
+	float x[COLS];
+	uint8_t *xp = aligned_alloc(64, (size_t)kern_q8_bytes(COLS));
+	int bad = 0;
+	for (int c = 0; c < COLS; c++) {
+		int g = c / 64;
+		x[c] = g == 1 ? (float)(c % 64 - 32) + 0.5f : g == 2 ? 0.0f : (float)((int64_t)rng() % 20001 - 10000) / 1000;
+		if (g == 3 && c % 64 == 5)
+			x[c] = 4e4f;
+		if (g == 4 && c % 64 == 9)
+			x[c] = NAN;
+		if (g == 5 && c % 64 == 1)
+			x[c] = -INFINITY;
+	}
+	x[64 + 31] = 127; /* group 1: amax 127, so its halves stay halves */
+	kern_q8_prep(COLS, x, xp);
+	const int8_t *qs = kern_q8_qs(xp);
+	const int32_t *bias = kern_q8_bias(xp, G2);
+	const float *dx = kern_q8_dx(xp, G2);
+	for (int64_t g = 0; g < G2 && !bad; g++) {
+		float amax = 0;
+		int8_t q[64] = {0};
+		for (int c = 0; c < 64 && 64 * g + c < COLS; c++) {
+			float a = fabsf(x[64 * g + c]);
+			amax = a != a || amax != amax ? NAN : a > amax ? a : amax;
+		}
+		for (int c = 0; c < 64 && 64 * g + c < COLS && isfinite(amax) && amax > 0; c++) {
+			float v = roundf(x[64 * g + c] / amax * 127.0f);
+			q[c] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+		}
+		for (int c = 0; c < 64; c++)
+			bad |= qs[kern_q8_at(g, c)] != q[c];
+		for (int j = 0; j < 8; j++) {
+			int32_t sum = 0;
+			for (int i = 0; i < 4; i++)
+				sum += q[4 * j + i] + q[32 + 4 * j + i];
+			float d = isfinite(amax) && amax > 0 ? amax / 127.0f : amax;
+			bad |= bias[8 * g + j] != 8 * sum || !(same_bits(dx[8 * g + j], d) || (isnan(d) && isnan(dx[8 * g + j])));
+		}
+		if (bad)
+			printf("  group %lld differs\n", (long long)g);
+	}
+	T_CHECK("q8 preparation: q8.h's formula, byte for byte (halves, outliers, zeros, NaN, inf, a tail)", !bad,
+		"a group's bytes differ");
+	free(xp);
+}
+
+/* A batch whose items share x (a decode token's gate and up products, q, k and v) shares its
+ * preparation only between items of one encoding and width: every item gets coli_mat_vec's bits,
+ * exact and q8, 1 and 2 threads, items of q4 and q8 on the same x interleaved. */
+static void check_batch_shared_x(void)
+{
+	tmat a, b, c, d;
+	if (tmat_make(&a, COLI_ENC_Q4, 37, 320, 0, 0) < 0 || tmat_make(&b, COLI_ENC_Q8, 21, 320, 0, 0) < 0 ||
+	    tmat_make(&c, COLI_ENC_FP4, 19, 320, 0, 0) < 0 || tmat_make(&d, COLI_ENC_Q4, 23, 320, 0, 0) < 0)
+		return;
+	float *x = rand_vec(320), *x2 = rand_vec(320), ref[5][37], got[5][37];
+	const coli_mat *W[5] = {&a.m, &b.m, &c.m, &d.m, &a.m};
+	const float *xs[5] = {x, x, x, x, x2};
+	float *ys[5] = {got[0], got[1], got[2], got[3], got[4]};
+	for (int p = 0; p < 2; p++)
+		for (int th = 1; th <= 2; th++) {
+			char name[160];
+			use(NULL, th, NULL);
+			coli_kernels_set_precision(K, p ? COLI_PREC_Q8 : COLI_PREC_EXACT);
+			for (int i = 0; i < 5; i++)
+				coli_mat_vec(K, W[i], xs[i], ref[i]);
+			int rc = coli_mat_vec_batch(K, W, xs, ys, 5), bad = -1;
+			for (int i = 0; i < 5 && bad < 0; i++)
+				if (first_diff(got[i], ref[i], W[i]->rows) < W[i]->rows)
+					bad = i;
+			snprintf(name, sizeof(name), "batch with a shared x, %s, %d thread(s): each item coli_mat_vec's bits",
+				 p ? "q8" : "exact", th);
+			T_CHECK(name, rc == 0 && bad < 0, "rc %d, item %d differs", rc, bad);
+		}
+	coli_kernels_set_precision(K, COLI_PREC_EXACT);
+	free(x);
+	free(x2);
+	tmat_free(&a);
+	tmat_free(&b);
+	tmat_free(&c);
+	tmat_free(&d);
+}
+
 static void check_q8(void)
 {
 	static const int64_t shapes[][2] = {{37, 160}, {19, 1000}, {5, 33}, {40, 128}, {9, 4200}, {3, 64}};
@@ -789,6 +879,8 @@ static void check_q8(void)
 			free(O);
 			tmat_free(&t);
 		}
+	check_q8_prep();
+	check_batch_shared_x();
 	check_q8_exempt(COLI_ENC_F32);
 	check_q8_exempt(COLI_ENC_BF16);
 	coli_precision p;
