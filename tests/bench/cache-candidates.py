@@ -261,6 +261,22 @@ for g in (0.99, 0.97, 0.95, 0.90, 0.80):
     POLICIES['lrfu%.2f' % g] = (lambda g: lambda L, E: LRFU(L, E, g))(g)
 
 
+def batches_of(trace):
+    """(position, layer, [(expert, weight)]): the prompt one batch per layer (each expert at its
+    last use, position None), then each decode position's layers"""
+    L, cost, P, npre, route = trace
+    batches = []
+    for l in range(L):
+        order = []
+        for p in range(npre):
+            for x, w in route[p][l] or []:
+                if x in order:
+                    order.remove(x)
+                order.append(x)
+        batches.append((None, l, [(x, 0.0) for x in order]))
+    return batches + [(p, l, route[p][l]) for p in range(npre, P) for l in range(L) if route[p][l]]
+
+
 def replay(trace, make, budget_mib, per_layer):
     """decode hits and gets of the first half, the second half"""
     L, cost, P, npre, route = trace
@@ -270,16 +286,7 @@ def replay(trace, make, budget_mib, per_layer):
     share = int(budget_mib * MIB) // L
     res, used = collections.defaultdict(dict), collections.Counter()
     hits, gets, tick = [0, 0], [0, 0], 0
-    batches = []
-    for l in range(L):  # the prompt, one batch per layer, each expert at its last use
-        order = []
-        for p in range(npre):
-            for x, w in route[p][l] or []:
-                if x in order:
-                    order.remove(x)
-                order.append(x)
-        batches.append((None, l, [(x, 0.0) for x in order]))
-    batches += [(p, l, route[p][l]) for p in range(npre, P) for l in range(L) if route[p][l]]
+    batches = batches_of(trace)
     for p, l, b in batches:
         pool = l if per_layer else 0
         R = res[pool]
@@ -355,16 +362,7 @@ def replay_adaptive(trace, make, budget_mib, every):
     curves = [[0] * (maxc + 1) for _ in range(L)]
     res, last = [set() for _ in range(L)], {}
     hits, gets, tick = [0, 0], [0, 0], 0
-    batches = []
-    for l in range(L):
-        order = []
-        for p in range(npre):
-            for x, w in route[p][l] or []:
-                if x in order:
-                    order.remove(x)
-                order.append(x)
-        batches.append((None, l, [(x, 0.0) for x in order]))
-    batches += [(p, l, route[p][l]) for p in range(npre, P) for l in range(L) if route[p][l]]
+    batches = batches_of(trace)
     for p, l, b in batches:
         if p is not None and l == 0 and p > npre and (p - npre) % every == 0:
             share = shares(curves, cost, budget)
