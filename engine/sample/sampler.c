@@ -2,6 +2,7 @@
  * (temperature, then top-k, then top-p), with a splitmix64 generator. */
 #include "sampler.h"
 
+#include <emmintrin.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,9 +56,35 @@ static int id_at(const sampler *s, int i)
 	return s->allowed ? s->allowed[i] : i;
 }
 
+/* The first of x[0 .. n) equal to the largest of them, NaNs passed over (the first when x[0] is
+ * NaN): the largest in four SSE2 lanes (maxps keeps its second operand unless the first is
+ * greater, as the comparison does), then the first equal to it: no load waits for the last
+ * comparison, which a decode token's 150k logits otherwise did. */
+static int argmax_all(const float *x, int n)
+{
+	if (x[0] != x[0])
+		return 0;
+	__m128 m = _mm_set1_ps(x[0]);
+	int i = 1;
+	for (; i + 4 <= n; i += 4)
+		m = _mm_max_ps(_mm_loadu_ps(x + i), m);
+	float l[4], mx;
+	_mm_storeu_ps(l, m);
+	mx = l[0];
+	for (int j = 1; j < 4; j++)
+		mx = l[j] > mx ? l[j] : mx;
+	for (; i < n; i++)
+		mx = x[i] > mx ? x[i] : mx;
+	for (i = 0; x[i] != mx; i++)
+		;
+	return i;
+}
+
 /* The allowed id of the largest logit (the lowest such id on ties). */
 static int argmax(const sampler *s, const float *x)
 {
+	if (!s->allowed)
+		return argmax_all(x, s->n_allowed);
 	int b = id_at(s, 0);
 	for (int i = 1; i < s->n_allowed; i++)
 		b = x[id_at(s, i)] > x[b] ? id_at(s, i) : b;

@@ -1,5 +1,7 @@
 /* test_sampler.c: the sampler (engine/sampler.h): greedy and sampled picks, and the mask that
  * keeps a padded vocabulary's ids without a token from ever being chosen. */
+#include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "sampler.h"
@@ -38,8 +40,48 @@ static void test_mask(float temp, int top_k, float top_p, const char *name)
 	coli_sampler_release(&s);
 }
 
+/* The comparison loop greedy picking once was: the first largest, NaNs never larger. */
+static int first_largest(const float *x, int n)
+{
+	int b = 0;
+	for (int i = 1; i < n; i++)
+		b = x[i] > x[b] ? i : b;
+	return b;
+}
+
+/* Greedy picks over vectors of every length 1 .. 70 with ties, NaNs (x[0] included), +-0, -inf,
+ * the largest at every position, against the plain comparison loop. */
+static void test_greedy_cases(void)
+{
+	enum { N = 70 };
+	float x[N];
+	uint64_t r = 12345;
+	int bad = 0, tried = 0;
+	for (int n = 1; n <= N && !bad; n++)
+		for (int k = 0; k < 40 && !bad; k++, tried++) {
+			for (int i = 0; i < n; i++) {
+				r = r * 6364136223846793005ull + 1442695040888963407ull;
+				int v = (int)(r >> 59); /* 0 .. 31 */
+				x[i] = v < 3 ? NAN : v < 5 ? -INFINITY : v == 5 ? 0.0f : v == 6 ? -0.0f : (float)(v % 9) - 4;
+			}
+			if (k % 4 == 1)
+				x[k % n] = 100; /* one largest somewhere */
+			sampler s;
+			coli_sampler_init(&s, n, 0, 0, 1, 0);
+			int got = coli_sampler_pick(&s, x), want = first_largest(x, n);
+			coli_sampler_release(&s);
+			if (got != want) {
+				bad = 1;
+				printf("  n %d case %d: picked %d, the comparison loop %d\n", n, k, got, want);
+			}
+		}
+	T_CHECK("sampler greedy: the first largest logit, NaNs passed over, in 2800 vectors of 1..70", !bad,
+		"%d vectors tried", tried);
+}
+
 int main(void)
 {
+	test_greedy_cases();
 	float logits[V];
 	uint8_t none[V];
 	sampler s;
