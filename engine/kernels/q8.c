@@ -26,22 +26,21 @@ static float quant_group(const float *x, int n, int8_t *q)
 
 void kern_q8_prep(int64_t cols, const float *x, void *out)
 {
-	const int64_t G2 = kern_q8_groups(cols);
+	const int64_t G2 = kern_q8_groups(cols), G16 = kern_q8_groups16(cols);
 	int8_t *qs = out, q[64];
-	int32_t *bias = (int32_t *)(void *)((uint8_t *)out + 64 * G2);
-	float *dx = (float *)(void *)((uint8_t *)out + 96 * G2);
-	for (int64_t g = 0; g < G2; g++) {
+	int32_t *sq = (int32_t *)(void *)((uint8_t *)out + 64 * G2);
+	float *dx = (float *)(void *)((uint8_t *)out + 64 * G2 + 4 * G16);
+	for (int64_t g = 0; g < G16; g++) {
 		int64_t n = cols - 64 * g;
 		float d = quant_group(x + (n > 0 ? 64 * g : 0), n < 0 ? 0 : n > 64 ? 64 : (int)n, q);
-		for (int c = 0; c < 64; c++)
-			qs[kern_q8_at(g, c)] = q[c];
-		for (int j = 0; j < 8; j++) {
-			int32_t s = 0;
-			for (int i = 0; i < 4; i++)
-				s += q[4 * j + i] + q[32 + 4 * j + i];
-			bias[8 * g + j] = 8 * s;
-			dx[8 * g + j] = d;
+		int32_t s = 0;
+		for (int c = 0; c < 64; c++) {
+			if (g < G2)
+				qs[kern_q8_at(g, c)] = q[c];
+			s += q[c];
 		}
+		sq[g] = s;
+		dx[g] = d;
 	}
 }
 
@@ -57,26 +56,19 @@ static int weight(coli_enc enc, const uint8_t *codes, int64_t g, int c)
 /* W[r] . x of one prepared token (q8.h's order, written out). */
 static float row_dot(const coli_mat *W, int64_t r, const uint8_t *xp)
 {
-	const int64_t G = kern_blocks(W), G2 = kern_q8_groups(W->cols);
+	const int64_t G = kern_blocks(W);
 	const uint8_t *codes = W->codes + r * W->row_bytes;
 	const int8_t *qs = kern_q8_qs(xp);
-	const float *dx = kern_q8_dx(xp, G2);
-	float acc[2][8] = {{0}}, s8[8], s4[4], s2[2];
-	for (int64_t g = 0; g < G2; g++) {
-		const float sw = g < G ? kern_scale(W, r, g) : 0.0f;
-		for (int j = 0; j < 8; j++) {
-			int32_t p = 0;
-			for (int i = 0; i < 8; i++) {
-				int c = (i < 4 ? 4 * j : 28 + 4 * j) + i;
-				p += g < G ? weight(W->enc, codes, g, c) * qs[kern_q8_at(g, c)] : 0;
-			}
-			acc[g % 2][j] = fmaf((float)p, sw * dx[8 * g + j], acc[g % 2][j]);
-		}
+	const float *dx = kern_q8_dx(xp, W->cols);
+	float acc[8] = {0}, s4[4], s2[2];
+	for (int64_t g = 0; g < G; g++) {
+		int32_t p = 0;
+		for (int c = 0; c < 64; c++)
+			p += weight(W->enc, codes, g, c) * qs[kern_q8_at(g, c)];
+		acc[g % 8] = fmaf((float)p, kern_scale(W, r, g) * dx[g], acc[g % 8]);
 	}
-	for (int j = 0; j < 8; j++)
-		s8[j] = acc[0][j] + acc[1][j];
 	for (int i = 0; i < 4; i++)
-		s4[i] = s8[i] + s8[i + 4];
+		s4[i] = acc[i] + acc[i + 4];
 	for (int i = 0; i < 2; i++)
 		s2[i] = s4[i] + s4[i + 2];
 	return s2[0] + s2[1];
