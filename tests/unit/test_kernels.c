@@ -713,6 +713,68 @@ static void check_q8_variants(const tmat *t, const float *X, int n, const char *
 	free(y);
 }
 
+/* Tokens with a NaN or an infinite activation: every row's product is NaN (q8.h), in every variant
+ * and for 1 or n tokens (the GEMM from 8); the finite tokens keep the reference's bits. */
+static void check_q8_nonfinite(const tmat *t, int n)
+{
+	char name[200];
+	const int64_t rows = t->m.rows, cols = t->m.cols, ny = rows * n;
+	float *X = rand_vec(n * cols);
+	for (int k = 0; k < n; k += 3)
+		X[k * cols + (k * 37) % cols] = k % 2 ? INFINITY : NAN;
+	kern_x xp = q8_prep_all(t, X, n);
+	float *ref = calloc((size_t)ny, sizeof(float)), *y = calloc((size_t)ny, sizeof(float));
+	kern_q8_scalar.rows(&t->m, &xp, n, ref, rows, 0, rows);
+	int64_t bad = -1;
+	for (int64_t i = 0; i < ny && bad < 0; i++)
+		if (!isnan(ref[i]) != ((i / rows) % 3 != 0))
+			bad = i;
+	snprintf(name, sizeof(name), "q8 reference %s n=%d: NaN or inf in a token's x gives NaN, every row", t->name, n);
+	T_CHECK(name, bad < 0, "token %lld row %lld: %g", (long long)(bad / rows), (long long)(bad % rows),
+		bad < 0 ? 0.0 : (double)ref[bad]);
+	for (size_t v = 1; v < sizeof(q8_variants) / sizeof(q8_variants[0]); v++) {
+		const kern_q8_ops *q = q8_variants[v];
+		if (!q8_runs(q))
+			continue;
+		memset(y, 0, (size_t)ny * sizeof(float));
+		q->rows(&t->m, &xp, n, y, rows, 0, rows);
+		int64_t i = 0;
+		while (i < ny && (isnan(y[i]) ? isnan(ref[i]) : same_bits(y[i], ref[i])))
+			i++;
+		snprintf(name, sizeof(name), "q8 %s %s n=%d, NaN and inf in x: the reference's NaNs and bits", q->name, t->name, n);
+		T_CHECK(name, i == ny, "token %lld row %lld: %.9g, reference %.9g", (long long)(i / rows),
+			(long long)(i % rows), i < ny ? (double)y[i] : 0.0, i < ny ? (double)ref[i] : 0.0);
+	}
+	free((void *)xp.data);
+	free(X);
+	free(ref);
+	free(y);
+}
+
+/* The GEMM (8 tokens or more) and the matrix-vector body around its crossover, every variant:
+ * rows not a multiple of a panel, columns not a multiple of 128, 1 .. 70 tokens. */
+static void check_q8_gemm(void)
+{
+	static const int64_t shapes[][2] = {{77, 200}, {45, 1000}, {33, 64}, {16, 1088}};
+	static const int ns[] = {1, 2, 3, 5, 7, 8, 9, 13, 16, 17, 29, 33, 64, 70};
+	static const coli_enc encs[] = {COLI_ENC_Q4, COLI_ENC_Q8};
+	for (size_t e = 0; e < 2; e++)
+		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+			tmat t;
+			if (tmat_make(&t, encs[e], shapes[s][0], shapes[s][1], 0, 0) < 0)
+				continue;
+			float *X = rand_vec(70 * t.m.cols), *O = outlier_vec(29 * t.m.cols, 1);
+			for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++)
+				check_q8_variants(&t, X, ns[k], "random x");
+			check_q8_variants(&t, O, 29, "outlier x");
+			check_q8_nonfinite(&t, 1);
+			check_q8_nonfinite(&t, 11);
+			free(X);
+			free(O);
+			tmat_free(&t);
+		}
+}
+
 /* The public calls with precision q8 (the best variant, 1 and 2 threads) give the reference's
  * bits: coli_mat_vec, coli_mat_vec_batch, coli_mat_mul of 1 .. 40 tokens. */
 static void check_q8_public(const tmat *t, const float *X)
@@ -789,6 +851,7 @@ static void check_q8(void)
 			free(O);
 			tmat_free(&t);
 		}
+	check_q8_gemm();
 	check_q8_exempt(COLI_ENC_F32);
 	check_q8_exempt(COLI_ENC_BF16);
 	coli_precision p;
