@@ -24,6 +24,7 @@
 
 #define Q8_RB 16          /* rows per block when tokens take several passes */
 #define Q8_PF_AHEAD 4096  /* bytes of codes fetched ahead of the pair being read */
+#define Q8_PF_PANEL 512 /* bytes of a row's codes fetched ahead of the group a panel decodes */
 #define Q8_GEMM_N 8       /* tokens from which the GEMM runs */
 #define Q8_MR (KQ_GMV * KQ_RL)
 
@@ -235,17 +236,27 @@ static void q8_panel(const coli_mat *W, int64_t p0, int nr, uint8_t *pan, float 
 {
 	static const uint8_t zero[64] __attribute__((aligned(64)));
 	const int64_t G = kern_blocks(W), gb = W->enc == COLI_ENC_Q4 ? 32 : 64;
-	for (int64_t g = 0; g < G; g++) {
+	const uint8_t *rc[Q8_MR];
+	for (int r = 0; r < Q8_MR; r++) {
+		const uint8_t *sr = r < nr ? kern_row_scales(W, p0 + r) : NULL;
+		rc[r] = r < nr ? W->codes + (p0 + r) * W->row_bytes : zero;
+		for (int64_t g = 0; g < G; g++) {
+			uint16_t h = 0;
+			if (sr)
+				memcpy(&h, sr + 2 * g, 2);
+			psw[g * Q8_MR + r] = kv_f16(h);
+		}
+	}
+	for (int64_t g = 0; g < G; g++)
 		for (int v = 0; v < KQ_GMV; v++) {
 			const uint8_t *grp[KQ_RL];
 			for (int i = 0; i < KQ_RL; i++) {
-				int64_t r = v * KQ_RL + i;
-				grp[i] = r < nr ? W->codes + (p0 + r) * W->row_bytes + gb * g : zero;
-				psw[g * Q8_MR + r] = r < nr ? kern_scale(W, p0 + r, g) : 0.0f;
+				int r = v * KQ_RL + i;
+				grp[i] = rc[r] == zero ? zero : rc[r] + gb * g;
+				_mm_prefetch((const char *)(grp[i] + Q8_PF_PANEL), _MM_HINT_T0);
 			}
 			kq_panel(W->enc, grp, pan + (g * 16 * KQ_GMV + v) * 4 * KQ_RL, KQ_GMV * 4 * KQ_RL);
 		}
-	}
 }
 
 /* n tokens by the GEMM; 0 when its panel's memory cannot be had (nothing computed then). The
