@@ -236,24 +236,28 @@ static void q8_panel(const coli_mat *W, int64_t p0, int nr, uint8_t *pan, float 
 {
 	static const uint8_t zero[64] __attribute__((aligned(64)));
 	const int64_t G = kern_blocks(W), gb = W->enc == COLI_ENC_Q4 ? 32 : 64;
-	const uint8_t *rc[Q8_MR];
+	const uint8_t *rc[Q8_MR], *sr[Q8_MR];
 	for (int r = 0; r < Q8_MR; r++) {
-		const uint8_t *sr = r < nr ? kern_row_scales(W, p0 + r) : NULL;
 		rc[r] = r < nr ? W->codes + (p0 + r) * W->row_bytes : zero;
-		for (int64_t g = 0; g < G; g++) {
-			uint16_t h = 0;
-			if (sr)
-				memcpy(&h, sr + 2 * g, 2);
-			psw[g * Q8_MR + r] = kv_f16(h);
+		sr[r] = r < nr ? kern_row_scales(W, p0 + r) : zero;
+	}
+	for (int64_t g0 = 0; g0 < G; g0 += KQ_RL) {
+		int ng = G - g0 < KQ_RL ? (int)(G - g0) : KQ_RL;
+		for (int v = 0; v < KQ_GMV; v++) {
+			const uint8_t *s[KQ_RL];
+			for (int i = 0; i < KQ_RL; i++)
+				s[i] = sr[v * KQ_RL + i] == zero ? zero : sr[v * KQ_RL + i] + 2 * g0;
+			kq_pscales(s, ng, psw + g0 * Q8_MR + v * KQ_RL, Q8_MR);
 		}
 	}
 	for (int64_t g = 0; g < G; g++)
 		for (int v = 0; v < KQ_GMV; v++) {
 			const uint8_t *grp[KQ_RL];
 			for (int i = 0; i < KQ_RL; i++) {
-				int r = v * KQ_RL + i;
-				grp[i] = rc[r] == zero ? zero : rc[r] + gb * g;
-				_mm_prefetch((const char *)(grp[i] + Q8_PF_PANEL), _MM_HINT_T0);
+				const uint8_t *c = rc[v * KQ_RL + i];
+				grp[i] = c == zero ? zero : c + gb * g;
+				if ((gb * g) % 64 == 0)
+					_mm_prefetch((const char *)(grp[i] + Q8_PF_PANEL), _MM_HINT_T0);
 			}
 			kq_panel(W->enc, grp, pan + (g * 16 * KQ_GMV + v) * 4 * KQ_RL, KQ_GMV * 4 * KQ_RL);
 		}

@@ -424,6 +424,21 @@ KV_INLINE void kq_gstore(float *y, kq_gf f, int n)
 		_mm256_maskstore_ps(y, kv_first(n), f);
 }
 
+/* The binary16 scales of ng (<= KQ_RL) groups of KQ_RL rows (sr[i]: row i's, from the first of
+ * them) as float: group j's at out + j * os, lane i row i. */
+KV_INLINE void kq_pscales(const uint8_t *const *sr, int ng, float *out, int64_t os)
+{
+	kv_f v[8];
+	for (int i = 0; i < 8; i++) {
+		uint16_t h[8] = {0};
+		memcpy(h, sr[i], (size_t)(2 * ng));
+		v[i] = _mm256_cvtph_ps(_mm_loadu_si128((const void *)h));
+	}
+	kv_transpose(v);
+	for (int j = 0; j < ng; j++)
+		_mm256_store_ps(out + j * os, v[j]);
+}
+
 /* A group of KQ_RL rows (grp[i]: row i's codes of the group) into the panel: step k (columns
  * 4k .. 4k+3) of row i at pan + k * ps + 4 i. */
 KV_INLINE void kq_panel(coli_enc enc, const uint8_t *const *grp, uint8_t *pan, int64_t ps)

@@ -352,6 +352,18 @@ KV_INLINE void kq_gstore(float *y, kq_gf f, int n)
 	_mm512_mask_storeu_ps(y, (__mmask16)((1u << n) - 1), f);
 }
 
+/* The binary16 scales of ng (<= KQ_RL) groups of KQ_RL rows (sr[i]: row i's, from the first of
+ * them) as float: group j's at out + j * os, lane i row i. */
+KV_INLINE void kq_pscales(const uint8_t *const *sr, int ng, float *out, int64_t os)
+{
+	kv_f v[16];
+	for (int i = 0; i < 16; i++)
+		v[i] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16((__mmask16)((1u << ng) - 1), sr[i]));
+	kv_transpose(v);
+	for (int j = 0; j < ng; j++)
+		_mm512_store_ps(out + j * os, v[j]);
+}
+
 /* A group of KQ_RL rows (grp[i]: row i's codes of the group) into the panel: step k (columns
  * 4k .. 4k+3) of row i at pan + k * ps + 4 i. */
 KV_INLINE void kq_panel(coli_enc enc, const uint8_t *const *grp, uint8_t *pan, int64_t ps)
