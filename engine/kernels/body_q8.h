@@ -10,11 +10,14 @@
  *
  * GEMM (Q8_GEMM_N tokens or more: prefill, verify): panels of MR = KQ_GMV x KQ_RL rows, decoded
  * once, whole, into the rows-in-lanes layout (kq_panel: per group and step k, KQ_RL rows' codes of
- * columns 4k .. 4k+3, a 4-byte lane each), then blocks of up to KQ_GNR tokens run the micro-kernel
- * over it: per group, KQ_GMV x KQ_GNR integer accumulators over the 16 steps (one 4-byte dot each,
- * x broadcast), started at -offset x sum q (q4's codes are value + 8; q8's w + KQ_Q8_OFF), then one
- * convert and one fused multiply-add per accumulator into its chain g mod 8. Every (row, token)
- * sum is q8.h's order whatever the path: the same bits for 1 or n tokens.
+ * columns 4k .. 4k+3, a 4-byte lane each; kq_pscales: per group the rows' scales as float), then
+ * blocks of up to KQ_GNR tokens run the micro-kernel over it: per group, KQ_GMV x KQ_GNR integer
+ * accumulators over the 16 steps (one 4-byte dot each, x broadcast: vpdpbusd, or maddubs whose
+ * 16-bit sums q4 keeps for a half group), started at -offset x sum q (q4's codes are value + 8;
+ * q8's w + KQ_Q8_OFF), then one convert and one fused multiply-add per accumulator into its chain
+ * g mod 8. Every (row, token) sum is q8.h's order whatever the path: the same bits for 1 or n
+ * tokens. Zen 4 (q4, 29 and 64 tokens): the GEMM 2.4-2.8x the exact one with VNNI, 1.2-1.4x with
+ * AVX2 (docs/benchmarks.md).
  */
 #ifndef KV_Q8_OPS
 #error "body_q8.h: include an ISA mapping (kernels/isa_*.h) first"
@@ -25,7 +28,7 @@
 #define Q8_RB 16          /* rows per block when tokens take several passes */
 #define Q8_PF_AHEAD 4096  /* bytes of codes fetched ahead of the pair being read */
 #define Q8_PF_PANEL 512 /* bytes of a row's codes fetched ahead of the group a panel decodes */
-#define Q8_GEMM_N 8       /* tokens from which the GEMM runs */
+#define Q8_GEMM_N 17      /* tokens from which the GEMM runs (Zen 4: at 16 the two are even) */
 #define Q8_MR (KQ_GMV * KQ_RL)
 
 /* The row's scales of the 8 groups from 8u (sr: binary16 per group), zero past its G groups. */
@@ -167,17 +170,31 @@ KV_INLINE void q8_tile(coli_enc enc, int NT, const uint8_t *pan, const float *ps
 				p[v][t] = s;
 		}
 		const uint8_t *pg = pan + g * 16 * KQ_GMV * 4 * KQ_RL;
-#pragma GCC unroll 16
-		for (int k = 0; k < 16; k++) {
-			kq_gw w[KQ_GMV];
-#pragma GCC unroll 4
-			for (int v = 0; v < KQ_GMV; v++)
-				w[v] = kq_gload(enc, pg + (k * KQ_GMV + v) * 4 * KQ_RL);
+#pragma GCC unroll 2
+		for (int half = 0; half < 2; half++) {
+			kq_gh h[KQ_GMV][KQ_GNR];
 #pragma GCC unroll 8
 			for (int t = 0; t < NT; t++)
 #pragma GCC unroll 4
 				for (int v = 0; v < KQ_GMV; v++)
-					p[v][t] = kq_gdot(enc, p[v][t], &w[v], qs[t] + at + 64 * (k / 8) + 4 * (k % 8));
+					h[v][t] = kq_ghalf(enc, p[v][t]);
+#pragma GCC unroll 8
+			for (int k = 8 * half; k < 8 * half + 8; k++) {
+				kq_gw w[KQ_GMV];
+#pragma GCC unroll 4
+				for (int v = 0; v < KQ_GMV; v++)
+					w[v] = kq_gload(enc, pg + (k * KQ_GMV + v) * 4 * KQ_RL);
+#pragma GCC unroll 8
+				for (int t = 0; t < NT; t++)
+#pragma GCC unroll 4
+					for (int v = 0; v < KQ_GMV; v++)
+						h[v][t] = kq_gdot(enc, h[v][t], &w[v], qs[t] + at + 64 * half + 4 * (k % 8));
+			}
+#pragma GCC unroll 8
+			for (int t = 0; t < NT; t++)
+#pragma GCC unroll 4
+				for (int v = 0; v < KQ_GMV; v++)
+					p[v][t] = kq_gdone(enc, p[v][t], h[v][t]);
 		}
 #pragma GCC unroll 4
 		for (int v = 0; v < KQ_GMV; v++)
@@ -218,13 +235,11 @@ typedef void (*q8_tile_fn)(const uint8_t *pan, const float *psw, int64_t G, cons
 	static const q8_tile_fn q8_tile_##E[8] = {q8_tile_##E##_1, q8_tile_##E##_2, q8_tile_##E##_3,          \
 						  q8_tile_##E##_4, q8_tile_##E##_5, q8_tile_##E##_6,          \
 						  q8_tile_##E##_7, q8_tile_##E##_8};
-#elif KQ_GNR == 4
+#elif KQ_GNR == 2
 #define Q8_TILES(E)                                                                                         \
-	Q8_TILE_T(E, 1) Q8_TILE_T(E, 2) Q8_TILE_T(E, 3) Q8_TILE_T(E, 4)                                     \
-	static const q8_tile_fn q8_tile_##E[4] = {q8_tile_##E##_1, q8_tile_##E##_2, q8_tile_##E##_3,          \
-						  q8_tile_##E##_4};
+	Q8_TILE_T(E, 1) Q8_TILE_T(E, 2) static const q8_tile_fn q8_tile_##E[2] = {q8_tile_##E##_1, q8_tile_##E##_2};
 #else
-#error "body_q8.h: KQ_GNR is 4 or 8"
+#error "body_q8.h: KQ_GNR is 2 or 8"
 #endif
 #define Q8_TILE_ENTRY(E) [COLI_ENC_##E] = q8_tile_##E,
 KERN_Q8_ENCS(Q8_TILES)

@@ -317,7 +317,7 @@ KV_INLINE void kv_transpose(kv_f *r)
 #define KV_Q8_ISA "avx2"
 #define KQ_RL 8      /* GEMM: rows a vector */
 #define KQ_GMV 2     /* GEMM: vectors of rows of a panel */
-#define KQ_GNR 4     /* GEMM: tokens a micro-kernel call */
+#define KQ_GNR 2     /* GEMM: tokens a micro-kernel call (q4: 2 x 2 x 2 accumulators) */
 #define KQ_Q8_OFF 0  /* GEMM: q8's codes as maddubs' unsigned operand: |w| (x takes w's sign) */
 
 /* a: the unsigned operand of maddubs per group and half (q4: the codes 0..15; q8: |w|), s: q8's
@@ -393,15 +393,28 @@ KV_INLINE kq_gw kq_gload(coli_enc enc, const uint8_t *pan)
 	return enc == COLI_ENC_Q4 ? (kq_gw){v, v} : (kq_gw){_mm256_abs_epi8(v), v};
 }
 
-/* acc + each row's dot of its 4 codes with a token's 4 bytes of q at x4. */
-KV_INLINE kq_gi kq_gdot(coli_enc enc, kq_gi acc, const kq_gw *w, const int8_t *x4)
+/* A half group's 8 steps accumulate in h (kq_ghalf, kq_gdot), then go into p (kq_gdone). q4: in
+ * 16-bit lanes (8 steps of two columns: at most 8 x 2 x 15 x 127 = 30480), one madd a half; q8:
+ * maddubs, madd, add each step. */
+typedef __m256i kq_gh;
+
+KV_INLINE kq_gh kq_ghalf(coli_enc enc, kq_gi p) { return enc == COLI_ENC_Q4 ? _mm256_setzero_si256() : p; }
+
+KV_INLINE kq_gi kq_gdone(coli_enc enc, kq_gi p, kq_gh h)
+{
+	return enc == COLI_ENC_Q4 ? _mm256_add_epi32(p, _mm256_madd_epi16(h, _mm256_set1_epi16(1))) : h;
+}
+
+/* h + each row's dot of its 4 codes with a token's 4 bytes of q at x4. */
+KV_INLINE kq_gh kq_gdot(coli_enc enc, kq_gh h, const kq_gw *w, const int8_t *x4)
 {
 	int32_t v;
 	memcpy(&v, x4, 4);
 	__m256i x = _mm256_set1_epi32(v);
-	if (enc != COLI_ENC_Q4)
-		x = _mm256_sign_epi8(x, w->s);
-	return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w->a, x), _mm256_set1_epi16(1)));
+	if (enc == COLI_ENC_Q4)
+		return _mm256_add_epi16(h, _mm256_maddubs_epi16(w->a, x));
+	x = _mm256_sign_epi8(x, w->s);
+	return _mm256_add_epi32(h, _mm256_madd_epi16(_mm256_maddubs_epi16(w->a, x), _mm256_set1_epi16(1)));
 }
 
 KV_INLINE kq_gi kq_gset(int32_t v) { return _mm256_set1_epi32(v); }

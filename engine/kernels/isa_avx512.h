@@ -323,9 +323,25 @@ KV_INLINE kq_gw kq_gload(coli_enc enc, const uint8_t *pan)
 #endif
 }
 
-/* acc + each row's dot of its 4 codes with a token's 4 bytes of q at x4 (VNNI: a broadcast
+/* A half group's 8 steps accumulate in h (kq_ghalf, kq_gdot), then go into p (kq_gdone): here p
+ * itself. */
+typedef __m512i kq_gh;
+
+KV_INLINE kq_gh kq_ghalf(coli_enc enc, kq_gi p)
+{
+	(void)enc;
+	return p;
+}
+
+KV_INLINE kq_gi kq_gdone(coli_enc enc, kq_gi p, kq_gh h)
+{
+	(void)enc, (void)p;
+	return h;
+}
+
+/* h + each row's dot of its 4 codes with a token's 4 bytes of q at x4 (VNNI: a broadcast
  * operand of vpdpbusd). */
-KV_INLINE kq_gi kq_gdot(coli_enc enc, kq_gi acc, const kq_gw *w, const int8_t *x4)
+KV_INLINE kq_gh kq_gdot(coli_enc enc, kq_gh acc, const kq_gw *w, const int8_t *x4)
 {
 	int32_t v;
 	memcpy(&v, x4, 4);
