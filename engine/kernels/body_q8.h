@@ -35,8 +35,9 @@
 KV_INLINE __m256 q8_scales8(const uint8_t *sr, int64_t u, int64_t G)
 {
 	uint16_t h[8] = {0};
-	int64_t n = G - 8 * u < 8 ? G - 8 * u : 8;
-	memcpy(h, sr + 16 * u, (size_t)(2 * n));
+	if (G - 8 * u >= 8)
+		return _mm256_cvtph_ps(_mm_loadu_si128((const void *)(sr + 16 * u)));
+	memcpy(h, sr + 16 * u, (size_t)(2 * (G - 8 * u)));
 	return _mm256_cvtph_ps(_mm_loadu_si128((const void *)h));
 }
 
