@@ -714,7 +714,7 @@ static void check_q8_variants(const tmat *t, const float *X, int n, const char *
 }
 
 /* Tokens with a NaN or an infinite activation: every row's product is NaN (q8.h), in every variant
- * and for 1 or n tokens (the GEMM from 8); the finite tokens keep the reference's bits. */
+ * and for 1 or n tokens (the GEMM from 17); the finite tokens keep the reference's bits. */
 static void check_q8_nonfinite(const tmat *t, int n)
 {
 	char name[200];
@@ -749,30 +749,6 @@ static void check_q8_nonfinite(const tmat *t, int n)
 	free(X);
 	free(ref);
 	free(y);
-}
-
-/* The GEMM (8 tokens or more) and the matrix-vector body around its crossover, every variant:
- * rows not a multiple of a panel, columns not a multiple of 128, 1 .. 70 tokens. */
-static void check_q8_gemm(void)
-{
-	static const int64_t shapes[][2] = {{77, 200}, {45, 1000}, {33, 64}, {16, 1088}};
-	static const int ns[] = {1, 2, 3, 5, 7, 8, 9, 13, 16, 17, 29, 33, 64, 70};
-	static const coli_enc encs[] = {COLI_ENC_Q4, COLI_ENC_Q8};
-	for (size_t e = 0; e < 2; e++)
-		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
-			tmat t;
-			if (tmat_make(&t, encs[e], shapes[s][0], shapes[s][1], 0, 0) < 0)
-				continue;
-			float *X = rand_vec(70 * t.m.cols), *O = outlier_vec(29 * t.m.cols, 1);
-			for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++)
-				check_q8_variants(&t, X, ns[k], "random x");
-			check_q8_variants(&t, O, 29, "outlier x");
-			check_q8_nonfinite(&t, 1);
-			check_q8_nonfinite(&t, 11);
-			free(X);
-			free(O);
-			tmat_free(&t);
-		}
 }
 
 /* The public calls with precision q8 (the best variant, 1 and 2 threads) give the reference's
@@ -833,25 +809,32 @@ static void check_q8_exempt(coli_enc enc)
 	tmat_free(&t);
 }
 
+/* Every variant against the reference: the matrix-vector body and the GEMM (from 17 tokens)
+ * around their crossover, 1 .. 70 tokens, rows not a multiple of a GEMM panel, columns not a
+ * multiple of 128; outlier, NaN and infinite activations; the public calls. */
 static void check_q8(void)
 {
-	static const int64_t shapes[][2] = {{37, 160}, {19, 1000}, {5, 33}, {40, 128}, {9, 4200}, {3, 64}};
+	static const int64_t shapes[][2] = {{37, 160}, {19, 1000}, {5, 33},   {40, 128},  {9, 4200},
+					    {3, 64},   {77, 200},  {45, 1000}, {33, 64},  {16, 1088}};
+	static const int ns[] = {1, 2, 3, 5, 6, 7, 8, 9, 13, 16, 17, 29, 33, 64, 70};
 	static const coli_enc encs[] = {COLI_ENC_Q4, COLI_ENC_Q8};
 	for (size_t e = 0; e < 2; e++)
 		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
 			tmat t;
 			if (tmat_make(&t, encs[e], shapes[s][0], shapes[s][1], 0, 0) < 0)
 				continue;
-			float *X = rand_vec(40 * t.m.cols), *O = outlier_vec(7 * t.m.cols, 1);
-			check_q8_variants(&t, X, 1, "random x");
-			check_q8_variants(&t, X, 6, "random x");
+			float *X = rand_vec(70 * t.m.cols), *O = outlier_vec(29 * t.m.cols, 1);
+			for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++)
+				check_q8_variants(&t, X, ns[k], "random x");
 			check_q8_variants(&t, O, 7, "outlier x");
+			check_q8_variants(&t, O, 29, "outlier x");
+			check_q8_nonfinite(&t, 1);
+			check_q8_nonfinite(&t, 20);
 			check_q8_public(&t, X);
 			free(X);
 			free(O);
 			tmat_free(&t);
 		}
-	check_q8_gemm();
 	check_q8_exempt(COLI_ENC_F32);
 	check_q8_exempt(COLI_ENC_BF16);
 	coli_precision p;
