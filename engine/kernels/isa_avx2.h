@@ -9,7 +9,10 @@
  *   4-bit codes: the 8 nibbles of every dword (kv_nibbles), and KV_LUT16 when a 16-entry float
  *   lookup is one instruction (the bodies then take the table paths);
  *   KV_GEMM_MV x KV_GEMM_NR, the rows (in vectors) and tokens of the GEMM's micro-kernel (its
- *   accumulators; with its KV_GEMM_MV weights and a broadcast, at most the ISA's registers).
+ *   accumulators; with its KV_GEMM_MV weights and a broadcast, at most the ISA's registers);
+ *   the q8 products' kq_* operations (body_q8.h): a pair of groups' integer lanes against a token
+ *   and 8 groups' sums (matrix-vector), the GEMM's panel of KQ_RL-row vectors, its 4-byte dot step,
+ *   float step and KQ_GMV x KQ_GNR tile.
  * AVX2 has no 16-entry permute: 4-bit codes of an affine table become floats by arithmetic, those
  * of a sign-magnitude table (e2m1) by an 8-entry permute of the magnitude and the sign bit xored,
  * or, a chunk of FP4 pairs in the nibble order, by byte lookups of their bfloat16 (kv_pairs).
