@@ -9,7 +9,10 @@
  *   4-bit codes: the 8 nibbles of every dword (kv_nibbles), and KV_LUT16 when a 16-entry float
  *   lookup is one instruction (the bodies then take the table paths);
  *   KV_GEMM_MV x KV_GEMM_NR, the rows (in vectors) and tokens of the GEMM's micro-kernel (its
- *   accumulators; with its KV_GEMM_MV weights and a broadcast, at most the ISA's registers).
+ *   accumulators; with its KV_GEMM_MV weights and a broadcast, at most the ISA's registers);
+ *   the q8 products' kq_* operations (body_q8.h): a pair of groups' integer lanes against a token
+ *   and 8 groups' sums (matrix-vector), the GEMM's panel of KQ_RL-row vectors, its 4-byte dot step,
+ *   float step and KQ_GMV x KQ_GNR tile.
  * AVX2 has no 16-entry permute: 4-bit codes of an affine table become floats by arithmetic, those
  * of a sign-magnitude table (e2m1) by an 8-entry permute of the magnitude and the sign bit xored,
  * or, a chunk of FP4 pairs in the nibble order, by byte lookups of their bfloat16 (kv_pairs).
@@ -309,33 +312,24 @@ KV_INLINE void kv_transpose(kv_f *r)
 }
 
 
-/* ---- q8 activations (kernels/q8.h): a pair of groups at a time ---- */
+/* ---- q8 activations (kernels/q8.h): a pair of groups at a time (matrix-vector), rows in the
+ * lanes (GEMM) ---- */
 
 #define KV_Q8_OPS kern_q8_avx2
-#define KQ_T 4 /* tokens a pass: 2 x 4 accumulators and a pair's 8 code vectors fill the 16 registers */
+#define KQ_T 4 /* tokens a pass: 4 x 4 pair sums and a pair's 8 code vectors */
 #define KV_Q8_ISA "avx2"
+#define KQ_RL 8      /* GEMM: rows a vector */
+#define KQ_GMV 2     /* GEMM: vectors of rows of a panel */
+#define KQ_GNR 2     /* GEMM: tokens a micro-kernel call (q4: 2 x 2 x 2 accumulators) */
+#define KQ_Q8_OFF 0  /* GEMM: q8's codes as maddubs' unsigned operand: |w| (x takes w's sign) */
 
-/* Per group (e: even, o: odd) its 8 lanes; a: the unsigned operand of maddubs per half (q4: the
- * codes 0..15; q8: |w|), s: q8's signs (x is negated where w < 0). */
-typedef struct kq_acc {
-	__m256 e, o;
-} kq_acc, kq_sw;
-
+/* a: the unsigned operand of maddubs per group and half (q4: the codes 0..15; q8: |w|), s: q8's
+ * signs (x is negated where w < 0). */
 typedef struct kq_w {
 	__m256i a[2][2], s[2][2];
 } kq_w;
 
-KV_INLINE kq_acc kq_zero(void) { return (kq_acc){_mm256_setzero_ps(), _mm256_setzero_ps()}; }
-
-/* The row's scales of pair P (sr: binary16 per group), zero past its G groups. */
-KV_INLINE kq_sw kq_scales(const uint8_t *sr, int64_t P, int64_t G)
-{
-	uint16_t h[2] = {0, 0};
-	memcpy(h, sr + 4 * P, 2);
-	if (2 * P + 1 < G)
-		memcpy(h + 1, sr + 4 * P + 2, 2);
-	return (kq_sw){_mm256_set1_ps(_cvtsh_ss(h[0])), _mm256_set1_ps(_cvtsh_ss(h[1]))};
-}
+typedef __m256i kq_p; /* a pair's sums: 128-bit half h, lanes: group 2P's j = 4h + (0+1, 2+3), then 2P+1's */
 
 /* The codes of pair P of a row (c), group 2P + 1 zero when past G. */
 KV_INLINE kq_w kq_codes(coli_enc enc, const uint8_t *c, int64_t P, int64_t G)
@@ -359,34 +353,131 @@ KV_INLINE kq_w kq_codes(coli_enc enc, const uint8_t *c, int64_t P, int64_t G)
 	return w;
 }
 
-/* The exact lane sums p_gj of group g of the pair (q8.h) against prepared x: qs its pair's bytes,
- * bias its group's 8. */
-KV_INLINE __m256i kq_dot(coli_enc enc, const kq_w *w, int g, const int8_t *qs, const int32_t *bias)
+/* Group g of the pair against prepared x (qs: its pair's bytes): lane j = the sum over columns
+ * 4j .. 4j+3 and 32+4j .. 32+4j+3 (q4: of the codes, not yet less 8 x q). */
+KV_INLINE __m256i kq_dot(coli_enc enc, const kq_w *w, int g, const int8_t *qs)
 {
 	const __m256i ones = _mm256_set1_epi16(1);
 	__m256i x0 = _mm256_load_si256((const void *)(qs + 32 * g)), x1 = _mm256_load_si256((const void *)(qs + 64 + 32 * g));
-	if (enc == COLI_ENC_Q4) {
-		__m256i m = _mm256_add_epi16(_mm256_maddubs_epi16(w->a[g][0], x0), _mm256_maddubs_epi16(w->a[g][1], x1));
-		return _mm256_sub_epi32(_mm256_madd_epi16(m, ones), _mm256_load_si256((const void *)bias));
-	}
+	if (enc == COLI_ENC_Q4)
+		return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(w->a[g][0], x0), _mm256_maddubs_epi16(w->a[g][1], x1)), ones);
 	__m256i m0 = _mm256_maddubs_epi16(w->a[g][0], _mm256_sign_epi8(x0, w->s[g][0]));
 	__m256i m1 = _mm256_maddubs_epi16(w->a[g][1], _mm256_sign_epi8(x1, w->s[g][1]));
 	return _mm256_add_epi32(_mm256_madd_epi16(m0, ones), _mm256_madd_epi16(m1, ones));
 }
 
-/* acc += pair P's products against one token (xp: its prepared bytes, G2 groups). */
-KV_INLINE kq_acc kq_step(coli_enc enc, const kq_w *w, kq_sw sw, const uint8_t *xp, int64_t G2, int64_t P, kq_acc acc)
+/* Pair P's sums against one token (xp: its prepared bytes). */
+KV_INLINE kq_p kq_pair(coli_enc enc, const kq_w *w, const uint8_t *xp, int64_t P)
 {
 	const int8_t *qs = kern_q8_qs(xp) + 128 * P;
-	const int32_t *bias = kern_q8_bias(xp, G2) + 16 * P;
-	const float *dx = kern_q8_dx(xp, G2) + 16 * P;
-	__m256 pe = _mm256_cvtepi32_ps(kq_dot(enc, w, 0, qs, bias)), po = _mm256_cvtepi32_ps(kq_dot(enc, w, 1, qs, bias + 8));
-	acc.e = _mm256_fmadd_ps(pe, _mm256_mul_ps(sw.e, _mm256_load_ps(dx)), acc.e);
-	acc.o = _mm256_fmadd_ps(po, _mm256_mul_ps(sw.o, _mm256_load_ps(dx + 8)), acc.o);
-	return acc;
+	return _mm256_hadd_epi32(kq_dot(enc, w, 0, qs), kq_dot(enc, w, 1, qs));
 }
 
-/* q8.h's final sum: s8 = e + o, then kv_reduce's halving order. */
-KV_INLINE float kq_reduce(kq_acc acc) { return kv_reduce(_mm256_add_ps(acc.e, acc.o)); }
+KV_INLINE kq_p kq_pzero(void) { return _mm256_setzero_si256(); }
+
+/* Four pairs' sums (8 groups) as 8 p_g, lane i = group i. */
+KV_INLINE __m256i kq_sum8(const kq_p *p)
+{
+	__m256i a = _mm256_hadd_epi32(p[0], p[1]), b = _mm256_hadd_epi32(p[2], p[3]);
+	return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+/* GEMM: a panel's step vector (KQ_RL rows x 4 columns of codes, pan) made ready for kq_gdot. */
+typedef __m256i kq_gi;
+typedef __m256 kq_gf;
+
+typedef struct kq_gw {
+	__m256i a, s;
+} kq_gw;
+
+KV_INLINE kq_gw kq_gload(coli_enc enc, const uint8_t *pan)
+{
+	__m256i v = _mm256_load_si256((const void *)pan);
+	return enc == COLI_ENC_Q4 ? (kq_gw){v, v} : (kq_gw){_mm256_abs_epi8(v), v};
+}
+
+/* A half group's 8 steps accumulate in h (kq_ghalf, kq_gdot), then go into p (kq_gdone). q4: in
+ * 16-bit lanes (8 steps of two columns: at most 8 x 2 x 15 x 127 = 30480), one madd a half; q8:
+ * maddubs, madd, add each step. */
+typedef __m256i kq_gh;
+
+KV_INLINE kq_gh kq_ghalf(coli_enc enc, kq_gi p) { return enc == COLI_ENC_Q4 ? _mm256_setzero_si256() : p; }
+
+KV_INLINE kq_gi kq_gdone(coli_enc enc, kq_gi p, kq_gh h)
+{
+	return enc == COLI_ENC_Q4 ? _mm256_add_epi32(p, _mm256_madd_epi16(h, _mm256_set1_epi16(1))) : h;
+}
+
+/* h + each row's dot of its 4 codes with a token's 4 bytes of q at x4. */
+KV_INLINE kq_gh kq_gdot(coli_enc enc, kq_gh h, const kq_gw *w, const int8_t *x4)
+{
+	int32_t v;
+	memcpy(&v, x4, 4);
+	__m256i x = _mm256_set1_epi32(v);
+	if (enc == COLI_ENC_Q4)
+		return _mm256_add_epi16(h, _mm256_maddubs_epi16(w->a, x));
+	x = _mm256_sign_epi8(x, w->s);
+	return _mm256_add_epi32(h, _mm256_madd_epi16(_mm256_maddubs_epi16(w->a, x), _mm256_set1_epi16(1)));
+}
+
+KV_INLINE kq_gi kq_gset(int32_t v) { return _mm256_set1_epi32(v); }
+
+/* f + (float)p x (sw x d): the float step of a group. */
+KV_INLINE kq_gf kq_gstep(kq_gi p, const float *sw, float d, kq_gf f)
+{
+	return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(_mm256_load_ps(sw), _mm256_set1_ps(d)), f);
+}
+
+KV_INLINE kq_gf kq_gzero(void) { return _mm256_setzero_ps(); }
+KV_INLINE kq_gf kq_gadd(kq_gf a, kq_gf b) { return _mm256_add_ps(a, b); }
+
+/* The first n (<= KQ_RL) lanes of f to y. */
+KV_INLINE void kq_gstore(float *y, kq_gf f, int n)
+{
+	if (n == KQ_RL)
+		_mm256_storeu_ps(y, f);
+	else
+		_mm256_maskstore_ps(y, kv_first(n), f);
+}
+
+/* The binary16 scales of ng (<= KQ_RL) groups of KQ_RL rows (sr[i]: row i's, from the first of
+ * them) as float: group j's at out + j * os, lane i row i. */
+KV_INLINE void kq_pscales(const uint8_t *const *sr, int ng, float *out, int64_t os)
+{
+	kv_f v[8];
+	for (int i = 0; i < 8; i++) {
+		uint16_t h[8] = {0};
+		memcpy(h, sr[i], (size_t)(2 * ng));
+		v[i] = _mm256_cvtph_ps(_mm_loadu_si128((const void *)h));
+	}
+	kv_transpose(v);
+	for (int j = 0; j < ng; j++)
+		_mm256_store_ps(out + j * os, v[j]);
+}
+
+/* A group of KQ_RL rows (grp[i]: row i's codes of the group) into the panel: step k (columns
+ * 4k .. 4k+3) of row i at pan + k * ps + 4 i. */
+KV_INLINE void kq_panel(coli_enc enc, const uint8_t *const *grp, uint8_t *pan, int64_t ps)
+{
+	kv_f v[2][8];
+	for (int i = 0; i < 8; i++) {
+		__m256i lo, hi;
+		if (enc == COLI_ENC_Q4) {
+			__m256i c = _mm256_loadu_si256((const void *)grp[i]);
+			lo = _mm256_and_si256(c, _mm256_set1_epi8(15));
+			hi = _mm256_and_si256(_mm256_srli_epi16(c, 4), _mm256_set1_epi8(15));
+		} else {
+			lo = _mm256_loadu_si256((const void *)grp[i]);
+			hi = _mm256_loadu_si256((const void *)(grp[i] + 32));
+		}
+		v[0][i] = _mm256_castsi256_ps(lo);
+		v[1][i] = _mm256_castsi256_ps(hi);
+	}
+	for (int h = 0; h < 2; h++) {
+		kv_transpose(v[h]);
+		for (int k = 0; k < 8; k++)
+			_mm256_store_ps((float *)(void *)(pan + (8 * h + k) * ps), v[h][k]);
+	}
+}
 
 #endif

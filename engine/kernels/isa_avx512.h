@@ -218,27 +218,33 @@ KV_INLINE void kv_transpose(kv_f *r)
 }
 
 
-/* ---- q8 activations (kernels/q8.h): a pair of groups at a time ---- */
+/* ---- q8 activations (kernels/q8.h): a pair of groups at a time (matrix-vector), rows in the
+ * lanes (GEMM) ---- */
 
 #if KV_VNNI
 #define KV_Q8_OPS kern_q8_avx512vnni
 #define KV_Q8_ISA "avx512vnni"
+#define KQ_Q8_OFF 128 /* GEMM: q8's codes as vpdpbusd's unsigned operand: w + 128 */
 #else
 #define KV_Q8_OPS kern_q8_avx512
 #define KV_Q8_ISA "avx512"
+#define KQ_Q8_OFF 0 /* GEMM: q8's codes as maddubs' unsigned operand: |w| (x takes w's sign) */
 #endif
 
 #define KQ_T 4 /* tokens a pass: with 8, 8 tokens' prepared x of 4096 columns (64 KiB) leave L1 while
 		* a row is read (q4 2048x4096, 29 tokens, Zen 4: 69 GFLOP/s against 97 with 4) */
+#define KQ_RL 16  /* GEMM: rows a vector */
+#define KQ_GMV 2  /* GEMM: vectors of rows of a panel */
+#define KQ_GNR 8  /* GEMM: tokens a micro-kernel call */
 
-/* Lanes 0-7: group 2P's 8 lanes, 8-15: group 2P + 1's (q8.h's pair layout); a: the unsigned
- * operand of vpdpbusd per half (q4: codes 0..15, q8: |w|), neg: q8's lanes where w < 0. */
-typedef __m512 kq_acc, kq_sw;
-
+/* a: the unsigned operand of vpdpbusd per half (q4: codes 0..15, q8: |w|), neg: q8's lanes where
+ * w < 0. */
 typedef struct kq_w {
 	__m512i a[2];
 	__mmask64 neg[2];
 } kq_w;
+
+typedef __m512i kq_p; /* a pair's sums: lanes 0-7 group 2P's lanes j, 8-15 group 2P + 1's */
 
 /* acc + the 4-byte dot products of u (unsigned) and s (signed) per lane; without VNNI, maddubs
  * and madd: exact for the operands here (|u s + u s| <= 2 x 128 x 127 fits int16). */
@@ -249,19 +255,6 @@ KV_INLINE __m512i kq_dpbusd(__m512i acc, __m512i u, __m512i s)
 #else
 	return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
 #endif
-}
-
-KV_INLINE kq_acc kq_zero(void) { return _mm512_setzero_ps(); }
-
-KV_INLINE kq_sw kq_scales(const uint8_t *sr, int64_t P, int64_t G)
-{
-	uint16_t h0, h1 = 0;
-	memcpy(&h0, sr + 4 * P, 2);
-	if (2 * P + 1 < G)
-		memcpy(&h1, sr + 4 * P + 2, 2);
-	uint32_t h = h0 | (uint32_t)h1 << 16;
-	__m512 s = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128((int)h)));
-	return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), s);
 }
 
 KV_INLINE kq_w kq_codes(coli_enc enc, const uint8_t *c, int64_t P, int64_t G)
@@ -284,31 +277,127 @@ KV_INLINE kq_w kq_codes(coli_enc enc, const uint8_t *c, int64_t P, int64_t G)
 	return w;
 }
 
-KV_INLINE kq_acc kq_step(coli_enc enc, const kq_w *w, kq_sw sw, const uint8_t *xp, int64_t G2, int64_t P, kq_acc acc)
+/* Pair P's sums against one token (xp: its prepared bytes; q4: of the codes, not yet less 8 x q). */
+KV_INLINE kq_p kq_pair(coli_enc enc, const kq_w *w, const uint8_t *xp, int64_t P)
 {
 	const int8_t *qs = kern_q8_qs(xp) + 128 * P;
-	__m512i x0 = _mm512_load_si512(qs), x1 = _mm512_load_si512(qs + 64), p;
-	if (enc == COLI_ENC_Q4) {
-		p = kq_dpbusd(kq_dpbusd(_mm512_setzero_si512(), w->a[0], x0), w->a[1], x1);
-		p = _mm512_sub_epi32(p, _mm512_load_si512(kern_q8_bias(xp, G2) + 16 * P));
-	} else {
-		const __m512i z = _mm512_setzero_si512();
-		p = kq_dpbusd(_mm512_setzero_si512(), w->a[0], _mm512_mask_sub_epi8(x0, w->neg[0], z, x0));
-		p = kq_dpbusd(p, w->a[1], _mm512_mask_sub_epi8(x1, w->neg[1], z, x1));
-	}
-	__m512 d = _mm512_mul_ps(sw, _mm512_load_ps(kern_q8_dx(xp, G2) + 16 * P));
-	return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), d, acc);
+	__m512i x0 = _mm512_load_si512(qs), x1 = _mm512_load_si512(qs + 64);
+	if (enc == COLI_ENC_Q4)
+		return kq_dpbusd(kq_dpbusd(_mm512_setzero_si512(), w->a[0], x0), w->a[1], x1);
+	const __m512i z = _mm512_setzero_si512();
+	__m512i p = kq_dpbusd(_mm512_setzero_si512(), w->a[0], _mm512_mask_sub_epi8(x0, w->neg[0], z, x0));
+	return kq_dpbusd(p, w->a[1], _mm512_mask_sub_epi8(x1, w->neg[1], z, x1));
 }
 
-/* q8.h's final sum: s8 = lanes 0-7 + lanes 8-15, then the halving order of isa_avx2.h's kv_reduce. */
-KV_INLINE float kq_reduce(kq_acc acc)
+KV_INLINE kq_p kq_pzero(void) { return _mm512_setzero_si512(); }
+
+/* Four pairs' sums (8 groups) as 8 p_g, lane i = group i: per 128-bit lane L the 4-lane sums of
+ * pairs 0-3 (z), L0 + L1 (groups 0, 2, 4, 6) and L2 + L3 (1, 3, 5, 7), then in group order. */
+KV_INLINE __m256i kq_sum8(const kq_p *p)
 {
-	__m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
-	__m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(acc), hi);
-	__m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-	s = _mm_add_ss(s, _mm_movehdup_ps(s));
-	return _mm_cvtss_f32(s);
+	__m512i x = _mm512_add_epi32(_mm512_unpacklo_epi32(p[0], p[1]), _mm512_unpackhi_epi32(p[0], p[1]));
+	__m512i y = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2], p[3]), _mm512_unpackhi_epi32(p[2], p[3]));
+	__m512i z = _mm512_add_epi32(_mm512_unpacklo_epi64(x, y), _mm512_unpackhi_epi64(x, y));
+	z = _mm512_add_epi32(z, _mm512_shuffle_i64x2(z, z, 0xB1));
+	return _mm512_castsi512_si256(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0), z));
+}
+
+/* GEMM: a panel's step vector (KQ_RL rows x 4 columns of codes, pan) made ready for kq_gdot. */
+typedef __m512i kq_gi;
+typedef __m512 kq_gf;
+
+typedef struct kq_gw {
+	__m512i a;
+	__mmask64 neg;
+} kq_gw;
+
+KV_INLINE kq_gw kq_gload(coli_enc enc, const uint8_t *pan)
+{
+	__m512i v = _mm512_load_si512(pan);
+	if (enc == COLI_ENC_Q4)
+		return (kq_gw){v, 0};
+#if KV_VNNI
+	return (kq_gw){_mm512_xor_si512(v, _mm512_set1_epi8(-128)), 0};
+#else
+	return (kq_gw){_mm512_abs_epi8(v), _mm512_movepi8_mask(v)};
+#endif
+}
+
+/* A half group's 8 steps accumulate in h (kq_ghalf, kq_gdot), then go into p (kq_gdone): here p
+ * itself. */
+typedef __m512i kq_gh;
+
+KV_INLINE kq_gh kq_ghalf(coli_enc enc, kq_gi p)
+{
+	(void)enc;
+	return p;
+}
+
+KV_INLINE kq_gi kq_gdone(coli_enc enc, kq_gi p, kq_gh h)
+{
+	(void)enc, (void)p;
+	return h;
+}
+
+/* h + each row's dot of its 4 codes with a token's 4 bytes of q at x4 (VNNI: a broadcast
+ * operand of vpdpbusd). */
+KV_INLINE kq_gh kq_gdot(coli_enc enc, kq_gh acc, const kq_gw *w, const int8_t *x4)
+{
+	int32_t v;
+	memcpy(&v, x4, 4);
+	__m512i x = _mm512_set1_epi32(v);
+	if (!KV_VNNI && enc != COLI_ENC_Q4)
+		x = _mm512_mask_sub_epi8(x, w->neg, _mm512_setzero_si512(), x);
+	return kq_dpbusd(acc, w->a, x);
+}
+
+KV_INLINE kq_gi kq_gset(int32_t v) { return _mm512_set1_epi32(v); }
+
+/* f + (float)p x (sw x d): the float step of a group. */
+KV_INLINE kq_gf kq_gstep(kq_gi p, const float *sw, float d, kq_gf f)
+{
+	return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(_mm512_load_ps(sw), _mm512_set1_ps(d)), f);
+}
+
+KV_INLINE kq_gf kq_gzero(void) { return _mm512_setzero_ps(); }
+KV_INLINE kq_gf kq_gadd(kq_gf a, kq_gf b) { return _mm512_add_ps(a, b); }
+
+/* The first n (<= KQ_RL) lanes of f to y. */
+KV_INLINE void kq_gstore(float *y, kq_gf f, int n)
+{
+	_mm512_mask_storeu_ps(y, (__mmask16)((1u << n) - 1), f);
+}
+
+/* The binary16 scales of ng (<= KQ_RL) groups of KQ_RL rows (sr[i]: row i's, from the first of
+ * them) as float: group j's at out + j * os, lane i row i. */
+KV_INLINE void kq_pscales(const uint8_t *const *sr, int ng, float *out, int64_t os)
+{
+	kv_f v[16];
+	for (int i = 0; i < 16; i++)
+		v[i] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16((__mmask16)((1u << ng) - 1), sr[i]));
+	kv_transpose(v);
+	for (int j = 0; j < ng; j++)
+		_mm512_store_ps(out + j * os, v[j]);
+}
+
+/* A group of KQ_RL rows (grp[i]: row i's codes of the group) into the panel: step k (columns
+ * 4k .. 4k+3) of row i at pan + k * ps + 4 i. */
+KV_INLINE void kq_panel(coli_enc enc, const uint8_t *const *grp, uint8_t *pan, int64_t ps)
+{
+	kv_f v[16];
+	for (int i = 0; i < 16; i++) {
+		__m512i c;
+		if (enc == COLI_ENC_Q4) {
+			__m512i b = _mm512_broadcast_i64x4(_mm256_loadu_si256((const void *)grp[i]));
+			c = _mm512_and_si512(_mm512_mask_srli_epi16(b, 0xFFFF0000, b, 4), _mm512_set1_epi8(15));
+		} else {
+			c = _mm512_loadu_si512(grp[i]);
+		}
+		v[i] = _mm512_castsi512_ps(c);
+	}
+	kv_transpose(v);
+	for (int k = 0; k < 16; k++)
+		_mm512_store_ps((float *)(void *)(pan + k * ps), v[k]);
 }
 
 #endif

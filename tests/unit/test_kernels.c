@@ -713,6 +713,44 @@ static void check_q8_variants(const tmat *t, const float *X, int n, const char *
 	free(y);
 }
 
+/* Tokens with a NaN or an infinite activation: every row's product is NaN (q8.h), in every variant
+ * and for 1 or n tokens (the GEMM from 17); the finite tokens keep the reference's bits. */
+static void check_q8_nonfinite(const tmat *t, int n)
+{
+	char name[200];
+	const int64_t rows = t->m.rows, cols = t->m.cols, ny = rows * n;
+	float *X = rand_vec(n * cols);
+	for (int k = 0; k < n; k += 3)
+		X[k * cols + (k * 37) % cols] = k % 2 ? INFINITY : NAN;
+	kern_x xp = q8_prep_all(t, X, n);
+	float *ref = calloc((size_t)ny, sizeof(float)), *y = calloc((size_t)ny, sizeof(float));
+	kern_q8_scalar.rows(&t->m, &xp, n, ref, rows, 0, rows);
+	int64_t bad = -1;
+	for (int64_t i = 0; i < ny && bad < 0; i++)
+		if (!isnan(ref[i]) != ((i / rows) % 3 != 0))
+			bad = i;
+	snprintf(name, sizeof(name), "q8 reference %s n=%d: NaN or inf in a token's x gives NaN, every row", t->name, n);
+	T_CHECK(name, bad < 0, "token %lld row %lld: %g", (long long)(bad / rows), (long long)(bad % rows),
+		bad < 0 ? 0.0 : (double)ref[bad]);
+	for (size_t v = 1; v < sizeof(q8_variants) / sizeof(q8_variants[0]); v++) {
+		const kern_q8_ops *q = q8_variants[v];
+		if (!q8_runs(q))
+			continue;
+		memset(y, 0, (size_t)ny * sizeof(float));
+		q->rows(&t->m, &xp, n, y, rows, 0, rows);
+		int64_t i = 0;
+		while (i < ny && (isnan(y[i]) ? isnan(ref[i]) : same_bits(y[i], ref[i])))
+			i++;
+		snprintf(name, sizeof(name), "q8 %s %s n=%d, NaN and inf in x: the reference's NaNs and bits", q->name, t->name, n);
+		T_CHECK(name, i == ny, "token %lld row %lld: %.9g, reference %.9g", (long long)(i / rows),
+			(long long)(i % rows), i < ny ? (double)y[i] : 0.0, i < ny ? (double)ref[i] : 0.0);
+	}
+	free((void *)xp.data);
+	free(X);
+	free(ref);
+	free(y);
+}
+
 /* The public calls with precision q8 (the best variant, 1 and 2 threads) give the reference's
  * bits: coli_mat_vec, coli_mat_vec_batch, coli_mat_mul of 1 .. 40 tokens. */
 static void check_q8_public(const tmat *t, const float *X)
@@ -771,13 +809,13 @@ static void check_q8_exempt(coli_enc enc)
 	tmat_free(&t);
 }
 
-/* kern_q8_prep's bytes are q8.h's formula (roundf of x / amax * 127, clamped; 8 x sums of S_j;
- * amax / 127) for groups of random, half-way (x / amax * 127 = k + 1/2 exactly), outlier, zero,
- * NaN and infinite values, and a tail group shorter than 64. */
+/* kern_q8_prep's bytes are q8.h's formula (roundf of x / amax * 127, clamped; the group's sum of
+ * q; amax / 127) for groups of random, half-way (x / amax * 127 = k + 1/2 exactly), outlier, zero,
+ * NaN and infinite values, a tail group shorter than 64 and the zero groups past it. */
 static void check_q8_prep(void)
 {
 	enum { COLS = 64 * 7 + 23 };
-	const int64_t G2 = kern_q8_groups(COLS);
+	const int64_t G16 = kern_q8_groups16(COLS);
 	float x[COLS];
 	uint8_t *xp = aligned_alloc(64, (size_t)kern_q8_bytes(COLS));
 	int bad = 0;
@@ -794,9 +832,9 @@ static void check_q8_prep(void)
 	x[64 + 31] = 127; /* group 1: amax 127, so its halves stay halves */
 	kern_q8_prep(COLS, x, xp);
 	const int8_t *qs = kern_q8_qs(xp);
-	const int32_t *bias = kern_q8_bias(xp, G2);
-	const float *dx = kern_q8_dx(xp, G2);
-	for (int64_t g = 0; g < G2 && !bad; g++) {
+	const int32_t *sq = kern_q8_sq(xp, COLS);
+	const float *dx = kern_q8_dx(xp, COLS);
+	for (int64_t g = 0; g < G16 && !bad; g++) {
 		float amax = 0;
 		int8_t q[64] = {0};
 		for (int c = 0; c < 64 && 64 * g + c < COLS; c++) {
@@ -807,15 +845,13 @@ static void check_q8_prep(void)
 			float v = roundf(x[64 * g + c] / amax * 127.0f);
 			q[c] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
 		}
-		for (int c = 0; c < 64; c++)
-			bad |= qs[kern_q8_at(g, c)] != q[c];
-		for (int j = 0; j < 8; j++) {
-			int32_t sum = 0;
-			for (int i = 0; i < 4; i++)
-				sum += q[4 * j + i] + q[32 + 4 * j + i];
-			float d = isfinite(amax) && amax > 0 ? amax / 127.0f : amax;
-			bad |= bias[8 * g + j] != 8 * sum || !(same_bits(dx[8 * g + j], d) || (isnan(d) && isnan(dx[8 * g + j])));
+		int32_t sum = 0;
+		for (int c = 0; c < 64; c++) {
+			bad |= g < kern_q8_groups(COLS) && qs[kern_q8_at(g, c)] != q[c];
+			sum += q[c];
 		}
+		float d = isfinite(amax) && amax > 0 ? amax / 127.0f : amax;
+		bad |= sq[g] != sum || !(same_bits(dx[g], d) || (isnan(d) && isnan(dx[g])));
 		if (bad)
 			printf("  group %lld differs\n", (long long)g);
 	}
@@ -861,19 +897,27 @@ static void check_batch_shared_x(void)
 	tmat_free(&d);
 }
 
+/* Every variant against the reference: the matrix-vector body and the GEMM (from 17 tokens)
+ * around their crossover, 1 .. 70 tokens, rows not a multiple of a GEMM panel, columns not a
+ * multiple of 128; outlier, NaN and infinite activations; the public calls. */
 static void check_q8(void)
 {
-	static const int64_t shapes[][2] = {{37, 160}, {19, 1000}, {5, 33}, {40, 128}, {9, 4200}, {3, 64}};
+	static const int64_t shapes[][2] = {{37, 160}, {19, 1000}, {5, 33},   {40, 128},  {9, 4200},
+					    {3, 64},   {77, 200},  {45, 1000}, {33, 64},  {16, 1088}};
+	static const int ns[] = {1, 2, 3, 5, 6, 7, 8, 9, 13, 16, 17, 29, 33, 64, 70};
 	static const coli_enc encs[] = {COLI_ENC_Q4, COLI_ENC_Q8};
 	for (size_t e = 0; e < 2; e++)
 		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
 			tmat t;
 			if (tmat_make(&t, encs[e], shapes[s][0], shapes[s][1], 0, 0) < 0)
 				continue;
-			float *X = rand_vec(40 * t.m.cols), *O = outlier_vec(7 * t.m.cols, 1);
-			check_q8_variants(&t, X, 1, "random x");
-			check_q8_variants(&t, X, 6, "random x");
+			float *X = rand_vec(70 * t.m.cols), *O = outlier_vec(29 * t.m.cols, 1);
+			for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++)
+				check_q8_variants(&t, X, ns[k], "random x");
 			check_q8_variants(&t, O, 7, "outlier x");
+			check_q8_variants(&t, O, 29, "outlier x");
+			check_q8_nonfinite(&t, 1);
+			check_q8_nonfinite(&t, 20);
 			check_q8_public(&t, X);
 			free(X);
 			free(O);
