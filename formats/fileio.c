@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -186,6 +187,17 @@ char *coli_path_join(const char *dir, const char *name)
 	char *p = malloc(n);
 	if (p)
 		snprintf(p, n, "%s/%s", dir, name);
+	return p;
+}
+
+void *coli_weights_alloc(size_t n)
+{
+	const size_t huge = (size_t)2 << 20;
+	void *p = NULL;
+	if (posix_memalign(&p, n >= huge ? huge : 4096, n ? n : 4096) != 0)
+		return NULL;
+	if (n >= huge)
+		(void)madvise(p, n, MADV_HUGEPAGE); /* advice: a kernel without THP leaves 4 KiB pages */
 	return p;
 }
 

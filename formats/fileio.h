@@ -49,4 +49,10 @@ char *coli_path_join(const char *dir, const char *name);
 void *coli_malloc(size_t n, coli_err *e);
 void *coli_calloc(size_t n, size_t size, coli_err *e);
 
+/* n bytes for weights read once and then streamed through by the kernels (free() releases them):
+ * 4096-aligned, and from 2 MiB on aligned to 2 MiB and asked of the kernel as transparent huge
+ * pages (MADV_HUGEPAGE: a 2 MiB page takes one TLB entry where 512 pages of 4 KiB took 512; no
+ * effect where THP is off). NULL when out of memory. */
+void *coli_weights_alloc(size_t n);
+
 #endif

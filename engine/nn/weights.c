@@ -14,7 +14,7 @@ static int read_section(weights *w, const coli_container *c, coli_section s, col
 {
 	void *p = NULL;
 	uint64_t n = c->layout.section_size[s];
-	if (posix_memalign(&p, 4096, n ? n : 4096) != 0)
+	if (!(p = coli_weights_alloc((size_t)n)))
 		return coli_errf(e, COLI_ENOMEM, "out of memory allocating %llu bytes for %s", (unsigned long long)n,
 				 coli_section_file(s));
 	w->data[s] = p;

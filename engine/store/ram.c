@@ -112,7 +112,7 @@ static int open_store(coli_store **out, const coli_container *c, int mapped, col
 		else
 			r->data = p, r->mapped = n;
 	} else if (rc == 0 && !mapped) {
-		if (posix_memalign(&p, 4096, n) != 0)
+		if (!(p = coli_weights_alloc(n)))
 			rc = coli_errf(e, COLI_ENOMEM, "out of memory allocating %zu bytes for experts.bin", n);
 		r->data = p;
 		if (rc == 0)
