@@ -11,7 +11,14 @@
 
 #include "clock.h"
 
-#define SPIN_NS 50000 /* how long a worker (or the waiting caller) spins before sleeping */
+/* A worker waiting for the next job, or the caller for the workers, spins SPIN_NS, then spins
+ * yielding the CPU (other threads of a loaded machine run meanwhile) until YIELD_NS, then sleeps:
+ * a forward pass's products come back to back (a decode token of bench-run's model: 61
+ * dispatches, 95% of the gaps between them under 200 us), and waking a sleeping thread costs more
+ * than such a gap (a futex wake and, on a virtual machine, the vCPU's). Sleeping after 50 us
+ * instead: 212 context switches a token, and q8 decode 0.81 of this (Zen 4, 2 threads; docs/benchmarks.md). */
+#define SPIN_NS 50000
+#define YIELD_NS 1000000
 
 struct kpool {
 	int want;                 /* workers asked for (some may have failed to start) */
@@ -48,6 +55,22 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* Whether the i-th check of a wait begun at t0 goes on spinning (pausing or yielding meanwhile). */
+static int keep_spinning(int i, int64_t t0)
+{
+	if ((i & 63) == 63) {
+		int64_t d = (int64_t)coli_now_ns() - t0;
+		if (d > YIELD_NS)
+			return 0;
+		if (d > SPIN_NS) {
+			sched_yield();
+			return 1;
+		}
+	}
+	cpu_relax();
+	return 1;
+}
+
 /* Claims pieces until none is left. */
 static void run_pieces(kpool *P)
 {
@@ -67,9 +90,8 @@ static unsigned wait_gen(kpool *P, unsigned seen)
 		unsigned g = atomic_load_explicit(&P->gen, memory_order_acquire);
 		if (g != seen)
 			return g;
-		if ((i & 63) == 63 && (int64_t)coli_now_ns() - t0 > SPIN_NS)
+		if (!keep_spinning(i, t0))
 			break;
-		cpu_relax();
 	}
 	pthread_mutex_lock(&P->mu);
 	unsigned g;
@@ -116,7 +138,7 @@ static void wait_workers(kpool *P)
 {
 	int64_t t0 = (int64_t)coli_now_ns();
 	for (int i = 0; atomic_load_explicit(&P->active, memory_order_acquire) != 0; i++) {
-		if ((i & 63) == 63 && (int64_t)coli_now_ns() - t0 > SPIN_NS) {
+		if (!keep_spinning(i, t0)) {
 			pthread_mutex_lock(&P->mu);
 			P->caller_waiting = 1;
 			while (atomic_load_explicit(&P->active, memory_order_acquire) != 0)
@@ -125,7 +147,6 @@ static void wait_workers(kpool *P)
 			pthread_mutex_unlock(&P->mu);
 			return;
 		}
-		cpu_relax();
 	}
 }
 

@@ -1,8 +1,9 @@
 /* pool.h: the persistent worker threads that split one product's rows (internal).
  *
  * One caller at a time per pool (the forward pass is single-threaded apart from its pool). The caller
- * takes part in the work. Workers spin briefly after a job (products come back to back in a
- * forward pass), then sleep on a condition variable: an idle pool burns no CPU.
+ * takes part in the work. Workers spin after a job, then spin yielding the CPU, for about a
+ * millisecond (products come back to back in a forward pass), then sleep on a condition
+ * variable: an idle pool burns no CPU.
  */
 #ifndef COLI_KERNELS_POOL_H
 #define COLI_KERNELS_POOL_H
