@@ -162,7 +162,7 @@ KV_INLINE void q8_tile(coli_enc enc, int NT, const uint8_t *pan, const float *ps
 				f[c][v][t] = kq_gzero();
 	for (int64_t g = 0; g < G; g++) {
 		kq_gi p[KQ_GMV][KQ_GNR];
-		const int64_t at = 128 * (g / 2) + 32 * (g % 2); /* kern_q8_at(g, 0) */
+		const int64_t at = kern_q8_at(g, 0);
 #pragma GCC unroll 8
 		for (int t = 0; t < NT; t++) {
 			kq_gi s = kq_gset(-off * sq[t][g]);

@@ -45,8 +45,8 @@ void kern_q8_prep(int64_t cols, const float *x, void *out)
 {
 	const int64_t G2 = kern_q8_groups(cols), G16 = kern_q8_groups16(cols);
 	int8_t *qs = out, q[64];
-	int32_t *sq = (int32_t *)(void *)((uint8_t *)out + 64 * G2);
-	float *dx = (float *)(void *)((uint8_t *)out + 64 * G2 + 4 * G16);
+	int32_t *sq = (int32_t *)kern_q8_sq(out, cols); /* q8.h's layout, written here */
+	float *dx = (float *)kern_q8_dx(out, cols);
 	for (int64_t g = 0; g < G16; g++) {
 		int64_t n = cols - 64 * g;
 		float d = quant_group(x + (n > 0 ? 64 * g : 0), n < 0 ? 0 : n > 64 ? 64 : (int)n, q);
