@@ -318,7 +318,7 @@ static void route_batch(const coli_engine *m, int l, int pos, const float *X, in
 		coli_store_predict_check(m->store, l, w->ids, k);
 }
 
-int moe_apply(const coli_engine *m, int l, const float *X, int n, float *out, coli_err *e)
+int moe_apply(const coli_engine *m, int l, const float *X, int n, float *out, int32_t *ids, float *wts, coli_err *e)
 {
 	const coli_model *c = m->cfg;
 	const layer_w *L = &m->w->layers[l];
@@ -336,22 +336,19 @@ int moe_apply(const coli_engine *m, int l, const float *X, int n, float *out, co
 		}
 	}
 	coli_tracer_mark(m->tr, COLI_SPAN_EXPERTS, l);
+	if (rc == 0 && ids)
+		memcpy(ids, w->ids, (size_t)n * c->top_k * sizeof(int32_t));
+	if (rc == 0 && wts)
+		memcpy(wts, w->W, (size_t)n * c->top_k * sizeof(float));
 	return rc;
 }
 
 static int moe_block(const coli_engine *m, int l, int pos, const float *X, int n, float *out, int32_t *ids, float *wts,
 		     coli_err *e)
 {
-	fwd_ws *w = m->ws;
-	int k = m->cfg->top_k;
-	route_batch(m, l, pos, X, n, w);
+	route_batch(m, l, pos, X, n, m->ws);
 	coli_tracer_mark(m->tr, COLI_SPAN_ROUTER, l);
-	int rc = moe_apply(m, l, X, n, out, e);
-	if (rc == 0 && ids)
-		memcpy(ids, w->ids, (size_t)n * k * sizeof(int32_t));
-	if (rc == 0 && wts)
-		memcpy(wts, w->W, (size_t)n * k * sizeof(float));
-	return rc;
+	return moe_apply(m, l, X, n, out, ids, wts, e);
 }
 
 void moe_predict(const coli_engine *m, int l, const float *x)

@@ -29,8 +29,9 @@ int mlp_block(const coli_engine *m, int l, int pos, const float *X, int n, float
  * by the caller's router) and the shared experts of layer l on the normed rows X[n][hidden]:
  * each chosen expert read once and multiplied over its tokens (one token: its experts' reads
  * overlapped), summed in ascending expert id, then the shared expert's; SwiGLU clamped at the
- * config's swiglu_limit when > 0 (deepseek_v4). */
-int moe_apply(const coli_engine *m, int l, const float *X, int n, float *out, coli_err *e);
+ * config's swiglu_limit when > 0 (deepseek_v4). Then the choice copied out to ids and wts
+ * ([n][top_k], each NULL: not wanted). */
+int moe_apply(const coli_engine *m, int l, const float *X, int n, float *out, int32_t *ids, float *wts, coli_err *e);
 
 /* Reads ahead, for layer l, the experts moe_apply will get first for the batch's choice
  * (m->ws->ids, [n][top_k]): the first top_k of their union, ascending (all of a token's). */

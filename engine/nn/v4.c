@@ -585,13 +585,7 @@ static int v4_moe(coli_engine *m, v4_kv *s, int l, const int32_t *tok, int n, in
 	for (int i = 0; m->usage && i < n * k; i++)
 		m->usage[(int64_t)l * E + w->ids[i]] += 1;
 	coli_tracer_mark(m->tr, COLI_SPAN_ROUTER, l);
-	if (moe_apply(m, l, w->N, n, w->Y, e) < 0)
-		return -1;
-	if (ids)
-		memcpy(ids, w->ids, (size_t)n * k * sizeof(*ids));
-	if (wts)
-		memcpy(wts, w->W, (size_t)n * k * sizeof(*wts));
-	return 0;
+	return moe_apply(m, l, w->N, n, w->Y, ids, wts, e);
 }
 
 /* ---- the stack ----------------------------------------------------------------------------- */
