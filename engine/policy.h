@@ -158,6 +158,53 @@ typedef struct coli_run_ask {
  * or COLI_EUSAGE for lists of another length, COLI_ENOMEM. */
 int coli_run_sizing(const coli_container *ct, const coli_run_ask *a, coli_budget *out, coli_err *e);
 
+/* ---- adaptive shares -------------------------------------------------------------------------- */
+
+/* Per-layer pools sharing one budget, each pool's share following its layer's reuse: every
+ * period batches of pool 0 (decode positions) the shares are derived again from the hits each
+ * pool would have had so far at every size (utility-based cache partitioning, Qureshi & Patt
+ * 2006: the lookahead greedy over hits per byte), within the budget the starting shares made.
+ * A candidate policy, replayed by the simulator's adapt option (coli-profile replay's adapt-lru
+ * and adapt-lfu); on the real trace of docs/cache-policy.md it does not beat even shares, so the
+ * streaming store keeps even shares. */
+#define COLI_ADAPT_PERIOD 8
+/* A pool's share is at most this many times its starting share (and its experts). */
+#define COLI_ADAPT_MOST 4
+
+typedef struct coli_adapt_opts {
+	int n_pools;           /* pools (MoE layers) 0..n_pools-1 */
+	int n_experts;         /* experts 0..n_experts-1 in each */
+	int policy;            /* COLI_SIM_LRU or COLI_SIM_LFU: the pools' eviction order */
+	int period;            /* >= 1: pool 0's batches between two derivations */
+	const double *cost;    /* [n_pools] > 0: a record's bytes (any unit, the same for all) */
+	const int *start;      /* [n_pools] each pool's share at start, in records: their cost is the budget */
+	const int *least, *most; /* [n_pools] the bounds of each share: least <= start <= most <= n_experts */
+} coli_adapt_opts;
+
+typedef struct coli_adapt coli_adapt;
+
+/* Shares for o (copied); -1 with e filled (COLI_EUSAGE: options out of range; COLI_ENOMEM) and
+ * *out NULL. Started as coli_adapt_start(a, NULL). */
+int coli_adapt_open(coli_adapt **out, const coli_adapt_opts *o, coli_err *e);
+void coli_adapt_close(coli_adapt *a);
+
+/* A new run: the starting shares, no hits, counts (NULL: 0; [n_pools][n_experts], copied) as
+ * LFU's counts before the run. */
+void coli_adapt_start(coli_adapt *a, const double *counts);
+
+/* One batch of pool p: experts[0..n) distinct, in range, the ones that take the pool's slots
+ * (pinned experts left out), as they are requested together. Derives the shares again first when
+ * p is 0 and period batches of pool 0 have passed since the last derivation: returns 1 then (read
+ * coli_adapt_shares), else 0. */
+int coli_adapt_play(coli_adapt *a, int p, const int *experts, int n);
+
+/* The shares now, [n_pools] records; valid until the next call. */
+const int *coli_adapt_shares(const coli_adapt *a);
+
+/* The hits pool p would have had since start with c records (c >= the largest batch: a pool of
+ * c records under the policy, batches never evicted); 0 out of range. */
+double coli_adapt_hits(const coli_adapt *a, int p, int c);
+
 /* ---- the cache simulator ---------------------------------------------------------------------- */
 
 /* A run of the simulator replays a sequence of batches; a batch is one layer's experts needed
@@ -211,6 +258,15 @@ typedef struct coli_sim_opts {
 	int bytes;
 	const double *cost;    /* [n_layers], each > 0; NULL: 1 */
 	double budget;         /* > 0 */
+	const double *budgets; /* NULL, or [n_layers] > 0: each layer's budget in place of budget */
+	/* Adaptive shares (bytes mode, per-layer LRU or LFU): 0 none, else coli_adapt's period. Each
+	 * layer's pool starts at its budget's whole records, the shares move within their sum
+	 * (coli_adapt_opts: least min(start, adapt_least), most COLI_ADAPT_MOST x start, each share a
+	 * budget of its records' costs), and a pool above its new share evicts down to it before the
+	 * batch that derived it, sparing nothing. */
+	int adapt;
+	int adapt_least;       /* with adapt: the fewest records of a share, >= 1 (top_k: a layer
+				* always holds its batch, as the streaming store does) */
 } coli_sim_opts;
 
 typedef struct coli_sim_batch {

@@ -19,24 +19,27 @@
 #include "tool.h"
 
 const rp_policy rp_policies[] = {
-	{"min", "Belady's MIN over one pool: evicts the expert used again furthest ahead (the ceiling)", COLI_SIM_BELADY, 1, 0, 0},
-	{"lru", "one LRU pool for every layer", COLI_SIM_LRU, 1, 0, 0},
-	{"lfu", "one LFU pool (uses in the run so far, ties least recent)", COLI_SIM_LFU, 1, 0, 0},
-	{"layer-lru", "LRU per layer, the budget split evenly over the layers", COLI_SIM_LRU, 0, 0, 0},
-	{"layer-lfu", "LFU per layer, the budget split evenly", COLI_SIM_LFU, 0, 0, 0},
-	{"slru", "one segmented LRU pool (a hit moves an expert to a protected 80%)", COLI_SIM_SLRU, 1, 0, 0},
-	{"layer-slru", "segmented LRU per layer", COLI_SIM_SLRU, 0, 0, 0},
-	{"layer-min", "MIN per layer: the ceiling of an even split", COLI_SIM_BELADY, 0, 0, 0},
+	{"min", "Belady's MIN over one pool: evicts the expert used again furthest ahead (the ceiling)", COLI_SIM_BELADY, 1, 0, 0, 0},
+	{"lru", "one LRU pool for every layer", COLI_SIM_LRU, 1, 0, 0, 0},
+	{"lfu", "one LFU pool (uses in the run so far, ties least recent)", COLI_SIM_LFU, 1, 0, 0, 0},
+	{"layer-lru", "LRU per layer, the budget split evenly over the layers", COLI_SIM_LRU, 0, 0, 0, 0},
+	{"layer-lfu", "LFU per layer, the budget split evenly", COLI_SIM_LFU, 0, 0, 0, 0},
+	{"slru", "one segmented LRU pool (a hit moves an expert to a protected 80%)", COLI_SIM_SLRU, 1, 0, 0, 0},
+	{"layer-slru", "segmented LRU per layer", COLI_SIM_SLRU, 0, 0, 0, 0},
+	{"layer-min", "MIN per layer: the ceiling of an even split", COLI_SIM_BELADY, 0, 0, 0, 0},
 	{"coli", "coli-run's default without --usage (a first turn): its --cache-policy default per layer (lfu), "
-		 "no pins", COLI_CACHE_DEFAULT, 0, 0, 0},
+		 "no pins", COLI_CACHE_DEFAULT, 0, 0, 0, 0},
 	{"coli-usage", "coli-run's default with a --usage file: per layer half its share pinned, the rest under "
 		       "its default policy, pins and counts from the whole trace's routing (the usage of earlier "
-		       "turns like this one: it peeks)", COLI_CACHE_DEFAULT, 0, 1, 0},
-	{"skew-lru", "LRU per layer, each layer's share sized by its prompt working set", COLI_SIM_LRU, 0, 0, 1},
-	{"skew-lfu", "LFU per layer, shares sized by the prompt working set", COLI_SIM_LFU, 0, 0, 1},
+		       "turns like this one: it peeks)", COLI_CACHE_DEFAULT, 0, 1, 0, 0},
+	{"skew-lru", "LRU per layer, each layer's share sized by its prompt working set", COLI_SIM_LRU, 0, 0, 1, 0},
+	{"skew-lfu", "LFU per layer, shares sized by the prompt working set", COLI_SIM_LFU, 0, 0, 1, 0},
 	{"arc", "one ARC pool (adaptive replacement: recency and frequency lists, their ghosts steering the split)",
-	 COLI_SIM_ARC, 1, 0, 0},
-	{"layer-arc", "ARC per layer, the budget split evenly", COLI_SIM_ARC, 0, 0, 0},
+	 COLI_SIM_ARC, 1, 0, 0, 0},
+	{"layer-arc", "ARC per layer, the budget split evenly", COLI_SIM_ARC, 0, 0, 0, 0},
+	{"adapt-lru", "LRU per layer, each layer's share following the hits it would have had at every size so "
+		      "far (utility-based partitioning, top_k records at least)", COLI_SIM_LRU, 0, 0, 0, 1},
+	{"adapt-lfu", "LFU per layer, shares following each layer's hits as adapt-lru's", COLI_SIM_LFU, 0, 0, 0, 1},
 };
 const int rp_n_policies = (int)(sizeof(rp_policies) / sizeof(rp_policies[0]));
 
@@ -165,10 +168,12 @@ void rp_release(rp_seq *s)
 /* ---- one replay ------------------------------------------------------------------------------ */
 
 /* What a replay of one policy at one size is given: each layer's share of the budget and the cost
- * of its experts (per-layer pools get budget 1 and costs scaled by their share), the pins. */
+ * of its experts (per-layer pools get budget 1 and costs scaled by their share; adaptive shares
+ * the costs and each layer's budget), the pins. */
 typedef struct rp_setup {
 	double budget;         /* the simulator's budget */
 	double *cost;          /* [L] the simulator's costs */
+	double *budgets;       /* [L] adaptive shares: each layer's budget; NULL: none */
 	const double *counts;  /* [L x E] the usage before the run (LFU's counts, the pin order); NULL: none */
 	int *pins;             /* [L] each layer's pins (of counts' pin order); NULL: none */
 } rp_setup;
@@ -224,10 +229,14 @@ static int setup(const rp_seq *s, const rp_policy *p, double budget, double expe
 		shares(s, p, slots ? slots : (double)((uint64_t)total / (uint64_t)s->n_layers), share);
 	if (rc == 0 && p->pins)
 		rc = pin_table(s, share, cost, u, e);
+	if (rc == 0 && p->adapt && !(u->budgets = coli_calloc((size_t)s->n_layers, sizeof(double), e)))
+		rc = -1;
 	for (int l = 0; rc == 0 && l < s->n_layers; l++) {
-		double pinned = u->pins ? u->pins[l] : 0;
-		if (!p->global)
-			cost[l] = cost[l] / (share[l] - pinned * cost[l] > 0 ? share[l] - pinned * cost[l] : 1e-300);
+		double pinned = u->pins ? u->pins[l] : 0, left = share[l] - pinned * cost[l] > 0 ? share[l] - pinned * cost[l] : 1e-300;
+		if (u->budgets) /* 1 + 1e-9: k x cost may round above the k records' share */
+			u->budgets[l] = left * (1 + 1e-9);
+		else if (!p->global)
+			cost[l] = cost[l] / left;
 	}
 	u->budget = p->global ? total : 1 + 1e-9, u->cost = cost; /* 1 + 1e-9: k x (1/k) may round above 1 */
 	free(share);
@@ -258,10 +267,11 @@ static int play(coli_sim *sim, const rp_seq *s, const rp_setup *u, int belady, u
 int rp_replay(const rp_seq *s, const rp_policy *p, double budget, double expert_bytes, int slots, double *hit,
 	      coli_err *e)
 {
-	rp_setup u = {0, NULL, NULL, NULL};
+	rp_setup u = {0, NULL, NULL, NULL, NULL};
 	int rc = setup(s, p, budget, expert_bytes, slots, &u, e);
 	coli_sim_opts o = {.policy = p->sim, .n_layers = s->n_layers, .n_experts = s->n_experts, .global = p->global,
-			   .max_batch = s->max_batch, .max_batches = s->n, .bytes = 1, .cost = u.cost, .budget = u.budget};
+			   .max_batch = s->max_batch, .max_batches = s->n, .bytes = 1, .cost = u.cost, .budget = u.budget,
+			   .budgets = u.budgets, .adapt = p->adapt ? COLI_ADAPT_PERIOD : 0, .adapt_least = s->top_k};
 	coli_sim *sim = NULL;
 	uint64_t h = 0, g = 0;
 	if (rc == 0)
@@ -270,7 +280,7 @@ int rp_replay(const rp_seq *s, const rp_policy *p, double budget, double expert_
 		rc = play(sim, s, &u, p->sim == COLI_SIM_BELADY, &h, &g, e);
 	*hit = g ? (double)h / (double)g : 0;
 	coli_sim_close(sim);
-	free(u.cost), free(u.pins);
+	free(u.cost), free(u.pins), free(u.budgets);
 	return rc;
 }
 
@@ -309,7 +319,7 @@ static const coli_option options[] = {
 	COLI_OPT_DOUBLE(0, "expert-mib", &o.expert_mib, "MiB", 0, 1 << 20, "what every expert costs, for --budget on "
 			"a .coli_trace (or to override a route trace's sizes)", .open_lo = 1),
 	COLI_OPT_STRING(0, "policy", &o.policies, "NAME,...", "the policies to replay (default all: min, lru, lfu, "
-			"layer-lru, layer-lfu, slru, layer-slru, layer-min, coli, coli-usage, skew-lru, skew-lfu, arc, layer-arc)"),
+			"layer-lru, layer-lfu, slru, layer-slru, layer-min, coli, coli-usage, skew-lru, skew-lfu, arc, layer-arc, adapt-lru, adapt-lfu)"),
 	COLI_OPT_FLAG(0, "json", &o.json, "print a JSON array of {\"policy\", \"budget_mib\" or \"slots\", "
 		      "\"hit_pct\"} instead"),
 	COLI_OPT_INT(0, "layers", &o.layers, "L", 1, 4096, "routing dumps: MoE layers in the files"),

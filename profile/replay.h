@@ -36,6 +36,7 @@ typedef struct rp_policy {
 				* slots left), the usage standing in the whole trace's counts (which
 				* also seed LFU): turns like this one before it */
 	int skew;              /* per-layer shares sized by each layer's prompt working set */
+	int adapt;             /* per-layer shares that adapt to each layer's reuse (coli_adapt) */
 } rp_policy;
 
 extern const rp_policy rp_policies[];

@@ -29,6 +29,10 @@ struct coli_sim {
 	double *cost;         /* [L] bytes mode: an expert's cost per layer */
 	coli_sim_stats *st;   /* [L] */
 	int *each;            /* [L] coli_sim_start's pins of every layer */
+	double *limit;        /* [pools] slots: each pool's capacity; bytes: its budget */
+	double *limit0;       /* [pools] the same at start */
+	int *start;           /* [pools] adaptive shares: the starting shares, in records */
+	coli_adapt *ad;       /* adaptive shares; NULL: none */
 	sim_arc arc;          /* ARC: its lists (arc.h) */
 	uint64_t now, stamp;
 	int fresh;            /* started and not yet run: a warm preload is due */
@@ -46,20 +50,49 @@ static int check_bytes(const coli_sim_opts *o, coli_err *e)
 	for (int l = 0; o->cost && l < o->n_layers; l++)
 		if (!(o->cost[l] > 0 && o->cost[l] < 1e300))
 			return coli_errf(e, COLI_EUSAGE, "cache simulator: cost[%d] %g: expected > 0", l, o->cost[l]);
+	if (o->budgets && o->global)
+		return coli_errf(e, COLI_EUSAGE, "cache simulator: per-layer budgets with one global pool");
+	for (int l = 0; o->budgets && l < o->n_layers; l++)
+		if (!(o->budgets[l] > 0 && o->budgets[l] < 1e300))
+			return coli_errf(e, COLI_EUSAGE, "cache simulator: budgets[%d] %g: expected > 0", l, o->budgets[l]);
 	if (o->warm)
 		return coli_errf(e, COLI_EUSAGE, "cache simulator: a warm start is defined for slot capacities only");
 	return 0;
 }
 
-/* Bytes mode: the slots a pool may need, its budget over its cheapest expert plus two batches
- * (one left above the budget, one being played), at most its experts. */
+/* A layer's budget in bytes mode. */
+static double budget_of(const coli_sim_opts *o, int l)
+{
+	return o->budgets ? o->budgets[l] : o->budget;
+}
+
+/* Adaptive shares: bytes mode, per-layer LRU or LFU, least >= 1. */
+static int check_adapt(const coli_sim_opts *o, coli_err *e)
+{
+	if (o->adapt < 0)
+		return coli_errf(e, COLI_EUSAGE, "cache simulator: adapt %d is negative", o->adapt);
+	if (!o->adapt)
+		return 0;
+	if (!o->bytes || o->global || (o->policy != COLI_SIM_LRU && o->policy != COLI_SIM_LFU))
+		return coli_errf(e, COLI_EUSAGE, "cache simulator: adaptive shares are defined for byte budgets of "
+				 "per-layer LRU and LFU pools");
+	if (o->adapt_least < 1)
+		return coli_errf(e, COLI_EUSAGE, "cache simulator: adapt_least %d: expected >= 1", o->adapt_least);
+	return 0;
+}
+
+/* Bytes mode: the slots a pool may need, its largest budget (adaptive: COLI_ADAPT_MOST times it)
+ * over its cheapest expert plus two batches (one left above the budget, one being played), at
+ * most its experts. */
 static long long bytes_room(const coli_sim_opts *o)
 {
-	double least = 1;
+	double least = 1, most = 0;
 	long long span = (long long)(o->global ? o->n_layers : 1) * o->n_experts;
-	for (int l = 0; o->cost && l < o->n_layers; l++)
-		least = l == 0 || o->cost[l] < least ? o->cost[l] : least;
-	double fit = o->budget / least;
+	for (int l = 0; l < o->n_layers; l++) {
+		least = o->cost && (l == 0 || o->cost[l] < least) ? o->cost[l] : least;
+		most = budget_of(o, l) > most ? budget_of(o, l) : most;
+	}
+	double fit = most * (o->adapt ? COLI_ADAPT_MOST : 1) / least;
 	long long room = fit > (double)span ? span : (long long)fit;
 	room = (room > o->max_batch ? room : o->max_batch) + o->max_batch;
 	return room < span ? room : span;
@@ -75,6 +108,8 @@ static int check_opts(const coli_sim_opts *o, coli_err *e)
 	if (o->bytes && (o->max_batch < 1 || check_bytes(o, e) < 0))
 		return o->max_batch < 1 ? coli_errf(e, COLI_EUSAGE, "cache simulator: max_batch %d: expected >= 1", o->max_batch)
 					: -1;
+	if (check_adapt(o, e) < 0)
+		return -1;
 	if (o->bytes)
 		return o->policy == COLI_SIM_BELADY && o->max_batches < 0
 			       ? coli_errf(e, COLI_EUSAGE, "cache simulator: max_batches %d is negative", o->max_batches) : 0;
@@ -104,14 +139,37 @@ static int alloc_all(coli_sim *s, coli_err *e)
 	s->list = calloc(nl, sizeof(*s->list)), s->st = calloc((size_t)s->o.n_layers, sizeof(*s->st));
 	s->used = calloc((size_t)s->pools, sizeof(*s->used)), s->cost = calloc((size_t)s->o.n_layers, sizeof(*s->cost));
 	s->each = calloc((size_t)s->o.n_layers, sizeof(*s->each));
+	s->limit = calloc((size_t)s->pools, sizeof(*s->limit)), s->limit0 = calloc((size_t)s->pools, sizeof(*s->limit0));
+	s->start = calloc((size_t)s->pools, sizeof(*s->start));
 	if (s->n && s->expert && s->key && s->tick && s->where && s->pinned && s->count && s->mark && s->first &&
-	    (s->next || !belady) && s->score && s->list && s->st && s->used && s->cost && s->each) {
+	    (s->next || !belady) && s->score && s->list && s->st && s->used && s->cost && s->each && s->limit && s->limit0 && s->start) {
 		for (int l = 0; l < s->o.n_layers; l++)
 			s->cost[l] = s->o.cost ? s->o.cost[l] : 1;
-		s->o.cost = NULL; /* not kept: s->cost is the copy */
+		s->o.cost = NULL, s->o.budgets = NULL; /* not kept: s->cost and s->limit hold them */
 		return 0;
 	}
 	return coli_errf(e, COLI_ENOMEM, "out of memory for a cache simulator of %zu slots over %zu experts", slots, ge);
+}
+
+/* Each pool's capacity or budget, and the adaptive shares' object starting from them. */
+static int limits(coli_sim *s, const coli_sim_opts *o, coli_err *e)
+{
+	int P = s->pools, *least = calloc((size_t)P, sizeof(int)), *most = calloc((size_t)P, sizeof(int)), rc = 0;
+	for (int p = 0; p < P; p++) {
+		s->limit0[p] = o->bytes ? budget_of(o, p) : o->capacity;
+		double fit = o->bytes ? s->limit0[p] / s->cost[p] : s->limit0[p];
+		s->start[p] = fit < o->n_experts ? (int)fit : o->n_experts;
+		least[p] = s->start[p] < o->adapt_least ? s->start[p] : o->adapt_least;
+		most[p] = s->start[p] * COLI_ADAPT_MOST < o->n_experts ? s->start[p] * COLI_ADAPT_MOST : o->n_experts;
+	}
+	coli_adapt_opts ao = {.n_pools = P, .n_experts = o->n_experts, .policy = o->policy, .period = o->adapt,
+			      .cost = s->cost, .start = s->start, .least = least, .most = most};
+	if (!least || !most)
+		rc = coli_errf(e, COLI_ENOMEM, "out of memory for a cache simulator's shares");
+	else if (o->adapt)
+		rc = coli_adapt_open(&s->ad, &ao, e);
+	free(least), free(most);
+	return rc;
 }
 
 int coli_sim_open(coli_sim **out, const coli_sim_opts *o, coli_err *e)
@@ -125,10 +183,10 @@ int coli_sim_open(coli_sim **out, const coli_sim_opts *o, coli_err *e)
 	s->o = *o;
 	/* bytes mode: pools x room <= n_layers x n_experts <= INT_MAX (check_opts) */
 	s->pools = o->global ? 1 : o->n_layers, s->cap = o->bytes ? (int)bytes_room(o) : o->capacity;
-	if (alloc_all(s, e) < 0 || (o->policy == COLI_SIM_ARC &&
-				    sim_arc_open(&s->arc, s->pools, (size_t)o->n_layers * (size_t)o->n_experts,
-						 o->bytes ? o->budget : o->capacity) < 0 &&
-				    coli_errf(e, COLI_ENOMEM, "out of memory for a cache simulator's ARC lists") < 0)) {
+	if (alloc_all(s, e) < 0 || limits(s, o, e) < 0 ||
+	    (o->policy == COLI_SIM_ARC &&
+	     sim_arc_open(&s->arc, s->pools, (size_t)o->n_layers * (size_t)o->n_experts, o->bytes ? o->budget : o->capacity) < 0 &&
+	     coli_errf(e, COLI_ENOMEM, "out of memory for a cache simulator's ARC lists") < 0)) {
 		coli_sim_close(s);
 		return -1;
 	}
@@ -143,7 +201,8 @@ void coli_sim_close(coli_sim *s)
 		return;
 	free(s->n), free(s->expert), free(s->key), free(s->tick), free(s->where), free(s->pinned);
 	free(s->count), free(s->mark), free(s->first), free(s->next), free(s->score), free(s->list), free(s->st);
-	free(s->used), free(s->cost), free(s->each);
+	free(s->used), free(s->cost), free(s->each), free(s->limit), free(s->limit0), free(s->start);
+	coli_adapt_close(s->ad);
 	if (s->arc.list)
 		sim_arc_close(&s->arc);
 	free(s);
@@ -165,6 +224,9 @@ void coli_sim_start_layers(coli_sim *s, const double *counts, const int *pins)
 	memset(s->n, 0, (size_t)s->pools * sizeof(*s->n));
 	memset(s->used, 0, (size_t)s->pools * sizeof(*s->used));
 	memset(s->st, 0, (size_t)L * sizeof(*s->st));
+	memcpy(s->limit, s->limit0, (size_t)s->pools * sizeof(*s->limit));
+	if (s->ad)
+		coli_adapt_start(s->ad, counts);
 	if (s->arc.list)
 		sim_arc_reset(&s->arc);
 	for (int l = 0; counts && pins && l < L; l++) {
@@ -245,7 +307,7 @@ static void evicted(coli_sim *s, int pool, int g)
 static int place(coli_sim *s, int pool, int g)
 {
 	int i;
-	if (s->n[pool] < s->cap) {
+	if (s->n[pool] < (int)s->limit[pool]) {
 		i = pool * s->cap + s->n[pool]++;
 	} else {
 		i = victim(s, pool);
@@ -299,7 +361,7 @@ static void play(coli_sim *s, const coli_sim_batch *b, const int *next)
 		}
 }
 
-/* Bytes mode: slot i emptied, the pool's last slot moved into it. */
+/* Slot i emptied (an eviction to a budget or a smaller share), the pool's last slot moved into it. */
 static void drop(coli_sim *s, int pool, int i)
 {
 	int last = pool * s->cap + --s->n[pool], g = s->expert[i];
@@ -328,8 +390,28 @@ static void play_bytes(coli_sim *s, const coli_sim_batch *b, const int *next)
 			s->expert[i] = g, s->where[g] = i, s->used[pool] += s->cost[b->layer];
 			st->misses++, touch(s, pool, i, 0, g, next ? next[j] : 0);
 		}
-	for (int v; s->used[pool] > s->o.budget && (v = victim(s, pool)) >= 0;)
+	for (int v; s->used[pool] > s->limit[pool] && (v = victim(s, pool)) >= 0;)
 		drop(s, pool, v);
+}
+
+/* Adaptive shares: batch b's members that take slots played, and when the shares were derived
+ * again each pool's new budget (its records' costs, 1e-9 above against rounding), a pool above it
+ * evicted down to it, sparing nothing. */
+static void adapt_batch(coli_sim *s, const coli_sim_batch *b)
+{
+	int base = b->layer * s->o.n_experts, n = 0;
+	for (int j = 0; j < b->n; j++)
+		if (!s->pinned[base + b->experts[j]])
+			s->list[n++] = b->experts[j];
+	if (!coli_adapt_play(s->ad, b->layer, s->list, n))
+		return;
+	const int *sh = coli_adapt_shares(s->ad);
+	s->stamp++;
+	for (int p = 0; p < s->pools; p++) {
+		s->limit[p] = sh[p] * s->cost[p] * (1 + 1e-9);
+		for (int v; s->used[p] > s->limit[p] && (v = victim(s, p)) >= 0;)
+			drop(s, p, v);
+	}
 }
 
 static int check_batch(coli_sim *s, const coli_sim_batch *b, int k, coli_err *e)
@@ -405,8 +487,11 @@ int coli_sim_run(coli_sim *s, const coli_sim_batch *seq, int n, coli_err *e)
 	if (s->fresh && s->o.warm)
 		preload(s);
 	s->fresh = 0;
-	for (int k = 0; k < n; k++)
+	for (int k = 0; k < n; k++) {
+		if (s->ad)
+			adapt_batch(s, &seq[k]);
 		(s->o.bytes ? play_bytes : play)(s, &seq[k], belady ? s->next + (size_t)k * (size_t)s->o.max_batch : NULL);
+	}
 	return 0;
 }
 

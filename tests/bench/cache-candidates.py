@@ -7,13 +7,13 @@ before the one it decides. Its layer-lru and layer-lfu reproduce `coli-profile r
 digit. Hit % over the decode positions of the first half of the trace (where a parameter is
 chosen) and of the second (held out), and over all.
 
-usage: tests/bench/cache-candidates.py [ROUTE.csv] [--global | --adaptive N] [--budget MiB,...] [--policy NAME,...]
+usage: tests/bench/cache-candidates.py [ROUTE.csv] [--global] [--budget MiB,...] [--policy NAME,...]
        tests/bench/cache-candidates.py [ROUTE.csv] --next-layer-recall
   policies: lru lfu lfu-weight lfu-recent lrfu0.99 lrfu0.97 lrfu0.95 lrfu0.90 lrfu0.80 transition
             transition2 transition8 transition32 transition128 learn
             learn-weight learn-density learn-nextlayer (the last two meant for --global)
-  --adaptive N: per-layer pools whose shares follow shadow pools' hits, re-derived every N
-            decode positions (replay_adaptive)
+(Per-layer shares that adapt to each layer's reuse are coli-profile replay's adapt-lru and
+adapt-lfu, on the engine's simulator.)
 """
 import collections, re, sys
 
@@ -313,81 +313,6 @@ def replay(trace, make, budget_mib, per_layer):
     return hits, gets
 
 
-def shares(curves, cost, budget):
-    """bytes per layer (whole records) for the summed shadow hits (curves[l][c]: hits so far of
-    layer l's pool of c records) within budget bytes: utility-based partitioning's lookahead
-    greedy (Qureshi & Patt, 2006): the next records go to the layer whose best step (k more
-    records, any k) adds the most hits per byte (ties: the lower layer)"""
-    L = len(curves)
-    c, left = [0] * L, budget
-
-    def step(l):
-        h, best = curves[l], (0.0, 0)
-        for k in range(1, len(h) - c[l]):
-            if k * cost[l] > left:
-                break
-            r = (h[c[l] + k] - h[c[l]]) / (k * cost[l])
-            if r > best[0]:
-                best = (r, k)
-        return best
-
-    steps = [step(l) for l in range(L)]
-    while True:
-        l = max(range(L), key=lambda i: (steps[i][0], -i))
-        if steps[l][0] <= 0:
-            break
-        c[l] += steps[l][1]
-        left -= steps[l][1] * cost[l]
-        steps = [step(i) if i == l or steps[i][1] * cost[i] > left else steps[i] for i in range(L)]
-    for l in range(L):  # what no step gained: records in layer order while they fit
-        while c[l] + 1 < len(curves[l]) and cost[l] <= left:
-            c[l] += 1
-            left -= cost[l]
-    return [c[l] * cost[l] for l in range(L)]
-
-
-def replay_adaptive(trace, make, budget_mib, every):
-    """replay's per-layer pools, each layer's share re-derived every `every` decode positions
-    from shadow pools of every size (0 .. 4x the even share's records, the same policy, the same
-    batches): the shares that would have hit most so far (utility-based partitioning). Counts and
-    shadows see only the positions played."""
-    L, cost, P, npre, route = trace
-    E = 1 + max(x for p in route for r in p if r for x, _ in r)
-    pol = make(L, E)
-    mid = npre + (P - npre) // 2
-    budget = int(budget_mib * MIB)
-    share = [budget // L] * L
-    maxc = min(E, 4 * budget // L // min(cost))
-    shadow = [[set() for _ in range(maxc + 1)] for _ in range(L)]
-    curves = [[0] * (maxc + 1) for _ in range(L)]
-    res, last = [set() for _ in range(L)], {}
-    hits, gets, tick = [0, 0], [0, 0], 0
-    batches = batches_of(trace)
-    for p, l, b in batches:
-        if p is not None and l == 0 and p > npre and (p - npre) % every == 0:
-            share = shares(curves, cost, budget)
-        inb = set(x for x, _ in b)
-        for x, w in b:
-            tick += 1
-            if p is not None:
-                gets[p >= mid] += 1
-                hits[p >= mid] += x in res[l]
-                for c in range(maxc + 1):
-                    curves[l][c] += x in shadow[l][c]
-            last[l, x] = tick
-        pol.prompt = p is None
-        pol.position(l, npre - 1 if p is None else p, b)
-        order = sorted((pol.key(l, x), last[l, x], x) for x in set().union(res[l], *shadow[l][-1:]) | inb)
-        for S, cap in [(res[l], share[l] // cost[l])] + [(shadow[l][c], c) for c in range(maxc + 1)]:
-            S |= inb
-            for _, _, x in order:
-                if len(S) <= cap:
-                    break
-                if x in S and x not in inb:
-                    S.discard(x)
-    return hits, gets
-
-
 def next_layer_recall(trace):
     """recall@top_k over decode of the next-layer predictor learnt online (the experts that most
     often followed this token's experts one layer up, in earlier tokens), and of the previous
@@ -415,7 +340,7 @@ def next_layer_recall(trace):
 
 def main(argv):
     path = 'tests/data/traces/qwen3-30b-a3b.route.csv'
-    budgets, names, per_layer, every = [1000, 1500, 2000, 3000, 4000], list(POLICIES), True, 0
+    budgets, names, per_layer = [1000, 1500, 2000, 3000, 4000], list(POLICIES), True
     args = iter(argv)
     for a in args:
         if a == '--global':
@@ -424,8 +349,6 @@ def main(argv):
             budgets = [float(v) for v in next(args).split(',')]
         elif a == '--policy':
             names = next(args).split(',')
-        elif a == '--adaptive':
-            every = int(next(args))
         elif a == '--next-layer-recall':
             names = None
         else:
@@ -434,14 +357,13 @@ def main(argv):
     if names is None:
         return next_layer_recall(trace)
     print('Decode hit %% of %s, %s pools; first half / second half (held out) / all' %
-          (path, 'per-layer' if per_layer else 'one global') +
-          (' (shares re-derived every %d positions)' % every if every else ''))
+          (path, 'per-layer' if per_layer else 'one global'))
     print('| policy | ' + ' | '.join('%g MiB' % b for b in budgets) + ' |')
     print('|---|' + '---:|' * len(budgets))
     for n in names:
         cells = []
         for b in budgets:
-            h, g = replay_adaptive(trace, POLICIES[n], b, every) if every else replay(trace, POLICIES[n], b, per_layer)
+            h, g = replay(trace, POLICIES[n], b, per_layer)
             cells.append('%.1f / %.1f / %.1f' % (100 * h[0] / g[0], 100 * h[1] / g[1], 100 * sum(h) / sum(g)))
         print('| %s | %s |' % (n, ' | '.join(cells)), flush=True)
 
