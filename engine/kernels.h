@@ -82,8 +82,9 @@ uint64_t coli_kernels_reserve_bytes(uint64_t max_cols);
  * AVX-512 F/BW/VL. */
 int coli_kernels_available(const char *isa);
 
-/* fn over [0, total) in pieces of grain on the context's threads (the caller included); returns
- * when all are done. A piece's thread: kpool_self() (kernels/pool.h) for its scratch row. */
+/* fn over [0, total) in pieces of at most grain (smaller toward the end) on the context's threads
+ * (the caller included); returns when all are done. A piece's thread: kpool_self()
+ * (kernels/pool.h) for its scratch row. */
 void coli_kernels_for(coli_kernels *k, int64_t total, int64_t grain, void (*fn)(void *, int64_t, int64_t), void *arg);
 
 /* y[rows] = W x[cols]. */

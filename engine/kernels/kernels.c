@@ -176,7 +176,7 @@ int coli_kernels_threads(const coli_kernels *k)
 
 void coli_kernels_for(coli_kernels *k, int64_t total, int64_t grain, void (*fn)(void *, int64_t, int64_t), void *arg)
 {
-	kpool_for(k->pool, k->threads, total, grain, fn, arg);
+	kpool_for(k->pool, k->threads, total, grain, 1, fn, arg);
 }
 
 /* A buffer of n bytes for prepared activations; NULL when it cannot be had. */
@@ -297,7 +297,7 @@ void coli_mat_vec_range(coli_kernels *kc, const coli_mat *W, int64_t r0, int64_t
 	int t = split(kc, nr * W->cols, nr, VEC_UNIT, &grain);
 	kern_x px;
 	j.xp = prepare(kc, W, x, 1, &px);
-	kpool_for(kc->pool, t, nr, grain, vec_piece, &j);
+	kpool_for(kc->pool, t, nr, grain, VEC_UNIT, vec_piece, &j);
 }
 
 /* Several independent products in one pool dispatch: their rows form one index space, so two
@@ -375,7 +375,7 @@ int coli_mat_vec_batch(coli_kernels *kc, const coli_mat *const *W, const float *
 	}
 	batch_job j = {k, kc->q8, W, x, xp, y, first, count};
 	int t = split(kc, work, total, VEC_UNIT, &grain);
-	kpool_for(kc->pool, t, total, grain, batch_piece, &j);
+	kpool_for(kc->pool, t, total, grain, VEC_UNIT, batch_piece, &j);
 	return 0;
 }
 
@@ -399,7 +399,7 @@ static int q8_mul(coli_kernels *kc, const coli_mat *W, const float *X, int n, fl
 		if (!(j.xp = prepare(kc, W, j.x, nt, &px)))
 			return 0; /* only the first piece can fail: the others fit the same buffer */
 		int t = split(kc, W->rows * W->cols * nt, W->rows, MUL_UNIT, &grain);
-		kpool_for(kc->pool, t, W->rows, grain, mul_piece, &j);
+		kpool_for(kc->pool, t, W->rows, grain, MUL_UNIT, mul_piece, &j);
 	}
 	return 1;
 }
@@ -416,7 +416,7 @@ void coli_mat_mul(coli_kernels *kc, const coli_mat *W, const float *X, int n, fl
 	kern_x px;
 	if (n <= j.k->small_n)
 		j.xp = prepare(kc, W, X, n, &px);
-	kpool_for(kc->pool, t, W->rows, grain, mul_piece, &j);
+	kpool_for(kc->pool, t, W->rows, grain, MUL_UNIT, mul_piece, &j);
 }
 
 void coli_mat_vec_t_acc(coli_kernels *kc, const coli_mat *W, int64_t r0, int64_t nr, const float *a, float *y)
@@ -427,7 +427,7 @@ void coli_mat_vec_t_acc(coli_kernels *kc, const coli_mat *W, int64_t r0, int64_t
 		return;
 	int t = split(kc, nr * W->cols, W->cols, COL_UNIT, &grain);
 	grain = (W->cols + (int64_t)t * COL_UNIT - 1) / ((int64_t)t * COL_UNIT) * COL_UNIT; /* one piece each */
-	kpool_for(kc->pool, t, W->cols, grain, vec_t_piece, &j);
+	kpool_for(kc->pool, t, W->cols, grain, grain, vec_t_piece, &j);
 }
 
 void coli_mat_row(const coli_kernels *kc, const coli_mat *W, int64_t r, float *out)

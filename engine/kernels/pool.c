@@ -34,7 +34,8 @@ struct kpool {
 	/* the job, written before gen changes */
 	kpool_fn fn;
 	void *arg;
-	int64_t total, grain;
+	int64_t total, grain, unit;
+	int threads;
 	_Atomic int64_t next;     /* start of the next unclaimed piece */
 	_Atomic int active;       /* workers still in the current job */
 	_Atomic int started;      /* workers that took their index */
@@ -71,15 +72,32 @@ static int keep_spinning(int i, int64_t t0)
 	return 1;
 }
 
+/* The next piece, [b, *end), or -1 when none is left: a share of what is left (half of it over
+ * the threads), in whole units, at most grain: pieces of grain while more than threads x 2 of
+ * them are left, then smaller ones down to a unit, so the threads end together within a unit's
+ * time (with pieces of grain to the end, one thread waited up to a piece at every product's end:
+ * a decode token's 61 products). */
+static int64_t claim(kpool *P, int64_t *end)
+{
+	int64_t b = atomic_load_explicit(&P->next, memory_order_relaxed), two = 2 * (int64_t)P->threads;
+	for (;;) {
+		if (b >= P->total)
+			return -1;
+		int64_t n = (P->total - b + two - 1) / two;
+		n = (n + P->unit - 1) / P->unit * P->unit;
+		n = n > P->grain ? P->grain : n;
+		if (atomic_compare_exchange_weak(&P->next, &b, b + n)) {
+			*end = b + n < P->total ? b + n : P->total;
+			return b;
+		}
+	}
+}
+
 /* Claims pieces until none is left. */
 static void run_pieces(kpool *P)
 {
-	for (;;) {
-		int64_t b = atomic_fetch_add(&P->next, P->grain);
-		if (b >= P->total)
-			return;
-		P->fn(P->arg, b, b + P->grain < P->total ? b + P->grain : P->total);
-	}
+	for (int64_t b, e; (b = claim(P, &e)) >= 0;)
+		P->fn(P->arg, b, e);
 }
 
 /* Waits until the generation differs from `seen`: spinning first, then on the condvar. */
@@ -203,7 +221,7 @@ void kpool_free(kpool *P)
 	free(P);
 }
 
-void kpool_for(kpool *P, int threads, int64_t total, int64_t grain, kpool_fn fn, void *arg)
+void kpool_for(kpool *P, int threads, int64_t total, int64_t grain, int64_t unit, kpool_fn fn, void *arg)
 {
 	if (threads > 1 && P->want != threads - 1)
 		start(P, threads - 1);
@@ -214,7 +232,9 @@ void kpool_for(kpool *P, int threads, int64_t total, int64_t grain, kpool_fn fn,
 	P->fn = fn;
 	P->arg = arg;
 	P->total = total;
+	P->unit = unit > 0 && unit <= grain ? unit : grain;
 	P->grain = grain;
+	P->threads = P->workers + 1;
 	atomic_store(&P->next, 0);
 	atomic_store(&P->active, P->workers);
 	publish(P);

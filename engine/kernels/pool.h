@@ -18,10 +18,12 @@ typedef struct kpool kpool;
 kpool *kpool_new(void);
 void kpool_free(kpool *p); /* stops the workers; accepts NULL */
 
-/* Runs fn over [0, total) in pieces of `grain` (the last may be shorter) on `threads` threads,
- * the caller included; returns when every piece is done. The pool is (re)created on first use
- * or when `threads` changes; threads that cannot be created leave the work to the others. */
-void kpool_for(kpool *p, int threads, int64_t total, int64_t grain, kpool_fn fn, void *arg);
+/* Runs fn over [0, total) in pieces of at most `grain` on `threads` threads, the caller included;
+ * returns when every piece is done. Pieces start at multiples of `unit` (a divisor of grain; <= 0
+ * or above grain: grain) and are whole units but the last: grain while much is left, smaller
+ * toward the end (so the threads finish together). The pool is (re)created on first use or when
+ * `threads` changes; threads that cannot be created leave the work to the others. */
+void kpool_for(kpool *p, int threads, int64_t total, int64_t grain, int64_t unit, kpool_fn fn, void *arg);
 
 /* Which thread of the pool runs the calling piece: 0 the caller, 1 .. threads - 1 the workers
  * (a piece's scratch row, for example). */
