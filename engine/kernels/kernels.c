@@ -245,7 +245,8 @@ static void vec_rows(const kern_ops *k, const kern_q8_ops *q8, const coli_mat *W
 		k->vec(W, x, xp, y, r0, r1);
 }
 
-/* Threads for `work` multiply-adds and pieces of about a quarter of each thread's share. */
+/* Threads for `work` multiply-adds and pieces of at most a quarter of each thread's share (the pool
+ * shrinks them toward the end). */
 static int split(const coli_kernels *kc, int64_t work, int64_t total, int64_t unit, int64_t *grain)
 {
 	int t = kc->threads;

@@ -1,4 +1,5 @@
-/* pool.c: persistent worker threads for the kernels: spin briefly, then sleep. */
+/* pool.c: persistent worker threads for the kernels: pieces claimed by every thread, shrinking
+ * toward a range's end; between jobs spin briefly, then sleep. */
 #include "kernels/pool.h"
 
 #include <pthread.h>
