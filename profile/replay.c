@@ -409,10 +409,11 @@ static void print_json(const int *use, const double *sz, int n_sz, int slots, co
 	free(t), json_decref(a);
 }
 
-/* One colour per policy (its index in rp_policies), none twice: 14 policies; the second half also
+/* One colour per policy (its index in rp_policies), none twice: 16 policies; the second half also
  * dashed, each its own point type. */
-static const char *const colours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-				      "#7f7f7f", "#bcbd22", "#17becf", "#000000", "#b8860b", "#000080", "#ff1493"};
+static const char *const colours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+				      "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#000000", "#b8860b",
+				      "#000080", "#ff1493", "#006400", "#8b0000"};
 #define N_COLOURS ((int)(sizeof(colours) / sizeof(colours[0])))
 
 static int plot_script(FILE *f, const int *use, int slots)
@@ -427,7 +428,7 @@ static int plot_script(FILE *f, const int *use, int slots)
 		for (int i = 0, c = 2, first = 1; i < rp_n_policies; i++)
 			if (use[i])
 				fprintf(f, "%s'replay.dat' using 1:%d with linespoints lw 2 lc rgb \"%s\" pt %d dt %d title \"%s\"",
-					first ? "" : ", ", c, colours[i % N_COLOURS], 1 + i % 13, i < N_COLOURS / 2 ? 1 : 2,
+					first ? "" : ", ", c, colours[i % N_COLOURS], 1 + i % 15, i < N_COLOURS / 2 ? 1 : 2,
 					rp_policies[i].name), first = 0, c++;
 		fprintf(f, "\nunset output\n");
 	}

@@ -136,8 +136,8 @@ test_expect_success "cosmetic: replay.png, one colour per policy; predicted.png,
 	command -v gnuplot >/dev/null || { echo "no gnuplot: skipped" >&2; exit 0; }
 	coli-run -q -m "$M" --prompt-ids "$P" -n 20 --ignore-eos --print-ids --cache-slots 8 --trace r.coli_trace >/dev/null &&
 	coli-profile replay r.coli_trace -o rp >/dev/null &&
-	test "$(grep -o "lc rgb \"#[0-9a-f]*\"" rp/replay.gp | sort | uniq -c | wc -l)" = 14 &&
-	test "$(grep -o "lc rgb \"#[0-9a-f]*\"" rp/replay.gp | wc -l)" = 28 &&
+	test "$(grep -o "lc rgb \"#[0-9a-f]*\"" rp/replay.gp | sort | uniq -c | wc -l)" = 16 &&
+	test "$(grep -o "lc rgb \"#[0-9a-f]*\"" rp/replay.gp | wc -l)" = 32 &&
 	coli-run -q -m "$SCRATCH/other.coli" --plan "$SCRATCH/other-plan.json" --prompt-ids "1 2 3" -n 6 --ignore-eos \
 		--print-ids --trace o.coli_trace >/dev/null &&
 	coli-profile report -q o.coli_trace --plan "$SCRATCH/other-plan.json" -o ro &&
