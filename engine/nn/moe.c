@@ -217,8 +217,11 @@ static int take_ready(const coli_engine *m, int l, const int *want, const coli_e
 }
 
 /* A streamed decode's wait for its layer's reads in flight: take_ready looked at again, the CPU
- * yielded between looks, for up to POLL_NS (traced as I/O wait); 0 when none arrived by then
- * (a read not queued for want of slots is queued by the blocking get that follows). A compute
+ * yielded between looks, for up to POLL_NS (traced as I/O wait); 0 when none arrived by then.
+ * Not while the store predicts the next layer: a wrong prediction's read in flight may hold the
+ * slot a miss needs, so that the request could not queue it and only the blocking get does (a
+ * look would never find it). Without predictions a request queues every miss (a layer has top_k
+ * slots at least, none in use or in flight when its token's experts are requested). A compute
  * thread that sleeps through these waits comes back slower on a virtual machine, its vCPU idle:
  * in bench-plan's 3 GiB configuration the products took 16.7 ms a token blocking, 12.7 polling,
  * 10.3 with every expert in RAM, and without the throttle decode ran 13.5% faster
@@ -228,7 +231,7 @@ static int take_ready(const coli_engine *m, int l, const int *want, const coli_e
 static int poll_ready(const coli_engine *m, int l, const int *want, const coli_expert **ex, int k, int *js, int *rc,
 		      coli_err *e)
 {
-	if (!coli_store_streams(m->store))
+	if (!coli_store_streams(m->store) || coli_store_predicting(m->store) == 1)
 		return 0;
 	coli_tracer_mark(m->tr, COLI_SPAN_EXPERTS, l);
 	uint64_t t0 = coli_now_ns();
