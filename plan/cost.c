@@ -104,6 +104,21 @@ static double disk_bps(const coli_probe_disk *d, double qd)
 	return d->direct_bps[d->n_qd - 1];
 }
 
+/* What disk d sustains at queue depth qd over a token's reads: disk_bps, but no more than any
+ * deeper queue probed sustained. More reads in flight never slow a device down for long; a
+ * shallow window measured above a deeper one carries a throttle's allowance (bench-plan's loop
+ * devices, throttled to 400 MB/s: 429 and 456 MB/s probed at depths 1 and 4, 414 and 405 at 8
+ * and 16, and every streamed run that the disk bounds read at 400; docs/benchmarks.md, "Streamed
+ * compute"). */
+static double sustained_bps(const coli_probe_disk *d, double qd)
+{
+	double b = disk_bps(d, qd);
+	for (int i = 0; i < d->n_qd; i++)
+		if (d->qd[i] >= qd && d->direct_bps[i] < b)
+			b = d->direct_bps[i];
+	return b;
+}
+
 /* How much faster disk d reads a burst after idle time than it sustains (1 when not, or not
  * measured): the probe's burst rate over its sustained rate at the burst's queue depth. */
 static double burst_factor(const coli_probe_disk *d)
@@ -115,7 +130,7 @@ static double burst_factor(const coli_probe_disk *d)
 /* Seconds to read m records of rec bytes from the copies together, each copy its share of the
  * bytes (plan_shares: the store sends the reads by them), at the probe's rate for the queue depth
  * (burst set: one layer's reads, at each copy's burst rate; else a token's, at the sustained
- * rates): the copy that takes longest. A record is read whole from one copy, so a layer's reads
+ * rates, sustained_bps): the copy that takes longest. A record is read whole from one copy, so a layer's reads
  * take at least one record's on the copy it went to, that copy drawn by the shares. */
 static double read_time(const plan *p, double m, double rec, int burst)
 {
@@ -126,7 +141,7 @@ static double read_time(const plan *p, double m, double rec, int burst)
 		qd = p->qd;
 	for (int i = 0; i < p->n_copies; i++) {
 		const coli_probe_disk *d = p->copies[i].disk;
-		double b = disk_bps(d, qd) * (burst ? burst_factor(d) : 1);
+		double b = burst ? disk_bps(d, qd) * burst_factor(d) : sustained_bps(d, qd);
 		t = fmax(t, m * p->copies[i].share * rec / b);
 		one += p->copies[i].share * fmin(m, 1) * rec / b;
 	}

@@ -2,11 +2,13 @@
 #include "nn/moe.h"
 
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nn/blocks.h"
 #include "nn/ws.h"
+#include "clock.h"
 #include "fileio.h"
 
 void top_k(const float *v, int n, int k, int32_t *idx)
@@ -196,6 +198,52 @@ static int token_products(const coli_engine *m, const float *x, const coli_exper
 	return products(m->kc, W, xs, ys, n);
 }
 
+/* The experts of want[0..k) not yet in ex that are read and checked now, into ex; their indices
+ * into js; their count. *rc -1 and e filled on a failed read. */
+static int take_ready(const coli_engine *m, int l, const int *want, const coli_expert **ex, int k, int *js, int *rc,
+		      coli_err *e)
+{
+	int n = 0;
+	for (int j = 0; *rc == 0 && j < k; j++) {
+		coli_err te = {0, ""};
+		if (!ex[j] && (ex[j] = coli_store_try_get(m->store, l, want[j], &te))) {
+			js[n++] = j;
+			ram_outcome(m, l, want[j]);
+		} else if (te.code) {
+			*e = te, *rc = -1;
+		}
+	}
+	return n;
+}
+
+/* A streamed decode's wait for its layer's reads in flight: take_ready looked at again, the CPU
+ * yielded between looks, for up to POLL_NS (traced as I/O wait); 0 when none arrived by then.
+ * Not while the store predicts the next layer: a wrong prediction's read in flight may hold the
+ * slot a miss needs, so that the request could not queue it and only the blocking get does (a
+ * look would never find it). Without predictions a request queues every miss (a layer has top_k
+ * slots at least, none in use or in flight when its token's experts are requested). A compute
+ * thread that sleeps through these waits comes back slower on a virtual machine, its vCPU idle:
+ * in bench-plan's 3 GiB configuration the products took 16.7 ms a token blocking, 12.7 polling,
+ * 10.3 with every expert in RAM, and without the throttle decode ran 13.5% faster
+ * (docs/benchmarks.md, "Streamed compute"). */
+#define POLL_NS 20000000
+
+static int poll_ready(const coli_engine *m, int l, const int *want, const coli_expert **ex, int k, int *js, int *rc,
+		      coli_err *e)
+{
+	if (!coli_store_streams(m->store) || coli_store_predicting(m->store) == 1)
+		return 0;
+	coli_tracer_mark(m->tr, COLI_SPAN_EXPERTS, l);
+	uint64_t t0 = coli_now_ns();
+	int n = 0;
+	while (*rc == 0 && n == 0 && coli_now_ns() - t0 < POLL_NS) {
+		sched_yield();
+		n = take_ready(m, l, want, ex, k, js, rc, e);
+	}
+	coli_tracer_mark(m->tr, COLI_SPAN_IO_WAIT, l);
+	return n;
+}
+
 /* Decode (one token): its top_k experts' reads all started, then products as they arrive:
  * each round takes every expert already read (all of them when resident) and waits only when
  * none is; sums in ascending expert order, as the batched path does. */
@@ -215,16 +263,9 @@ static int experts_one_token(const coli_engine *m, int l, const float *x, fwd_ws
 		want[j] = w->ids[order[j]];
 	coli_store_request(m->store, l, want, k); /* the k reads overlap */
 	while (rc == 0 && left > 0) {
-		int *js = w->js, n = 0;
-		for (int j = 0; rc == 0 && j < k; j++) {
-			coli_err te = {0, ""};
-			if (!ex[j] && (ex[j] = coli_store_try_get(m->store, l, want[j], &te))) {
-				js[n++] = j;
-				ram_outcome(m, l, want[j]);
-			} else if (te.code) {
-				*e = te, rc = -1;
-			}
-		}
+		int *js = w->js, n = take_ready(m, l, want, ex, k, js, &rc, e);
+		if (rc == 0 && n == 0)
+			n = poll_ready(m, l, want, ex, k, js, &rc, e);
 		if (rc == 0 && n == 0) { /* none read yet: wait for the first still missing */
 			int j = 0;
 			while (ex[j])

@@ -10,11 +10,12 @@
 M=$SCRATCH/m.coli
 j() { tr -d "\n" <"$1" | coli-json "$2"; }
 
-# bps A B C D: probe.json's direct_bps at depths 1, 4, 8 and 16 set to A..D GB/s, to stdout.
+# bps A B C D [PROBE]: probe.json's (or PROBE's) direct_bps at depths 1, 4, 8 and 16 set to A..D
+# GB/s, to stdout.
 bps() {
 	awk -v v="$1 $2 $3 $4" 'BEGIN { split(v, x, " ") }
 		n > 0 { sub(/[0-9.e+-]+/, x[5 - n] * 1e9); n-- }
-		/"direct_bps": \[/ { n = 4 } { print }' "$SCRATCH/probe.json"
+		/"direct_bps": \[/ { n = 4 } { print }' "${5:-$SCRATCH/probe.json}"
 }
 
 test_expect_success "setup: a qwen3_moe model of 4 x 64 experts (top_k 4), its usage, a probe at depths 1, 4, 8, 16" '
@@ -111,6 +112,18 @@ test_expect_success "the wait for a layer's misses is averaged over their number
 		awk -v h="$h" -v s="$s" "BEGIN { exit !(h < 1 && s < 0.005) }" && below=$((below + 1))
 	done &&
 	test "$below" -ge 1
+'
+
+# A throttle's allowance: shallow queue depths probed faster (1.6 MB/s at depths 1 and 4) than the
+# deeper ones (0.8 MB/s at 8 and 16), no bursts: a disk-bound token's reads go at what the deeper
+# queues sustained, so the plan predicts about what a probe of 0.8 MB/s at every depth gives (there
+# the compute, 1 ms, adds to the reads, 30 ms), not twice it.
+test_expect_success "a token's reads at most what deeper queues sustained: shallow depths probed 2x faster do not double a disk-bound plan" '
+	slow 0.0008 >p8.json && bps 0.0016 0.0016 0.0008 0.0008 p8.json >p16.json && ! cmp -s p8.json p16.json &&
+	coli-plan -q "$M" --probe p8.json --usage "$SCRATCH/u" --ram 0.1 --ctx 512 --recall 0.01 -o plan8.json &&
+	coli-plan -q "$M" --probe p16.json --usage "$SCRATCH/u" --ram 0.1 --ctx 512 --recall 0.01 -o plan16.json &&
+	a=$(j plan8.json predicted.warm.tok_s) && b=$(j plan16.json predicted.warm.tok_s) &&
+	awk -v a="$a" -v b="$b" "BEGIN { exit !(b >= a && b <= 1.1 * a) }" || { echo "0.8 MB/s: $a tok/s, 1.6 at depths 1 and 4: $b" >&2; exit 1; }
 '
 
 # The plan's per-layer lists, run by coli-run --plan: its report gives each list's range, not the
