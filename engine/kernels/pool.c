@@ -36,7 +36,6 @@ struct kpool {
 	kpool_fn fn;
 	void *arg;
 	int64_t total, grain, unit;
-	int threads;
 	_Atomic int64_t next;     /* start of the next unclaimed piece */
 	_Atomic int active;       /* workers still in the current job */
 	_Atomic int started;      /* workers that took their index */
@@ -80,7 +79,7 @@ static int keep_spinning(int i, int64_t t0)
  * a decode token's 61 products). */
 static int64_t claim(kpool *P, int64_t *end)
 {
-	int64_t b = atomic_load_explicit(&P->next, memory_order_relaxed), two = 2 * (int64_t)P->threads;
+	int64_t b = atomic_load_explicit(&P->next, memory_order_relaxed), two = 2 * (int64_t)(P->workers + 1);
 	for (;;) {
 		if (b >= P->total)
 			return -1;
@@ -235,7 +234,6 @@ void kpool_for(kpool *P, int threads, int64_t total, int64_t grain, int64_t unit
 	P->total = total;
 	P->unit = unit > 0 && unit <= grain ? unit : grain;
 	P->grain = grain;
-	P->threads = P->workers + 1;
 	atomic_store(&P->next, 0);
 	atomic_store(&P->active, P->workers);
 	publish(P);

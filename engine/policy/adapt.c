@@ -18,7 +18,7 @@
 struct coli_adapt {
 	coli_adapt_opts o;
 	double *cost, total;   /* [pools] bytes a record; the budget the shares split */
-	int *least, *most;     /* [pools] bounds of a share, in records */
+	int *start, *least, *most; /* [pools] the starting shares and the bounds of a share, in records */
 	int *share;            /* [pools] records */
 	int *stack;            /* [pools x E] experts, most kept first; each pool's first depth[p] */
 	int *depth;            /* [pools] experts in the stack */
@@ -63,6 +63,7 @@ int coli_adapt_open(coli_adapt **out, const coli_adapt_opts *o, coli_err *e)
 	if (a) {
 		a->o = *o;
 		a->cost = calloc(P, sizeof(*a->cost)), a->least = calloc(P, sizeof(int)), a->most = calloc(P, sizeof(int));
+		a->start = calloc(P, sizeof(int));
 		a->share = calloc(P, sizeof(int)), a->stack = calloc(P * E, sizeof(int)), a->depth = calloc(P, sizeof(int));
 		a->at = calloc(P * E, sizeof(int)), a->count = calloc(P * E, sizeof(double));
 		a->last = calloc(P * E, sizeof(uint64_t)), a->hist = calloc(P * (E + 1), sizeof(uint64_t));
@@ -70,15 +71,15 @@ int coli_adapt_open(coli_adapt **out, const coli_adapt_opts *o, coli_err *e)
 		a->cum = calloc(P * (E + 1), sizeof(double));
 		a->ratio_k = calloc(P, sizeof(int)), a->ratio = calloc(P, sizeof(double));
 	}
-	if (!a || !a->cost || !a->least || !a->most || !a->share || !a->stack || !a->depth || !a->at || !a->count ||
+	if (!a || !a->cost || !a->start || !a->least || !a->most || !a->share || !a->stack || !a->depth || !a->at || !a->count ||
 	    !a->last || !a->hist || !a->heap || !a->old || !a->c || !a->cum || !a->ratio_k || !a->ratio) {
 		coli_adapt_close(a);
 		return coli_errf(e, COLI_ENOMEM, "out of memory for adaptive shares of %zu pools x %zu experts", P, E);
 	}
 	for (size_t p = 0; p < P; p++)
-		a->cost[p] = o->cost[p], a->least[p] = o->least[p], a->most[p] = o->most[p],
+		a->cost[p] = o->cost[p], a->start[p] = o->start[p], a->least[p] = o->least[p], a->most[p] = o->most[p],
 		a->total += o->cost[p] * o->start[p];
-	a->o.cost = NULL, a->o.least = a->o.most = NULL; /* the copies above */
+	a->o.cost = NULL, a->o.start = a->o.least = a->o.most = NULL; /* the copies above */
 	coli_adapt_start(a, NULL);
 	*out = a;
 	return 0;
@@ -88,7 +89,7 @@ void coli_adapt_close(coli_adapt *a)
 {
 	if (!a)
 		return;
-	free(a->cost), free(a->least), free(a->most), free(a->share), free(a->stack), free(a->depth), free(a->at);
+	free(a->cost), free(a->start), free(a->least), free(a->most), free(a->share), free(a->stack), free(a->depth), free(a->at);
 	free(a->count), free(a->last), free(a->hist), free(a->heap), free(a->old), free(a->c), free(a->cum);
 	free(a->ratio_k), free(a->ratio), free(a);
 }
@@ -97,7 +98,7 @@ void coli_adapt_start(coli_adapt *a, const double *counts)
 {
 	size_t P = (size_t)a->o.n_pools, E = (size_t)a->o.n_experts;
 	for (size_t p = 0; p < P; p++)
-		a->share[p] = a->o.start[p], a->depth[p] = 0;
+		a->share[p] = a->start[p], a->depth[p] = 0;
 	for (size_t g = 0; g < P * E; g++)
 		a->at[g] = -1, a->last[g] = 0, a->count[g] = counts && counts[g] > 0 ? counts[g] : 0;
 	memset(a->hist, 0, P * (E + 1) * sizeof(*a->hist));

@@ -31,7 +31,6 @@ struct coli_sim {
 	int *each;            /* [L] coli_sim_start's pins of every layer */
 	double *limit;        /* [pools] slots: each pool's capacity; bytes: its budget */
 	double *limit0;       /* [pools] the same at start */
-	int *start;           /* [pools] adaptive shares: the starting shares, in records */
 	coli_adapt *ad;       /* adaptive shares; NULL: none */
 	sim_arc arc;          /* ARC: its lists (arc.h) */
 	uint64_t now, stamp;
@@ -140,9 +139,8 @@ static int alloc_all(coli_sim *s, coli_err *e)
 	s->used = calloc((size_t)s->pools, sizeof(*s->used)), s->cost = calloc((size_t)s->o.n_layers, sizeof(*s->cost));
 	s->each = calloc((size_t)s->o.n_layers, sizeof(*s->each));
 	s->limit = calloc((size_t)s->pools, sizeof(*s->limit)), s->limit0 = calloc((size_t)s->pools, sizeof(*s->limit0));
-	s->start = calloc((size_t)s->pools, sizeof(*s->start));
 	if (s->n && s->expert && s->key && s->tick && s->where && s->pinned && s->count && s->mark && s->first &&
-	    (s->next || !belady) && s->score && s->list && s->st && s->used && s->cost && s->each && s->limit && s->limit0 && s->start) {
+	    (s->next || !belady) && s->score && s->list && s->st && s->used && s->cost && s->each && s->limit && s->limit0) {
 		for (int l = 0; l < s->o.n_layers; l++)
 			s->cost[l] = s->o.cost ? s->o.cost[l] : 1;
 		s->o.cost = NULL, s->o.budgets = NULL; /* not kept: s->cost and s->limit hold them */
@@ -154,21 +152,22 @@ static int alloc_all(coli_sim *s, coli_err *e)
 /* Each pool's capacity or budget, and the adaptive shares' object starting from them. */
 static int limits(coli_sim *s, const coli_sim_opts *o, coli_err *e)
 {
-	int P = s->pools, *least = calloc((size_t)P, sizeof(int)), *most = calloc((size_t)P, sizeof(int)), rc = 0;
+	int P = s->pools, *b = calloc(3 * (size_t)P, sizeof(int)), rc = 0;
+	if (!b)
+		return coli_errf(e, COLI_ENOMEM, "out of memory for a cache simulator's shares");
+	int *start = b, *least = b + P, *most = b + 2 * P;
 	for (int p = 0; p < P; p++) {
 		s->limit0[p] = o->bytes ? budget_of(o, p) : o->capacity;
 		double fit = o->bytes ? s->limit0[p] / s->cost[p] : s->limit0[p];
-		s->start[p] = fit < o->n_experts ? (int)fit : o->n_experts;
-		least[p] = s->start[p] < o->adapt_least ? s->start[p] : o->adapt_least;
-		most[p] = s->start[p] * COLI_ADAPT_MOST < o->n_experts ? s->start[p] * COLI_ADAPT_MOST : o->n_experts;
+		start[p] = fit < o->n_experts ? (int)fit : o->n_experts;
+		least[p] = start[p] < o->adapt_least ? start[p] : o->adapt_least;
+		most[p] = start[p] * COLI_ADAPT_MOST < o->n_experts ? start[p] * COLI_ADAPT_MOST : o->n_experts;
 	}
 	coli_adapt_opts ao = {.n_pools = P, .n_experts = o->n_experts, .policy = o->policy, .period = o->adapt,
-			      .cost = s->cost, .start = s->start, .least = least, .most = most};
-	if (!least || !most)
-		rc = coli_errf(e, COLI_ENOMEM, "out of memory for a cache simulator's shares");
-	else if (o->adapt)
+			      .cost = s->cost, .start = start, .least = least, .most = most};
+	if (o->adapt)
 		rc = coli_adapt_open(&s->ad, &ao, e);
-	free(least), free(most);
+	free(b);
 	return rc;
 }
 
@@ -201,7 +200,7 @@ void coli_sim_close(coli_sim *s)
 		return;
 	free(s->n), free(s->expert), free(s->key), free(s->tick), free(s->where), free(s->pinned);
 	free(s->count), free(s->mark), free(s->first), free(s->next), free(s->score), free(s->list), free(s->st);
-	free(s->used), free(s->cost), free(s->each), free(s->limit), free(s->limit0), free(s->start);
+	free(s->used), free(s->cost), free(s->each), free(s->limit), free(s->limit0);
 	coli_adapt_close(s->ad);
 	if (s->arc.list)
 		sim_arc_close(&s->arc);
