@@ -661,7 +661,7 @@ static void print_event(void *ctx, const coli_event *ev)
  * say (never a list written here). */
 static int isa_refused(const char *isa, coli_err *e)
 {
-	static const char *const names[] = {"scalar", "avx2", "avx512"};
+	static const char *const names[] = {"scalar", "avx2", "avx512", "amx"};
 	char runs[64] = "";
 	int known = 0;
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
@@ -673,7 +673,7 @@ static int isa_refused(const char *isa, coli_err *e)
 	}
 	if (known)
 		return coli_errf(e, COLI_EUSAGE, "COLI_ISA=%s: this CPU lacks it; the variants it runs: %s", isa, runs);
-	return coli_errf(e, COLI_EUSAGE, "COLI_ISA=%s: not a kernel variant (scalar, avx2, avx512); this CPU runs %s", isa,
+	return coli_errf(e, COLI_EUSAGE, "COLI_ISA=%s: not a kernel variant (scalar, avx2, avx512, amx); this CPU runs %s", isa,
 			 runs);
 }
 

@@ -19,7 +19,7 @@
  * a vector of KV_N of them loaded once per KV_N / nib_gpc chunks, then permuted; FP4: the chunk's
  * own UE8M0 bytes, kv_e8_spread), or by the group's scale broadcast where a chunk is one group (q4
  * at KV_N 8: two more live registers cost AVX2 spills). FP4's scales are powers of two, so scaling
- * the sum is the same as scaling each weight but for range: nib_redo.
+ * the sum is the same as scaling each weight but for range: redo_nonfinite.
  *
  * Every other encoding (and q4 when x is not prepared) decodes KV_N columns at a time (kdec) under
  * one scale: 4 x KV_N columns per step into four accumulators per token, one scale group at a
@@ -418,13 +418,14 @@ static const rows_fn *rows_for(const coli_mat *W, const kern_x *xp)
 	return xp && xp->type == KX_F32_NIB && nib_rows_of[W->enc] ? nib_rows_of[W->enc] : plain_rows[W->enc];
 }
 
-/* The nibble-order paths sum codes times x before the scale (q4's fp16, FP4's power of two), so
- * with x near float32's end such a sum can overflow where the weights' products would not: the
+/* The nibble-order paths (and amx's GEMM, body_amx.h) sum codes times x before the scale (q4's
+ * fp16, FP4's power of two), so with x near float32's end such a sum can overflow where the
+ * weights' products would not: the
  * rows of T tokens (plain x, xs floats apart) whose result is not finite are done again through
  * the plain path, which scales each weight first (kdec), so that only what float32 itself
  * overflows does (a NaN scale's row stays NaN). The same rows for any split: a row's bits are
  * still its own. */
-static void nib_redo(const coli_mat *W, const float *x, int64_t xs, int T, float *y, int64_t ys, int64_t r0, int64_t r1)
+static void redo_nonfinite(const coli_mat *W, const float *x, int64_t xs, int T, float *y, int64_t ys, int64_t r0, int64_t r1)
 {
 	for (int t = 0; t < T; t++)
 		for (int64_t r = r0; r < r1; r++)
@@ -440,7 +441,7 @@ static void vec(const coli_mat *W, const float *x, const kern_x *xp, float *y, i
 		return;
 	}
 	f[0](W, (const float *)xp->data, 0, y, 0, r0, r1);
-	nib_redo(W, x, W->cols, 1, y, 0, r0, r1);
+	redo_nonfinite(W, x, W->cols, 1, y, 0, r0, r1);
 }
 
 /* ---- GEMM ---- */
@@ -652,10 +653,19 @@ static int small_n(coli_enc enc)
 	return nib_enc(enc) ? SMALL_N : COLI_EXACT_N;
 }
 
+#if KV_AMX
+#include "kernels/body_amx.h"
+#endif
+
 /* Up to small_n tokens: the matvec kernels, up to 4 tokens per pass, the passes over one block
- * of RB rows after another (the block stays in L2); more tokens: the GEMM. */
+ * of RB rows after another (the block stays in L2); more tokens: the GEMM (amx's over its
+ * prepared activations when kernels.c made them). */
 static void mul(const coli_mat *W, const float *X, const kern_x *XP, int n, float *Y, int64_t r0, int64_t r1)
 {
+#if KV_AMX
+	if (XP && XP->type == KX_BF16X3 && amx_gemm(W, X, XP, n, Y, r0, r1))
+		return;
+#endif
 	if (n > small_n(W->enc)) {
 		if (slices_ok(W))
 			gemm(W, X, n, Y, r0, r1);
@@ -673,7 +683,7 @@ static void mul(const coli_mat *W, const float *X, const kern_x *XP, int n, floa
 			int nt = n - t0 < 4 ? n - t0 : 4;
 			f[nt - 1](W, x + t0 * xs, xs, Y + t0 * W->rows + b0, W->rows, b0, b1);
 			if (!plain)
-				nib_redo(W, X + t0 * W->cols, W->cols, nt, Y + t0 * W->rows + b0, W->rows, b0, b1);
+				redo_nonfinite(W, X + t0 * W->cols, W->cols, nt, Y + t0 * W->rows + b0, W->rows, b0, b1);
 		}
 	}
 }
@@ -807,6 +817,10 @@ const kern_ops KV_OPS = {
 	.vec_t = vec_t,
 	.row = row,
 	.small_n = SMALL_N,
+#if KV_AMX
+	.gemm_bytes = amx_bytes,
+	.gemm_prep = amx_prep,
+#endif
 };
 
 #ifdef __clang__

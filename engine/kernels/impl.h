@@ -1,4 +1,4 @@
-/* impl.h: what kernels.c needs from each ISA variant (scalar, AVX2, AVX-512); internal.
+/* impl.h: what kernels.c needs from each ISA variant (scalar, AVX2, AVX-512, AMX); internal.
  *
  * A variant computes products over a range of rows (or, for the transposed product, of
  * columns); kernels.c splits those ranges over the thread pool. Every output element is
@@ -24,6 +24,8 @@ typedef enum kern_xtype {
 	KX_F32_NIB, /* float32 in the order a 4-bit row's nibbles unpack to in the variant (body.h) */
 	KX_Q8,      /* 8-bit blocks with float32 scales, the precision q8 (kernels/q8.h); the same bytes
 		     * for every variant, so every variant's q8 product is the reference's, bit for bit */
+	KX_BF16X3,  /* many tokens, each float32 the sum of three bfloat16 parts, in AMX's tiles
+		     * (body_amx.h): the amx variant's GEMM */
 } kern_xtype;
 
 /* Prepared activations of one or more tokens. */
@@ -58,9 +60,14 @@ typedef struct kern_ops {
 	/* out[c] = W[r][c], exactly. */
 	void (*row)(const coli_mat *W, int64_t r, float *out);
 	int small_n; /* mul prepares x (and the variant uses its matvec path) up to this n */
+	/* More than small_n tokens: bytes of W's prepared activations per 16 tokens (0: the GEMM takes
+	 * X as given), and their preparation, tokens [16 b, 16 e) of X's n into xp (kernels.c splits
+	 * the blocks over the pool; a block's tokens past n are zero). NULL: no variant GEMM type. */
+	int64_t (*gemm_bytes)(const coli_mat *W);
+	void (*gemm_prep)(const coli_mat *W, const float *X, int n, int64_t b, int64_t e, void *xp);
 } kern_ops;
 
-extern const kern_ops kern_scalar, kern_avx2, kern_avx512;
-extern const kern_q8_ops kern_q8_scalar, kern_q8_avx2, kern_q8_avx512, kern_q8_avx512vnni;
+extern const kern_ops kern_scalar, kern_avx2, kern_avx512, kern_amx;
+extern const kern_q8_ops kern_q8_scalar, kern_q8_avx2, kern_q8_avx512, kern_q8_avx512vnni, kern_q8_amx;
 
 #endif

@@ -7,17 +7,28 @@
 #define COLI_KERNELS_ISA_AVX512_H
 
 /* Everything after this in the file is built for the ISA (body.h ends clang's push). KV_VNNI 1
- * (avx512vnni.c): AVX512-VNNI too, for the q8 products' vpdpbusd. */
+ * (avx512vnni.c): AVX512-VNNI too, for the q8 products' vpdpbusd. KV_AMX 1 (amx.c): the amx
+ * variant, AVX512-VNNI and AVX512-BF16 with AMX's tiles (body_amx.h: the GEMM). */
+#ifndef KV_AMX
+#define KV_AMX 0
+#endif
+#if KV_AMX
+#define KV_VNNI 1
+#endif
 #ifndef KV_VNNI
 #define KV_VNNI 0
 #endif
-#if KV_VNNI
+#if KV_AMX
+#define KV_TARGET "avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16,amx-tile,amx-bf16,amx-int8,fma,f16c"
+#elif KV_VNNI
 #define KV_TARGET "avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c" /* also in the GCC pragma below */
 #else
 #define KV_TARGET "avx512f,avx512bw,avx512vl,fma,f16c"
 #endif
 #ifdef __clang__
 #pragma clang attribute push(__attribute__((target(KV_TARGET))), apply_to = function)
+#elif KV_AMX
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16,amx-tile,amx-bf16,amx-int8,fma,f16c")
 #elif KV_VNNI
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")
 #else
@@ -30,8 +41,13 @@
 #include "kernels/impl.h"
 #include "kernels/q8.h"
 
+#if KV_AMX
+#define KV_ISA "amx"
+#define KV_OPS kern_amx
+#else
 #define KV_ISA "avx512"
 #define KV_OPS kern_avx512
+#endif
 #define KV_N 16
 #define KV_LUT16 1
 #define KV_GEMM_MV 3 /* 24 accumulators of the 32 registers; 8 tokens' x rows fit an L1 set (body.h) */
@@ -221,9 +237,14 @@ KV_INLINE void kv_transpose(kv_f *r)
 /* ---- q8 activations (kernels/q8.h): a pair of groups at a time (matrix-vector), rows in the
  * lanes (GEMM) ---- */
 
-#if KV_VNNI
+#if KV_AMX
+#define KV_Q8_OPS kern_q8_amx
+#define KV_Q8_ISA "amx"
+#elif KV_VNNI
 #define KV_Q8_OPS kern_q8_avx512vnni
 #define KV_Q8_ISA "avx512vnni"
+#endif
+#if KV_VNNI
 #define KQ_Q8_OFF 128 /* GEMM: q8's codes as vpdpbusd's unsigned operand: w + 128 */
 #else
 #define KV_Q8_OPS kern_q8_avx512

@@ -22,6 +22,7 @@ isa_runs() {
 	scalar) true ;;
 	avx2) has avx2 && has fma && has f16c ;;
 	avx512) has avx2 && has fma && has f16c && has avx512f && has avx512bw && has avx512vl ;;
+	amx) isa_runs avx512 && has avx512_vnni && has avx512_bf16 && has amx_tile && has amx_bf16 && has amx_int8 ;;
 	esac
 }
 
@@ -98,7 +99,7 @@ G=$FIX/deepseek_v4-fp4-tiny
 test_expect_success "deepseek_v4: fp4 experts: 32 greedy ids equal the reference's with every kernel variant, in RAM and streamed" '
 	coli-convert -q --dense-bits 16 --mtp-bits 16 "$G/checkpoint" fp4-d16.coli &&
 	ids_of "$G/greedy_tokens.i32.bin" >want &&
-	for isa in scalar avx2 avx512; do
+	for isa in scalar avx2 avx512 amx; do
 		isa_runs $isa || continue
 		for o in "" "--cache-slots 4" "--cache-slots 2 --prefetch on" "--stream"; do
 			COLI_ISA=$isa coli-run -q -m fp4-d16.coli --prompt-ids "$(ids_of "$G/prompt_ids.i32.bin")" -n 32 \

@@ -22,7 +22,7 @@ test_expect_success "exact is the default: --precision exact gives its bits, and
 test_expect_success "--precision q8: its variant and share of the weights in --json and the closing line" '
 	coli-run -m "$M" --prompt-ids "$P" --teacher-force --precision q8 --dump-logits q.f32 --json >out &&
 	tail -n 1 out >json && test "$(j kernels.precision)" = q8 &&
-	case "$(j kernels.q8_isa)" in scalar|avx2|avx512|avx512vnni) ;; *) exit 1 ;; esac &&
+	case "$(j kernels.q8_isa)" in scalar|avx2|avx512|avx512vnni|amx) ;; *) exit 1 ;; esac &&
 	awk "BEGIN { s = $(j kernels.q8_weight_share); exit !(s > 0.5 && s < 1) }" &&
 	! cmp -s a.f32 q.f32 &&
 	coli-run -m "$M" --prompt-ids "$P" --teacher-force --precision q8 2>err &&
@@ -32,11 +32,11 @@ test_expect_success "--precision q8: its variant and share of the weights in --j
 # forward pass (routers, attention) differs by summation order, so the logits agree to 1e-4.
 test_expect_success "--precision q8 with every kernel variant this CPU runs: its q8 products, logits within 1e-4" '
 	coli-run -m "$M" --prompt-ids "$P" --teacher-force --precision q8 --dump-logits q.f32 -q &&
-	for isa in scalar avx2 avx512; do
+	for isa in scalar avx2 avx512 amx; do
 		COLI_ISA=$isa coli-run -m "$M" --prompt-ids "$P" --teacher-force --precision q8 --dump-logits "q-$isa.f32" \
 			--json >"out-$isa" 2>"err-$isa" || { grep -q "this CPU lacks it" "err-$isa" && continue; exit 1; }
 		case "$isa/$(tail -n 1 "out-$isa" | coli-json kernels.q8_isa)" in
-		scalar/scalar | avx2/avx2 | avx512/avx512 | avx512/avx512vnni) ;; *) exit 1 ;; esac &&
+		scalar/scalar | avx2/avx2 | avx512/avx512 | avx512/avx512vnni | amx/amx) ;; *) exit 1 ;; esac &&
 		python3 -c "
 import struct, sys
 a, b = (open(f, \"rb\").read() for f in sys.argv[1:])

@@ -57,10 +57,11 @@ test_expect_success "COLI_ISA: an unknown or unavailable variant lists only what
 	runs=scalar &&
 	if has avx2 && has fma && has f16c; then runs="$runs, avx2"; fi &&
 	if has avx2 && has fma && has f16c && has avx512f && has avx512bw && has avx512vl; then runs="$runs, avx512"; fi &&
+	case $runs in *avx512) if has avx512_vnni && has avx512_bf16 && has amx_tile && has amx_bf16 && has amx_int8; then runs="$runs, amx"; fi ;; esac &&
 	COLI_ISA=bogus expect_exit 2 coli-run -m "$X" --prompt-ids "1 2" -n 1 &&
-	err_has "coli-run: COLI_ISA=bogus: not a kernel variant (scalar, avx2, avx512); this CPU runs $runs" &&
+	err_has "coli-run: COLI_ISA=bogus: not a kernel variant (scalar, avx2, avx512, amx); this CPU runs $runs" &&
 	case $runs in
-	*avx512) ;;
+	*avx512 | *amx) ;;
 	*) COLI_ISA=avx512 expect_exit 2 coli-run -m "$X" --prompt-ids "1 2" -n 1 &&
 	   err_has "coli-run: COLI_ISA=avx512: this CPU lacks it; the variants it runs: $runs" ;;
 	esac

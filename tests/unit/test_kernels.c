@@ -936,7 +936,7 @@ static void check_q8(void)
 			printf("SKIP q8 %s: this CPU lacks it\n", q8_variants[v]->name);
 }
 
-static const char *const isas[] = {"scalar", "avx2", "avx512"};
+static const char *const isas[] = {"scalar", "avx2", "avx512", "amx"};
 
 static void check_isa(const char *isa)
 {
@@ -961,7 +961,10 @@ static void check_isa(const char *isa)
 	check_fp8_nan(isa);
 	check_fp4_scales(isa);
 	check_extreme(isa);
-	const kern_ops *k = strcmp(isa, "avx512") == 0 ? &kern_avx512 : strcmp(isa, "avx2") == 0 ? &kern_avx2 : &kern_scalar;
+	const kern_ops *k = strcmp(isa, "amx") == 0      ? &kern_amx
+			    : strcmp(isa, "avx512") == 0 ? &kern_avx512
+			    : strcmp(isa, "avx2") == 0   ? &kern_avx2
+							 : &kern_scalar;
 	check_unprepared(isa, k, COLI_ENC_Q4);
 	check_unprepared(isa, k, COLI_ENC_FP4);
 }
@@ -999,7 +1002,10 @@ static void check_choice(void)
 	if (coli_kernels_available("avx2"))
 		T_CHECK("ISA avx2 is used", got && strcmp(got, "avx2") == 0, "rc %d", rc);
 	got = open_isa(NULL, &rc, &e);
-	const char *best = coli_kernels_available("avx512") ? "avx512" : coli_kernels_available("avx2") ? "avx2" : "scalar";
+	const char *best = coli_kernels_available("amx")      ? "amx"
+			   : coli_kernels_available("avx512") ? "avx512"
+			   : coli_kernels_available("avx2")   ? "avx2"
+							      : "scalar";
 	T_CHECK("no ISA named picks the best variant, at least one thread", got && strcmp(got, best) == 0,
 		"isa %s, expected %s", got ? got : "-", best);
 }
@@ -1081,7 +1087,7 @@ static void bench(void)
 				return;
 		float *X = rand_vec(64 * cols), *Y = malloc((size_t)(64 * rows) * sizeof(float));
 		double bytes = (double)m[0].blob.nbytes;
-		for (size_t v = 0; v < 3; v++) {
+		for (size_t v = 0; v < sizeof(isas) / sizeof(isas[0]); v++) {
 			if (use(isas[v], 1, NULL) < 0)
 				continue;
 			for (int th = 1; th <= 2; th++) {
