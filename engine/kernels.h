@@ -5,10 +5,11 @@
  * Exactness (the default): activations stay float32 (never quantized): a product is, per output row,
  *   y[r] = sum over columns c of W'[r][c] * x[c], W' the float32 value the encoding defines
  *   (quant.h: q x fp16 scale; fp8: code x scale_inv; bf16/f16 widened).
- * Variants (scalar reference, AVX2, AVX-512) differ only in summation order; they agree within
- * the tolerance tests/unit/test_kernels.c states. The variant is the best the CPU flags allow, or
- * one named by the caller (coli-run passes COLI_ISA=scalar|avx2|avx512; an unavailable one is an
- * error).
+ * Variants (scalar reference, AVX2, AVX-512, AMX) differ only in summation order (amx's GEMM sums
+ * each product as three exact parts: kernels/body_amx.h); they agree within the tolerance
+ * tests/unit/test_kernels.c states and the bound tests/unit/test_exact.c checks. The variant is
+ * the best the CPU flags (and, for amx, the kernel) allow, or one named by the caller (coli-run
+ * passes COLI_ISA=scalar|avx2|avx512|amx; an unavailable one is an error).
  * Threads: products split rows over the context's pool (default: the physical cores).
  * The small vector helpers of the forward pass (nn/blocks.c: norms, softmax, dot, axpy) are
  * plain C for every variant, so one choice of variant covers every kernel.
@@ -41,11 +42,11 @@ coli_mat coli_mat_of(const coli_blob *b, const uint8_t *base);
  * One caller at a time. */
 typedef struct coli_kernels coli_kernels;
 
-/* isa ("scalar", "avx2", "avx512") when given, else (NULL or "") the best the CPU has; an
+/* isa ("scalar", "avx2", "avx512", "amx") when given, else (NULL or "") the best the CPU has; an
  * unknown or unavailable isa is an error (EUSAGE) naming it. threads < 1: the physical cores. */
 int coli_kernels_open(coli_kernels **out, const char *isa, int threads, coli_err *e);
 void coli_kernels_close(coli_kernels *k); /* stops the workers; accepts NULL */
-const char *coli_kernels_isa(const coli_kernels *k); /* "scalar", "avx2" or "avx512" */
+const char *coli_kernels_isa(const coli_kernels *k); /* "scalar", "avx2", "avx512" or "amx" */
 int coli_kernels_threads(const coli_kernels *k);
 
 /* The activations of the products over integer codes (q4, q8 encodings; kernels/q8.h):
@@ -79,7 +80,8 @@ int coli_kernels_reserve(coli_kernels *k, int64_t max_cols, coli_err *e);
 uint64_t coli_kernels_reserve_bytes(uint64_t max_cols);
 
 /* 1 when this CPU (and OS) can run the named variant: avx2 needs AVX2+FMA+F16C, avx512 also
- * AVX-512 F/BW/VL. */
+ * AVX-512 F/BW/VL, amx also AVX512-VNNI, AVX512-BF16, AMX tiles, bf16 and int8, and Linux's
+ * permission to use the tiles (asked once, arch_prctl ARCH_REQ_XCOMP_PERM). */
 int coli_kernels_available(const char *isa);
 
 /* fn over [0, total) in pieces of at most grain (smaller toward the end) on the context's threads

@@ -343,3 +343,160 @@ static int amx_gemm(const coli_mat *W, const float *X, const kern_x *XP, int n, 
 	default: return 0;
 	}
 }
+
+/* ---- the q8 products' GEMM (kernels/q8.h) over AMX's int8 tiles ----
+ *
+ * The same bits as q8.h's reference: a group's sum p_g is an exact integer (TDPBSSD: signed codes
+ * times signed q, summed in int32), then each (row, token) takes q8.h's float steps in order,
+ * acc[g mod 8] = fmaf(p_g, sw_g x d_g, acc[g mod 8]), and its tree. The activations are
+ * kern_q8_prep's bytes placed for the tiles (KX_Q8T, amx_q8_prep): per block of 16 tokens, per
+ * group a 1 KiB tile whose row k holds columns 4k .. 4k+3 of the 16 tokens, then the groups' d as
+ * [G][16] floats. The weights are the tiles' A, a group of 32 rows a pair of tiles (q4's codes
+ * less 8, q8's as stored), a panel decoded once for its token blocks; the integer C tiles (2 row
+ * tiles x 2 token tiles) go to memory per group and take the float steps 16 tokens a vector. */
+
+static int64_t amx_q8_bytes(int64_t cols)
+{
+	return (cols + 63) / 64 * (AMX_TILE + 16 * (int64_t)sizeof(float));
+}
+
+/* Token blocks [b, e) of X's n tokens, each group through kern_q8_group (kern_q8_prep's bytes);
+ * tokens past n: q 0, d 0. */
+static void amx_q8_prep(int64_t cols, const float *X, int n, int64_t b, int64_t e, void *out)
+{
+	const int64_t G = (cols + 63) / 64, per = amx_q8_bytes(cols);
+	for (int64_t tb = b; tb < e; tb++) {
+		uint8_t *tiles = (uint8_t *)out + tb * per;
+		float *d = (float *)(void *)(tiles + G * AMX_TILE);
+		for (int i = 0; i < 16; i++) {
+			const int64_t t = 16 * tb + i;
+			for (int64_t g = 0; g < G; g++) {
+				int8_t q[64] = {0};
+				const int64_t left = cols - 64 * g;
+				d[16 * g + i] = t < n ? kern_q8_group(X + t * cols + 64 * g, left > 64 ? 64 : (int)left, q) : 0.0f;
+				for (int k = 0; k < 16; k++)
+					memcpy(tiles + g * AMX_TILE + 64 * k + 4 * i, q + 4 * k, 4);
+			}
+		}
+	}
+}
+
+/* Group g of the row whose codes start at c as 64 signed bytes in column order (q4: code - 8). */
+KV_INLINE __m512i amx_q8_codes(coli_enc enc, const uint8_t *c, int64_t g)
+{
+	if (enc == COLI_ENC_Q8)
+		return _mm512_loadu_si512(c + 64 * g);
+	const __m256i b = _mm256_loadu_si256((const void *)(c + 32 * g)), m = _mm256_set1_epi8(15);
+	const __m256i lo = _mm256_and_si256(b, m), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), m);
+	return _mm512_sub_epi8(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8(8));
+}
+
+/* q8.h's product read from the tiles' layout, one (row, token) at a time: where the GEMM's
+ * scratch cannot be had (impl.h; test_kernels checks its bits). */
+void kern_amx_q8_slow(const coli_mat *W, const kern_x *xp, int n, float *y, int64_t ys, int64_t r0, int64_t r1)
+{
+	const int64_t G = kern_blocks(W);
+	for (int t = 0; t < n; t++) {
+		const uint8_t *tiles = (const uint8_t *)xp->data + t / 16 * xp->stride;
+		const float *d = (const float *)(const void *)(tiles + G * AMX_TILE);
+		for (int64_t r = r0; r < r1; r++) {
+			const uint8_t *c = W->codes + r * W->row_bytes;
+			float acc[8] = {0};
+			for (int64_t g = 0; g < G; g++) {
+				int32_t p = 0;
+				for (int k = 0; k < 64; k++) {
+					int w = W->enc == COLI_ENC_Q8 ? (int8_t)c[64 * g + k]
+								      : ((k & 32 ? c[32 * g + (k & 31)] >> 4 : c[32 * g + k] & 15) - 8);
+					p += w * (int8_t)tiles[g * AMX_TILE + 64 * (k / 4) + 4 * (t % 16) + k % 4];
+				}
+				acc[g % 8] = fmaf((float)p, kern_scale(W, r, g) * d[16 * g + t % 16], acc[g % 8]);
+			}
+			y[t * ys + r - r0] = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+		}
+	}
+}
+
+/* y[t * ys + r - r0] = W[r] . x_t for the n tokens of xp (KX_Q8T), r in [r0, r1). */
+KV_INLINE void amx_q8_gemm_enc(coli_enc enc, const coli_mat *W, const kern_x *xp, int n, float *y, int64_t ys,
+			       int64_t r0, int64_t r1)
+{
+	const int64_t G = kern_blocks(W), NB = (n + 15) / 16;
+	const size_t wb = (size_t)G * 2 * AMX_TILE, sb = (size_t)G * AMX_PANEL * sizeof(float);
+	uint8_t *mem = amx_scratch(wb + sb + 10 * 32 * 32 * sizeof(float));
+	if (!mem) {
+		kern_amx_q8_slow(W, xp, n, y, ys, r0, r1);
+		return;
+	}
+	float *sst = (float *)(void *)(mem + wb), *acc = sst + G * AMX_PANEL, *res = acc + 8 * 32 * 32;
+	int32_t *ct = (int32_t *)(void *)(res + 32 * 32);
+	amx_config();
+	for (int64_t p0 = r0; p0 < r1; p0 += AMX_PANEL) {
+		const int nr = r1 - p0 < AMX_PANEL ? (int)(r1 - p0) : AMX_PANEL;
+		for (int i = 0; i < AMX_PANEL; i++) {
+			const uint8_t *c = W->codes + (p0 + i) * W->row_bytes;
+			for (int64_t g = 0; g < G; g++) {
+				_mm512_store_si512(mem + g * 2 * AMX_TILE + (i / 16) * AMX_TILE + (i % 16) * 64,
+						   i < nr ? amx_q8_codes(enc, c, g) : _mm512_setzero_si512());
+				sst[32 * g + i] = i < nr ? kern_scale(W, p0 + i, g) : 0.0f;
+			}
+		}
+		for (int64_t tb = 0; tb < NB; tb += 2) {
+			const int tt = tb + 1 < NB ? 2 : 1;
+			const uint8_t *b0 = (const uint8_t *)xp->data + tb * xp->stride, *b1 = b0 + xp->stride;
+			const float *d[2] = {(const float *)(const void *)(b0 + G * AMX_TILE),
+					     (const float *)(const void *)(b1 + G * AMX_TILE)};
+			memset(acc, 0, 8 * 32 * 32 * sizeof(float));
+			for (int64_t g = 0; g < G; g++) {
+				_tile_loadd(4, mem + g * 2 * AMX_TILE, 64);
+				_tile_loadd(5, mem + (g * 2 + 1) * AMX_TILE, 64);
+				_tile_loadd(6, b0 + g * AMX_TILE, 64);
+				_tile_zero(0);
+				_tile_zero(2);
+				_tile_dpbssd(0, 4, 6);
+				_tile_dpbssd(2, 5, 6);
+				_tile_stored(0, ct, 128);
+				_tile_stored(2, ct + 16 * 32, 128);
+				if (tt == 2) {
+					_tile_loadd(7, b1 + g * AMX_TILE, 64);
+					_tile_zero(1);
+					_tile_zero(3);
+					_tile_dpbssd(1, 4, 7);
+					_tile_dpbssd(3, 5, 7);
+					_tile_stored(1, ct + 16, 128);
+					_tile_stored(3, ct + 16 * 32 + 16, 128);
+				}
+				float *a = acc + (g % 8) * 32 * 32;
+				for (int b = 0; b < tt; b++) {
+					const __m512 dv = _mm512_loadu_ps(d[b] + 16 * g);
+					for (int i = 0; i < AMX_PANEL; i++) {
+						const __m512 p = _mm512_cvtepi32_ps(_mm512_load_si512(ct + 32 * i + 16 * b));
+						const __m512 m = _mm512_mul_ps(_mm512_set1_ps(sst[32 * g + i]), dv);
+						float *ai = a + 32 * i + 16 * b;
+						_mm512_store_ps(ai, _mm512_fmadd_ps(p, m, _mm512_load_ps(ai)));
+					}
+				}
+			}
+			for (int i = 0; i < AMX_PANEL; i++) /* q8.h's tree over the 8 chains */
+				for (int b = 0; b < tt; b++) {
+					const float *a = acc + 32 * i + 16 * b;
+					__m512 c[8];
+					for (int j = 0; j < 8; j++)
+						c[j] = _mm512_load_ps(a + j * 32 * 32);
+					const __m512 s0 = _mm512_add_ps(_mm512_add_ps(c[0], c[4]), _mm512_add_ps(c[2], c[6]));
+					const __m512 s1 = _mm512_add_ps(_mm512_add_ps(c[1], c[5]), _mm512_add_ps(c[3], c[7]));
+					_mm512_store_ps(res + 32 * i + 16 * b, _mm512_add_ps(s0, s1));
+				}
+			const int nt = n - 16 * tb < 32 ? (int)(n - 16 * tb) : 32;
+			amx_put(res, 16 * tb, nt, nr, y, ys, p0 - r0);
+		}
+	}
+	_tile_release();
+}
+
+static void amx_q8_gemm(const coli_mat *W, const kern_x *xp, int n, float *y, int64_t ys, int64_t r0, int64_t r1)
+{
+	if (W->enc == COLI_ENC_Q8)
+		amx_q8_gemm_enc(COLI_ENC_Q8, W, xp, n, y, ys, r0, r1);
+	else
+		amx_q8_gemm_enc(COLI_ENC_Q4, W, xp, n, y, ys, r0, r1);
+}

@@ -307,8 +307,21 @@ static int q8_gemm(const coli_mat *W, const kern_x *xp, int n, float *y, int64_t
 
 static void q8_mul(const coli_mat *W, const kern_x *xp, int n, float *y, int64_t ys, int64_t r0, int64_t r1)
 {
+#if KV_AMX
+	if (xp->type == KX_Q8T) {
+		amx_q8_gemm(W, xp, n, y, ys, r0, r1);
+		return;
+	}
+#endif
 	if (n < Q8_GEMM_N || !q8_gemm(W, xp, n, y, ys, r0, r1))
 		q8_mv(W, xp, n, y, ys, r0, r1);
 }
 
-const kern_q8_ops KV_Q8_OPS = {KV_Q8_ISA, q8_mul};
+const kern_q8_ops KV_Q8_OPS = {
+	.name = KV_Q8_ISA,
+	.rows = q8_mul,
+#if KV_AMX
+	.tiles_bytes = amx_q8_bytes,
+	.tiles_prep = amx_q8_prep,
+#endif
+};

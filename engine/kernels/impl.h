@@ -26,6 +26,7 @@ typedef enum kern_xtype {
 		     * for every variant, so every variant's q8 product is the reference's, bit for bit */
 	KX_BF16X3,  /* many tokens, each float32 the sum of three bfloat16 parts, in AMX's tiles
 		     * (body_amx.h): the amx variant's GEMM */
+	KX_Q8T,     /* many tokens of KX_Q8's bytes placed for AMX's int8 tiles (body_amx.h) */
 } kern_xtype;
 
 /* Prepared activations of one or more tokens. */
@@ -38,9 +39,20 @@ typedef struct kern_x {
 /* The q8 products of a variant (kernels/q8.h): y[t * ys + r - r0] = W[r] . x_t for n tokens of
  * KX_Q8 activations (xp->stride bytes apart), r in [r0, r1). */
 typedef struct kern_q8_ops {
-	const char *name; /* "scalar", "avx2", "avx512", "avx512vnni" */
+	const char *name; /* "scalar", "avx2", "avx512", "avx512vnni", "amx" */
 	void (*rows)(const coli_mat *W, const kern_x *xp, int n, float *y, int64_t ys, int64_t r0, int64_t r1);
+	/* Q8_TILES_N tokens or more (NULL: none): bytes of KX_Q8T activations per 16 tokens of cols
+	 * columns, and their preparation, tokens [16 b, 16 e) of X's n (kernels.c splits the blocks
+	 * over the pool; tokens past n are zero); rows then takes xp of that type. */
+	int64_t (*tiles_bytes)(int64_t cols);
+	void (*tiles_prep)(int64_t cols, const float *X, int n, int64_t b, int64_t e, void *xp);
 } kern_q8_ops;
+
+#define Q8_TILES_N 17 /* tokens from which kernels.c prepares KX_Q8T where a variant takes it */
+
+/* amx's q8 product over KX_Q8T without its GEMM's scratch (kern_q8_ops.rows' arguments): what
+ * it runs when that memory cannot be had. */
+void kern_amx_q8_slow(const coli_mat *W, const kern_x *xp, int n, float *y, int64_t ys, int64_t r0, int64_t r1);
 
 typedef struct kern_ops {
 	const char *name;

@@ -306,7 +306,7 @@ static void vec_piece(void *arg, int64_t b, int64_t e)
 static void mul_piece(void *arg, int64_t b, int64_t e)
 {
 	const job *j = arg;
-	if (j->xp && j->xp->type == KX_Q8)
+	if (j->xp && (j->xp->type == KX_Q8 || j->xp->type == KX_Q8T))
 		j->q8->rows(j->W, j->xp, j->n, j->y + b, j->W->rows, b, e);
 	else
 		j->k->mul(j->W, j->x, j->xp, j->n, j->y, b, e);
@@ -414,10 +414,49 @@ void coli_mat_vec(coli_kernels *kc, const coli_mat *W, const float *x, float *y)
 	coli_mat_vec_range(kc, W, 0, W->rows, x, y);
 }
 
-/* q8: the tokens in pieces whose prepared bytes fit the buffer coli_kernels_reserve made (or 16
- * tokens' worth when it is smaller); 0 when the buffer cannot be had (nothing computed then). */
+static void tiles_prep_piece(void *arg, int64_t b, int64_t e)
+{
+	const job *j = arg;
+	if (j->xp->type == KX_Q8T)
+		j->q8->tiles_prep(j->W->cols, j->x, j->n, b, e, (void *)j->xp->data);
+	else
+		j->k->gemm_prep(j->W, j->x, j->n, b, e, (void *)j->xp->data);
+}
+
+/* A GEMM over a variant's own activation type (amx: KX_BF16X3 exact, KX_Q8T under q8), the tokens
+ * in steps of a multiple of 32 whose prepared bytes fit both the buffer coli_kernels_reserve
+ * made and GEMM_L2 (each step's are read again for every panel of rows: 64 tokens a step ran
+ * 1.3x faster than 256 at 2048 columns, q4, on a Xeon's 2 MiB L2), at least 32 tokens; each
+ * step's blocks of 16 prepared over the pool, then its rows split as for any product; 0 when the
+ * buffer cannot be had (nothing computed then). */
+static int tiles_mul(coli_kernels *kc, const coli_mat *W, const float *X, int n, float *Y, kern_xtype type)
+{
+	const int64_t per16 = type == KX_Q8T ? kc->q8->tiles_bytes(W->cols) : kc->ops->gemm_bytes(W), l2 = GEMM_L2 / per16 * 16;
+	int64_t fit = (int64_t)kc->xcap / per16 * 16;
+	fit = fit < l2 ? fit : l2;
+	int step = fit >= n ? n : fit >= 32 ? (int)(fit / 32 * 32) : 32 < n ? 32 : n;
+	for (int t0 = 0; t0 < n; t0 += step) {
+		int nt = n - t0 < step ? n - t0 : step;
+		int64_t blocks = (nt + 15) / 16, grain;
+		uint8_t *xp = prep_buffer(kc, (size_t)(per16 * blocks));
+		if (!xp)
+			return 0; /* only the first step can fail: the others fit the same buffer */
+		kern_x px = {type, per16, xp};
+		job j = {.k = kc->ops, .q8 = kc->q8, .W = W, .x = X + (int64_t)t0 * W->cols, .xp = &px, .y = Y + (int64_t)t0 * W->rows, .n = nt};
+		kpool_for(kc->pool, blocks > 1 ? kc->threads : 1, blocks, 1, 1, tiles_prep_piece, &j);
+		int t = split(kc, W->rows * W->cols * nt, W->rows, MUL_UNIT, &grain);
+		kpool_for(kc->pool, t, W->rows, grain, MUL_UNIT, mul_piece, &j);
+	}
+	return 1;
+}
+
+/* q8: the variant's tiles from Q8_TILES_N tokens where it has them (amx), else the tokens in pieces
+ * whose prepared bytes fit the buffer coli_kernels_reserve made (or 16 tokens' worth when it is
+ * smaller); 0 when the buffer cannot be had (nothing computed then). */
 static int q8_mul(coli_kernels *kc, const coli_mat *W, const float *X, int n, float *Y)
 {
+	if (n >= Q8_TILES_N && kc->q8->tiles_bytes)
+		return tiles_mul(kc, W, X, n, Y, KX_Q8T);
 	const int64_t per = kern_q8_bytes(W->cols);
 	int64_t fit = (int64_t)kc->xcap / per;
 	int step = fit >= n ? n : fit >= 16 ? (int)fit : 16 < n ? 16 : n;
@@ -434,38 +473,6 @@ static int q8_mul(coli_kernels *kc, const coli_mat *W, const float *X, int n, fl
 	return 1;
 }
 
-static void gemm_prep_piece(void *arg, int64_t b, int64_t e)
-{
-	const job *j = arg;
-	j->k->gemm_prep(j->W, j->x, j->n, b, e, (void *)j->xp->data);
-}
-
-/* The variant's GEMM over its own activation type (amx: KX_BF16X3), the tokens in steps of a
- * multiple of 32 whose prepared bytes fit both the buffer coli_kernels_reserve made and GEMM_L2
- * (each step's are read again for every panel of rows: 64 tokens a step ran 1.3x faster than 256
- * at 2048 columns, q4, on a Xeon's 2 MiB L2), at least 32 tokens; each step's blocks of 16
- * prepared over the pool; 0 when the buffer cannot be had (nothing computed then). */
-static int gemm_mul(coli_kernels *kc, const coli_mat *W, const float *X, int n, float *Y)
-{
-	const int64_t per16 = kc->ops->gemm_bytes(W), l2 = GEMM_L2 / per16 * 16;
-	int64_t fit = (int64_t)kc->xcap / per16 * 16;
-	fit = fit < l2 ? fit : l2;
-	int step = fit >= n ? n : fit >= 32 ? (int)(fit / 32 * 32) : 32 < n ? 32 : n;
-	for (int t0 = 0; t0 < n; t0 += step) {
-		int nt = n - t0 < step ? n - t0 : step;
-		int64_t blocks = (nt + 15) / 16, grain;
-		uint8_t *xp = prep_buffer(kc, (size_t)(per16 * blocks));
-		if (!xp)
-			return 0; /* only the first step can fail: the others fit the same buffer */
-		kern_x px = {KX_BF16X3, per16, xp};
-		job j = {.k = kc->ops, .W = W, .x = X + (int64_t)t0 * W->cols, .xp = &px, .y = Y + (int64_t)t0 * W->rows, .n = nt};
-		kpool_for(kc->pool, blocks > 1 ? kc->threads : 1, blocks, 1, 1, gemm_prep_piece, &j);
-		int t = split(kc, W->rows * W->cols * nt, W->rows, MUL_UNIT, &grain);
-		kpool_for(kc->pool, t, W->rows, grain, MUL_UNIT, mul_piece, &j);
-	}
-	return 1;
-}
-
 void coli_mat_mul(coli_kernels *kc, const coli_mat *W, const float *X, int n, float *Y)
 {
 	job j = {.k = kc->ops, .W = W, .x = X, .y = Y, .n = n};
@@ -474,7 +481,7 @@ void coli_mat_mul(coli_kernels *kc, const coli_mat *W, const float *X, int n, fl
 		return;
 	if (coli_mat_takes_q8(kc, W) && q8_mul(kc, W, X, n, Y) != 0)
 		return;
-	if (n > j.k->small_n && j.k->gemm_bytes && j.k->gemm_bytes(W) > 0 && gemm_mul(kc, W, X, n, Y) != 0)
+	if (n > j.k->small_n && j.k->gemm_bytes && j.k->gemm_bytes(W) > 0 && tiles_mul(kc, W, X, n, Y, KX_BF16X3) != 0)
 		return;
 	int t = split(kc, W->rows * W->cols * n, W->rows, MUL_UNIT, &grain);
 	kern_x px;

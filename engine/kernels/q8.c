@@ -41,6 +41,14 @@ static inline __attribute__((always_inline)) float quant_group(const float *x, i
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target_clones("avx2", "default")))
 #endif
+float kern_q8_group(const float *x, int n, int8_t *q)
+{
+	return quant_group(x, n, q);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx2", "default")))
+#endif
 void kern_q8_prep(int64_t cols, const float *x, void *out)
 {
 	const int64_t G2 = kern_q8_groups(cols), G16 = kern_q8_groups16(cols);
@@ -99,4 +107,4 @@ static void rows(const coli_mat *W, const kern_x *xp, int n, float *y, int64_t y
 			y[t * ys + r - r0] = row_dot(W, r, (const uint8_t *)xp->data + t * xp->stride);
 }
 
-const kern_q8_ops kern_q8_scalar = {"scalar", rows};
+const kern_q8_ops kern_q8_scalar = {.name = "scalar", .rows = rows};

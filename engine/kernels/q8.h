@@ -89,4 +89,8 @@ static inline int64_t kern_q8_at(int64_t g, int c)
 /* x[cols] prepared into out (kern_q8_bytes(cols) bytes, 64-byte aligned). */
 void kern_q8_prep(int64_t cols, const float *x, void *out);
 
+/* One group of kern_q8_prep: the n (<= 64) columns at x (zero past n) into q[64] in column order;
+ * returns d_g. For variants that place the bytes otherwise (amx's tiles). */
+float kern_q8_group(const float *x, int n, int8_t *q);
+
 #endif

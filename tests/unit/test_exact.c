@@ -181,7 +181,7 @@ static double products_worst(coli_kernels *k, const coli_mat *W, const float *Wd
 }
 
 static const char *const encs[] = {"f32", "bf16", "f16", "fp8", "q8", "q4", "fp4"};
-static const char *const isas[] = {"scalar", "avx2", "avx512"};
+static const char *const isas[] = {"scalar", "avx2", "avx512", "amx"};
 static void check_enc(const char *name)
 {
 	coli_err e = {0, ""};

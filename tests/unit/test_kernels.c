@@ -631,13 +631,56 @@ static float *outlier_vec(int64_t n, int zeros)
 	return v;
 }
 
-static const kern_q8_ops *const q8_variants[] = {&kern_q8_scalar, &kern_q8_avx2, &kern_q8_avx512, &kern_q8_avx512vnni};
+static const kern_q8_ops *const q8_variants[] = {&kern_q8_scalar, &kern_q8_avx2, &kern_q8_avx512, &kern_q8_avx512vnni,
+						 &kern_q8_amx};
 
 static int q8_runs(const kern_q8_ops *q)
 {
 	if (q == &kern_q8_avx512vnni)
 		return coli_kernels_available("avx512") && __builtin_cpu_supports("avx512vnni");
 	return coli_kernels_available(q->name);
+}
+
+/* n tokens of X in q's tile layout (KX_Q8T; caller frees), or data NULL where q has none. */
+static kern_x q8_tiles_all(const kern_q8_ops *q, const tmat *t, const float *X, int n)
+{
+	if (!q->tiles_bytes)
+		return (kern_x){KX_Q8T, 0, NULL};
+	int64_t per = q->tiles_bytes(t->m.cols), blocks = (n + 15) / 16;
+	uint8_t *buf = aligned_alloc(64, (size_t)(per * blocks));
+	q->tiles_prep(t->m.cols, X, n, 0, blocks, buf);
+	return (kern_x){KX_Q8T, per, buf};
+}
+
+/* q's rows over its tile layout (where it has one) against ref, bit for bit (NaN for NaN). */
+static void check_q8_tiles(const kern_q8_ops *q, const tmat *t, const float *X, int n, const float *ref, const char *what)
+{
+	char name[200];
+	const int64_t rows = t->m.rows, ny = rows * n;
+	kern_x xt = q8_tiles_all(q, t, X, n);
+	if (!xt.data)
+		return;
+	float *y = malloc((size_t)ny * sizeof(float));
+	memset(y, 0xFF, (size_t)ny * sizeof(float));
+	q->rows(&t->m, &xt, n, y, rows, 0, rows / 2);
+	q->rows(&t->m, &xt, n, y + rows / 2, rows, rows / 2, rows);
+	int64_t i = 0;
+	while (i < ny && (isnan(ref[i]) ? isnan(y[i]) : same_bits(y[i], ref[i])))
+		i++;
+	snprintf(name, sizeof(name), "q8 %s tiles %s %s n=%d: the reference's bits", q->name, t->name, what, n);
+	T_CHECK(name, i == ny, "token %lld row %lld: %.9g, reference %.9g", (long long)(i / rows), (long long)(i % rows),
+		i < ny ? (double)y[i] : 0.0, i < ny ? (double)ref[i] : 0.0);
+	if (q == &kern_q8_amx) { /* and without the GEMM's scratch */
+		memset(y, 0xFF, (size_t)ny * sizeof(float));
+		kern_amx_q8_slow(&t->m, &xt, n, y, rows, 0, rows);
+		for (i = 0; i < ny && (isnan(ref[i]) ? isnan(y[i]) : same_bits(y[i], ref[i]));)
+			i++;
+		snprintf(name, sizeof(name), "q8 amx tiles without scratch %s %s n=%d: the reference's bits", t->name, what, n);
+		T_CHECK(name, i == ny, "token %lld row %lld: %.9g, reference %.9g", (long long)(i / rows),
+			(long long)(i % rows), i < ny ? (double)y[i] : 0.0, i < ny ? (double)ref[i] : 0.0);
+	}
+	free((void *)xt.data);
+	free(y);
 }
 
 /* n tokens of X prepared (caller frees). */
@@ -707,6 +750,7 @@ static void check_q8_variants(const tmat *t, const float *X, int n, const char *
 		snprintf(name, sizeof(name), "q8 %s %s %s n=%d: the reference's bits", q->name, t->name, what, n);
 		T_CHECK(name, i == ny, "token %lld row %lld: %.9g, reference %.9g", (long long)(i / rows),
 			(long long)(i % rows), i < ny ? (double)y[i] : 0.0, i < ny ? (double)ref[i] : 0.0);
+		check_q8_tiles(q, t, X, n, ref, what);
 	}
 	free((void *)xp.data);
 	free(ref);
@@ -744,6 +788,7 @@ static void check_q8_nonfinite(const tmat *t, int n)
 		snprintf(name, sizeof(name), "q8 %s %s n=%d, NaN and inf in x: the reference's NaNs and bits", q->name, t->name, n);
 		T_CHECK(name, i == ny, "token %lld row %lld: %.9g, reference %.9g", (long long)(i / rows),
 			(long long)(i % rows), i < ny ? (double)y[i] : 0.0, i < ny ? (double)ref[i] : 0.0);
+		check_q8_tiles(q, t, X, n, ref, "NaN and inf in x");
 	}
 	free((void *)xp.data);
 	free(X);
