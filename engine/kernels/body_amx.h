@@ -52,6 +52,9 @@ static void amx_config(void)
 		c.colsb[i] = 64;
 		c.rows[i] = 16;
 	}
+	/* GCC's _tile_loadconfig tells the compiler it reads one byte of c: without this barrier the
+	 * other stores may be dropped as dead (fmapeak.c faulted so) */
+	__asm__ volatile("" : : "r"(&c) : "memory");
 	_tile_loadconfig(&c);
 }
 

@@ -19,7 +19,7 @@ static const char usage[] =
 	"\n"
 	"The median time of REPS (1..1000) calls of one product over a ROWS x COLS matrix (each 1..65536)\n"
 	"of encoding ENC (f32, bf16, f16, fp8 with 128x128 blocks, q8, q4, fp4) with kernel variant ISA (scalar,\n"
-	"avx2, avx512) on THREADS threads (default 1): N = 0 is coli_mat_vec (prints \"X GB/s\" of weight\n"
+	"avx2, avx512, amx) on THREADS threads (default 1): N = 0 is coli_mat_vec (prints \"X GB/s\" of weight\n"
 	"bytes), N = 1..512 is coli_mat_mul of N tokens (prints \"X GFLOP/s\"). The matrix is in cache when\n"
 	"it fits. Codes are random, scales moderate, fp8 codes never NaN. One thread is timed by its CPU time\n"
 	"(a shared machine's other work then counts only through the caches), more threads by the clock.\n"

@@ -29,7 +29,7 @@ fp8 1024 4096 64 5"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 isas=""
-for isa in avx2 avx512; do
+for isa in avx2 avx512 amx; do
 	"$a" $isa q4 16 64 0 1 >/dev/null 2>&1 && isas="$isas $isa"
 done
 for r in $(seq 1 "$rounds"); do

@@ -31,7 +31,7 @@ q8 q8 2048 4096 64 5"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 isas=""
-for isa in scalar avx2 avx512; do
+for isa in scalar avx2 avx512 amx; do
 	bin/coli-fmapeak "$isa" >/dev/null 2>&1 && isas="$isas $isa"
 done
 say "roofline: variants$isas, $rounds rounds"
@@ -39,6 +39,8 @@ for r in $(seq 1 "$rounds"); do
 	bin/coli-membench --cpu-time 512 | sed -n "s/^threads=1 read_gbs=//p" >>"$tmp/mem"
 	for isa in $isas; do
 		bin/coli-fmapeak "$isa" | awk '{print $1}' >>"$tmp/peak.$isa"
+		# amx's q8 GEMM runs on its int8 tiles
+		[ "$isa" = amx ] && bin/coli-fmapeak amx-int8 | awk '{print $1}' >>"$tmp/peak8.$isa"
 		i=0
 		while read -r prec enc rows cols n reps; do
 			i=$((i + 1))
@@ -62,6 +64,10 @@ for isa in $isas; do
 		v=$(median <"$tmp/$isa.$i")
 		if [ "$n" = 0 ]; then
 			what="matvec, out of cache (weight GB/s)" lim=$mem unit="GB/s read"
+		elif [ "$isa" = amx ] && [ "$prec" = q8 ]; then
+			what="$n tokens, in cache (GFLOP/s)" lim=$(median <"$tmp/peak8.$isa") unit="GOP/s int8 tiles"
+		elif [ "$isa" = amx ] && [ "$enc" != f16 ] && [ "$enc" != f32 ]; then
+			what="$n tokens, in cache (GFLOP/s)" lim=$peak unit="GFLOP/s bf16 tiles / 3"
 		else
 			what="$n tokens, in cache (GFLOP/s)" lim=$peak unit="GFLOP/s FMA"
 		fi
