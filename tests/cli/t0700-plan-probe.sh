@@ -40,7 +40,7 @@ test_expect_success "the CPU and memory facts are the system's" '
 	test "$(j cpu_model)" = "$(grep -m1 "^model name" /proc/cpuinfo | sed "s/^[^:]*: *//")" &&
 	test "$(j ram_total)" = "$(awk "/^MemTotal:/ { printf \"%.0f.0\", \$2 * 1024 }" /proc/meminfo)" &&
 	test "$(j logical_cpus)" = "$(nproc)" &&
-	case "$(j kernels)" in scalar|avx2|avx512) ;; *) exit 1 ;; esac &&
+	case "$(j kernels)" in scalar|avx2|avx512|amx) ;; *) exit 1 ;; esac &&
 	for f in mem_bps_1 mem_bps_all int4_bps_1 int4_bps_all int8_bps_1 int8_bps_all int4_prefill_bps_all attn_fma_per_s; do
 		awk -v v="$(j $f)" "BEGIN { exit !(v > 1e6) }" || { echo "$f: $(j $f)" >&2; exit 1; }
 	done &&
