@@ -33,6 +33,7 @@
 
 #define AMX_TILE 1024 /* bytes of a tile: 16 rows of 64 */
 #define AMX_PANEL 32  /* rows a panel: two tiles of 16 */
+#define AMX_AHEAD 2   /* chunks of the panel decoded ahead of the tiles that read them */
 
 /* The tile configuration (palette 1): tiles 0-3 C (C[2 a + b]: row tile a, token tile b), 4-5 A
  * (the panel's two row tiles), 6-7 B (two token tiles); every tile 16 rows of 64 bytes. */
@@ -189,12 +190,25 @@ KV_INLINE void amx_stage(coli_enc enc, const coli_mat *W, int64_t p0, int nr, in
 						     : _mm512_setzero_si512());
 }
 
-/* The panel's scales: sst[32 g + i], row p0 + i, group g (rows past nr 0). */
+/* The panel's scales: sst[G i + g], row p0 + i, group g (rows past nr 0); binary16 ones 16 at a
+ * time (one conversion call a scale cost a quarter of a q4 GEMM's time). */
 static void amx_scales(const coli_mat *W, int64_t p0, int nr, int64_t G, float *sst)
 {
-	for (int i = 0; i < AMX_PANEL; i++)
-		for (int64_t g = 0; g < G; g++)
-			sst[32 * g + i] = i < nr ? kern_scale(W, p0 + i, g) : 0.0f;
+	for (int i = 0; i < AMX_PANEL; i++) {
+		float *s = sst + i * G;
+		if (i >= nr) {
+			memset(s, 0, (size_t)G * sizeof(float));
+		} else if (kern_encs[W->enc].scale == KS_F16_BLOCK) {
+			const uint8_t *sr = kern_row_scales(W, p0 + i);
+			for (int64_t g = 0; g < G; g += 16) {
+				const __mmask16 m = kv_first(G - g);
+				_mm512_mask_storeu_ps(s + g, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, sr + 2 * g)));
+			}
+		} else {
+			for (int64_t g = 0; g < G; g++)
+				s[g] = kern_scale(W, p0 + i, g);
+		}
+	}
 }
 
 /* ---- the product ---- */
@@ -230,27 +244,22 @@ static uint8_t *amx_scratch(size_t n)
 	return b ? b + 64 : NULL;
 }
 
-/* acc (32 rows x 32 tokens, 128 bytes a row) += the C tiles (tt token tiles), each row times its
- * scale sc[i] (NULL: unscaled, acc = C); first: acc = C x scale. */
-KV_INLINE void amx_fold(int tt, const float *sc, float *ct, float *acc, int first)
+/* The C tiles (tt token tiles) to ct (32 rows x 32 tokens, 128 bytes a row). */
+KV_INLINE void amx_store_c(int tt, float *ct)
 {
-	if (!sc) {
-		_tile_stored(0, acc, 128);
-		_tile_stored(2, acc + 16 * 32, 128);
-		if (tt == 2) {
-			_tile_stored(1, acc + 16, 128);
-			_tile_stored(3, acc + 16 * 32 + 16, 128);
-		}
-		return;
-	}
 	_tile_stored(0, ct, 128);
 	_tile_stored(2, ct + 16 * 32, 128);
 	if (tt == 2) {
 		_tile_stored(1, ct + 16, 128);
 		_tile_stored(3, ct + 16 * 32 + 16, 128);
 	}
+}
+
+/* acc (as ct) += a group's C tiles stored in ct, each row times its scale sc[G i]; first: acc =. */
+KV_INLINE void amx_fold(int tt, const float *sc, int64_t G, const float *ct, float *acc, int first)
+{
 	for (int i = 0; i < AMX_PANEL; i++) {
-		const __m512 s = _mm512_set1_ps(sc[i]);
+		const __m512 s = _mm512_set1_ps(sc[G * i]);
 		for (int b = 0; b < tt; b++) {
 			float *a = acc + 32 * i + 16 * b;
 			const __m512 c = _mm512_load_ps(ct + 32 * i + 16 * b);
@@ -273,6 +282,19 @@ KV_INLINE void amx_put(const float *acc, int64_t t0, int nt, int nr, float *Y, i
 		}
 }
 
+/* Whether any of Y[t][r0 .. r1) (t < n, rows ys apart) is not finite (all exponent bits set). */
+static int amx_nonfinite(const float *Y, int n, int64_t ys, int64_t r0, int64_t r1)
+{
+	const __m512i e = _mm512_set1_epi32(0x7F800000);
+	__mmask16 any = 0;
+	for (int t = 0; t < n; t++)
+		for (int64_t r = r0; r < r1; r += 16) {
+			const __m512i v = _mm512_maskz_loadu_epi32(kv_first(r1 - r), Y + t * ys + r);
+			any |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(v, e), e);
+		}
+	return any != 0;
+}
+
 /* Rows [r0, r1) of Y for the n tokens of XP (KX_BF16X3; X as given, for redo_nonfinite); 0 when the
  * panel's memory cannot be had (nothing computed then). */
 KV_INLINE int amx_gemm_enc(coli_enc enc, const coli_mat *W, const float *X, const kern_x *XP, int n, float *Y,
@@ -282,11 +304,12 @@ KV_INLINE int amx_gemm_enc(coli_enc enc, const coli_mat *W, const float *X, cons
 	const int64_t NB = (n + 15) / 16;
 	const int scaled = kern_encs[enc].scale != KS_NONE;
 	const size_t wb = (size_t)NK * 2 * AMX_TILE, sb = (size_t)G * AMX_PANEL * sizeof(float);
-	uint8_t *mem = amx_scratch(wb + (sb + 63) / 64 * 64 + 2 * 32 * 32 * sizeof(float));
+	uint8_t *mem = amx_scratch(wb + (sb + 63) / 64 * 64 + 3 * 32 * 32 * sizeof(float));
 	if (!mem)
 		return 0;
 	uint8_t *wst = mem;
-	float *sst = (float *)(void *)(mem + wb), *acc = (float *)(void *)(mem + wb + (sb + 63) / 64 * 64), *ct = acc + 32 * 32;
+	float *sst = (float *)(void *)(mem + wb), *acc = (float *)(void *)(mem + wb + (sb + 63) / 64 * 64);
+	float *ct[2] = {acc + 32 * 32, acc + 2 * 32 * 32};
 	const uint8_t *xb = XP->data;
 	const __m512i lut = amx_lut(enc);
 	/* the next panel's codes are fetched meanwhile, spread over this one's chunks (from RAM the
@@ -296,6 +319,7 @@ KV_INLINE int amx_gemm_enc(coli_enc enc, const coli_mat *W, const float *X, cons
 	for (int64_t p0 = r0; p0 < r1; p0 += AMX_PANEL) {
 		const int nr = r1 - p0 < AMX_PANEL ? (int)(r1 - p0) : AMX_PANEL;
 		const uint8_t *pf = W->codes + (p0 + AMX_PANEL) * W->row_bytes, *pf_end = pf + AMX_PANEL * W->row_bytes;
+		int64_t staged = 0;
 		if (scaled)
 			amx_scales(W, p0, nr, G, sst);
 		for (int64_t tb = 0; tb < NB; tb += 2) {
@@ -307,8 +331,11 @@ KV_INLINE int amx_gemm_enc(coli_enc enc, const coli_mat *W, const float *X, cons
 				_tile_zero(2);
 				_tile_zero(3);
 				for (int64_t kc = g * gw; kc < NK && kc < (g + 1) * gw; kc++) {
-					if (tb == 0) /* the panel decoded chunk by chunk: its decode overlaps the tiles' work */
-						amx_stage(enc, W, p0, nr, kc, lut, wst + 2 * kc * AMX_TILE);
+					/* the panel decoded AMX_AHEAD chunks ahead of the tiles that read it (a tile
+					 * load of what was just stored waits for the stores), kept for the other
+					 * token blocks */
+					for (; staged < NK && staged <= kc + AMX_AHEAD; staged++)
+						amx_stage(enc, W, p0, nr, staged, lut, wst + 2 * staged * AMX_TILE);
 					for (int64_t o = 0; o < pf_step && pf < pf_end && p0 + AMX_PANEL < r1; o += 64, pf += 64)
 						_mm_prefetch((const char *)pf, _MM_HINT_T1);
 					_tile_loadd(4, wst + 2 * kc * AMX_TILE, 64);
@@ -324,14 +351,24 @@ KV_INLINE int amx_gemm_enc(coli_enc enc, const coli_mat *W, const float *X, cons
 						}
 					}
 				}
-				amx_fold(tt, scaled ? sst + 32 * g : NULL, ct, acc, g == 0);
+				if (!scaled) { /* one group: the row */
+					amx_store_c(tt, acc);
+					continue;
+				}
+				/* a group's tiles are folded while the next group's run (from the other ct) */
+				amx_store_c(tt, ct[g % 2]);
+				if (g > 0)
+					amx_fold(tt, sst + g - 1, G, ct[(g - 1) % 2], acc, g == 1);
 			}
+			if (scaled)
+				amx_fold(tt, sst + G - 1, G, ct[(G - 1) % 2], acc, G == 1);
 			const int nt = n - 16 * tb < 32 ? (int)(n - 16 * tb) : 32;
 			amx_put(acc, 16 * tb, nt, nr, Y, W->rows, p0);
 		}
 	}
 	_tile_release();
-	redo_nonfinite(W, X, W->cols, n, Y + r0, W->rows, r0, r1);
+	if (amx_nonfinite(Y, n, W->rows, r0, r1))
+		redo_nonfinite(W, X, W->cols, n, Y + r0, W->rows, r0, r1);
 	return 1;
 }
 
@@ -437,18 +474,18 @@ KV_INLINE void amx_q8_gemm_enc(coli_enc enc, const coli_mat *W, const kern_x *xp
 		const int nr = r1 - p0 < AMX_PANEL ? (int)(r1 - p0) : AMX_PANEL;
 		for (int i = 0; i < AMX_PANEL; i++) {
 			const uint8_t *c = W->codes + (p0 + i) * W->row_bytes;
-			for (int64_t g = 0; g < G; g++) {
+			for (int64_t g = 0; g < G; g++)
 				_mm512_store_si512(mem + g * 2 * AMX_TILE + (i / 16) * AMX_TILE + (i % 16) * 64,
 						   i < nr ? amx_q8_codes(enc, c, g) : _mm512_setzero_si512());
-				sst[32 * g + i] = i < nr ? kern_scale(W, p0 + i, g) : 0.0f;
-			}
 		}
+		amx_scales(W, p0, nr, G, sst);
 		for (int64_t tb = 0; tb < NB; tb += 2) {
 			const int tt = tb + 1 < NB ? 2 : 1;
 			const uint8_t *b0 = (const uint8_t *)xp->data + tb * xp->stride, *b1 = b0 + xp->stride;
 			const float *d[2] = {(const float *)(const void *)(b0 + G * AMX_TILE),
 					     (const float *)(const void *)(b1 + G * AMX_TILE)};
-			memset(acc, 0, 8 * 32 * 32 * sizeof(float));
+			if (G < 8) /* chains no group starts */
+				memset(acc + G * 32 * 32, 0, (size_t)(8 - G) * 32 * 32 * sizeof(float));
 			for (int64_t g = 0; g < G; g++) {
 				_tile_loadd(4, mem + g * 2 * AMX_TILE, 64);
 				_tile_loadd(5, mem + (g * 2 + 1) * AMX_TILE, 64);
@@ -473,9 +510,9 @@ KV_INLINE void amx_q8_gemm_enc(coli_enc enc, const coli_mat *W, const kern_x *xp
 					const __m512 dv = _mm512_loadu_ps(d[b] + 16 * g);
 					for (int i = 0; i < AMX_PANEL; i++) {
 						const __m512 p = _mm512_cvtepi32_ps(_mm512_load_si512(ct + 32 * i + 16 * b));
-						const __m512 m = _mm512_mul_ps(_mm512_set1_ps(sst[32 * g + i]), dv);
+						const __m512 m = _mm512_mul_ps(_mm512_set1_ps(sst[G * i + g]), dv);
 						float *ai = a + 32 * i + 16 * b;
-						_mm512_store_ps(ai, _mm512_fmadd_ps(p, m, _mm512_load_ps(ai)));
+						_mm512_store_ps(ai, _mm512_fmadd_ps(p, m, g < 8 ? _mm512_setzero_ps() : _mm512_load_ps(ai)));
 					}
 				}
 			}
