@@ -41,6 +41,9 @@
 #ifndef KV_N
 #error "body.h: include an ISA mapping (kernels/isa_*.h) first"
 #endif
+#ifndef KV_AMX
+#define KV_AMX 0 /* isa_avx512.h sets it for amx.c */
+#endif
 
 #define RB 16         /* rows per block (the next block is prefetched meanwhile) */
 #define XL1 8192      /* floats of x kept in L1: a block has XL1 / T columns */
@@ -816,7 +819,7 @@ const kern_ops KV_OPS = {
 	.mul = mul,
 	.vec_t = vec_t,
 	.row = row,
-	.small_n = SMALL_N,
+	.small_n = KV_AMX ? COLI_EXACT_N : SMALL_N, /* amx: its GEMM from 9 tokens (2x the matvec kernels' speed at 16) */
 #if KV_AMX
 	.gemm_bytes = amx_bytes,
 	.gemm_prep = amx_prep,

@@ -48,7 +48,8 @@ typedef struct kern_q8_ops {
 	void (*tiles_prep)(int64_t cols, const float *X, int n, int64_t b, int64_t e, void *xp);
 } kern_q8_ops;
 
-#define Q8_TILES_N 17 /* tokens from which kernels.c prepares KX_Q8T where a variant takes it */
+#define Q8_TILES_N 9 /* tokens from which kernels.c prepares KX_Q8T where a variant takes it (Xeon, q4
+		       * 768x2048: at 12 and 16 tokens 1.7-1.8x the VNNI kernels, at 8 even) */
 
 /* amx's q8 product over KX_Q8T without its GEMM's scratch (kern_q8_ops.rows' arguments): what
  * it runs when that memory cannot be had. */
