@@ -168,13 +168,14 @@ static void choose_budget(plan *p)
 /* The fixed part (dense, KV for --ctx, buffers) as coli-run sizes it (coli_run_sizing), for
  * batches of COLI_MAX_BATCH tokens (a chat's: the most a run sizes for), the probe's cores,
  * --draft auto where the container has MTP layers (the plan's knob) and the tables of the
- * container's tokenizer (loaded to measure them, as coli-run loads it). */
+ * tokenizer.json of the folder planned (a container's, or the checkpoint's that coli-convert
+ * copies), loaded to measure them as coli-run loads it. */
 static int fixed_part(plan *p, coli_err *e)
 {
 	const coli_container *ct = p->ct;
 	const coli_model *m = &ct->model;
 	coli_tok *tok = NULL;
-	if (coli_tok_load_dir(&tok, ct->dir, e) < 0)
+	if (coli_tok_load_dir(&tok, p->a->model, e) < 0)
 		return -1;
 	coli_run_ask a = {.ctx = p->a->ctx + 1, .batch = COLI_MAX_BATCH, .threads = p->probe.physical_cores,
 			  .draft = m->n_mtp_layers > 0, .tok = tok ? (double)coli_tok_bytes(tok) : 0, .budget = p->budget,
