@@ -52,10 +52,11 @@ int coli_evict_before(int policy, double a, uint64_t ta, double b, uint64_t tb);
 /* ---- the RAM budget --------------------------------------------------------------------------- */
 
 /* Buffers of the run beside the weights, the KV cache and the expert cache: the engine's working
- * memory (coli_budget_in.work: the forward pass's buffers and the kernels', sized at open), per
- * vocabulary entry COLI_LOGIT_ROWS float32 rows of logits (the logits, the sampler's copies, a
- * step dumped), and COLI_RAM_HEADROOM bytes for the rest of the process (the tokenizer's tables,
- * thread stacks, the allocator's own). */
+ * memory (coli_budget_in.work: the forward pass's buffers and the kernels', sized at open), the
+ * tokenizer's tables (coli_budget_in.tok: coli_tok_bytes), per vocabulary entry COLI_LOGIT_ROWS
+ * float32 rows of logits (the logits, the sampler's copies, a step dumped), and COLI_RAM_HEADROOM
+ * bytes for the rest of the process (thread stacks, the usage table, the prompt's and the
+ * output's strings, the tokenizer's encoding cache, the allocator's own). */
 #define COLI_LOGIT_ROWS 4
 #define COLI_RAM_HEADROOM (64.0 * 1048576)
 /* The expert cache per MoE layer when neither --cache-slots nor --ram sizes it: top_k x this
@@ -70,6 +71,7 @@ typedef struct coli_budget_in {
 	int vocab;             /* vocabulary entries */
 	double work;           /* the engine's working memory (coli_engine_work_bytes) */
 	double draft;          /* speculative decoding's state (coli_spec_bytes) */
+	double tok;            /* the tokenizer's tables (coli_tok_bytes; 0: none) */
 	double record;         /* one expert record of every MoE layer (MTP included), summed */
 	int max_experts;       /* the most routed experts of one MoE layer */
 	int top_k;             /* experts per token (< 1 counts as 1) */
@@ -88,7 +90,8 @@ typedef struct coli_budget_in {
 /* The split; byte figures as the --ram report prints them. */
 typedef struct coli_budget {
 	double dense, kv, buffers; /* the fixed part: dense + kv + buffers */
-	double work, draft;    /* of buffers: the engine's working memory, speculative decoding's state */
+	double work, draft, tok; /* of buffers: the engine's working memory, speculative decoding's
+				  * state, the tokenizer's tables */
 	double fixed;
 	double min_cache;      /* top_k slots per MoE layer */
 	double left;           /* budget - fixed (meaningless without a budget) */
@@ -139,6 +142,7 @@ typedef struct coli_run_ask {
 	int threads;           /* compute threads (coli_engine_opts.threads; 0: the physical cores) */
 	int draft;             /* 1: speculative decoding asked (--draft K or auto: coli_spec_open) */
 	int oracle;            /* with draft: the drafts are given ids (no MTP state) */
+	double tok;            /* the container's tokenizer's tables (coli_tok_bytes; 0: none) */
 	double budget;         /* --ram in bytes; 0: no budget */
 	int cache_slots;       /* --cache-slots per MoE layer, pins included; 0: not given */
 	int pins;              /* --pins per MoE layer; -1: not given */
@@ -152,8 +156,8 @@ typedef struct coli_run_ask {
 
 /* Everything a run of ct allocates for a, and how a's budget splits: into *out the dense part
  * (read whole), the state (coli_kv_init of a->ctx tokens, and a->resumed), the buffers (the
- * engine's working memory for a->batch tokens, coli_spec_open's state, the logits rows, the
- * headroom) and the expert cache's pins and slots (coli_budget_split). Each figure is what the
+ * engine's working memory for a->batch tokens, coli_spec_open's state, a->tok, the logits rows,
+ * the headroom) and the expert cache's pins and slots (coli_budget_split). Each figure is what the
  * engine's call allocates (the test: tests/unit/test_sizing.c). -1 with e as coli_budget_split's,
  * or COLI_EUSAGE for lists of another length, COLI_ENOMEM. */
 int coli_run_sizing(const coli_container *ct, const coli_run_ask *a, coli_budget *out, coli_err *e);

@@ -11,6 +11,7 @@
 #include "engine.h"
 #include "fileio.h"
 #include "planner.h"
+#include "tokenizer.h"
 
 #define GIB 1073741824.0
 
@@ -165,14 +166,21 @@ static void choose_budget(plan *p)
 }
 
 /* The fixed part (dense, KV for --ctx, buffers) as coli-run sizes it (coli_run_sizing), for
- * batches of COLI_MAX_BATCH tokens (a chat's: the most a run sizes for), the probe's cores and
- * --draft auto where the container has MTP layers (the plan's knob). */
+ * batches of COLI_MAX_BATCH tokens (a chat's: the most a run sizes for), the probe's cores,
+ * --draft auto where the container has MTP layers (the plan's knob) and the tables of the
+ * tokenizer.json of the folder planned (a container's, or the checkpoint's that coli-convert
+ * copies), loaded to measure them as coli-run loads it. */
 static int fixed_part(plan *p, coli_err *e)
 {
 	const coli_container *ct = p->ct;
 	const coli_model *m = &ct->model;
+	coli_tok *tok = NULL;
+	if (coli_tok_load_dir(&tok, p->a->model, e) < 0)
+		return -1;
 	coli_run_ask a = {.ctx = p->a->ctx + 1, .batch = COLI_MAX_BATCH, .threads = p->probe.physical_cores,
-			  .draft = m->n_mtp_layers > 0, .budget = p->budget, .pins = -1, .usage = p->usage.counts};
+			  .draft = m->n_mtp_layers > 0, .tok = tok ? (double)coli_tok_bytes(tok) : 0, .budget = p->budget,
+			  .pins = -1, .usage = p->usage.counts};
+	coli_tok_free(tok);
 	if (coli_run_sizing(ct, &a, &p->fixed, e) < 0)
 		return -1;
 	p->top_k = m->top_k > 0 ? m->top_k : 1, p->n_moe = ct->layout.n_elayers;

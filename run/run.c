@@ -59,15 +59,6 @@ typedef struct runner {
 	int space_checked;          /* outputs_space ran (before the first turn) */
 } runner;
 
-static int open_tokenizer(runner *r, coli_err *e)
-{
-	char *path = coli_path_join(r->m.ct->dir, "tokenizer.json");
-	int rc = !path ? coli_errf(e, COLI_ENOMEM, "out of memory")
-	       : access(path, F_OK) == 0 ? coli_tok_load(&r->tok, path, e) : 0;
-	free(path);
-	return rc;
-}
-
 /* The new input of this run: --prompt-ids, --prompt text, or a chat turn. */
 static int input_ids(runner *r, const char *text, int first, int32_t **ids, int *n, coli_err *e)
 {
@@ -635,6 +626,7 @@ static int cache_plan(runner *r, const coli_container *ct, coli_engine_opts *mo,
 	mo->max_batch = batch_tokens(o, n);
 	coli_run_ask a = {.ctx = context_extra(o, n) + 1, .batch = mo->max_batch, .threads = o->threads,
 			  .draft = o->draft != 0, .oracle = o->draft_oracle != NULL, .budget = o->ram * 1073741824.0,
+			  .tok = r->tok ? (double)coli_tok_bytes(r->tok) : 0,
 			  .cache_slots = o->cache_slots, .pins = o->pins, .usage = o->usage ? r->usage.counts : NULL};
 	if (o->session && stat(o->session, &sb) == 0) /* the resumed tokens' state: at most the file */
 		a.resumed = (double)sb.st_size;
@@ -786,8 +778,8 @@ static void trace_cleanup(const char *path)
 		run_signals_cleanup(tmp);
 }
 
-/* The outputs checked and locked, the usage read, the engine opened (its threads made), the
- * tokenizer, sampler and session loaded. A signal meanwhile ends the process (signals.c). */
+/* The outputs checked and locked, the tokenizer and the usage read, the engine opened (its
+ * threads made), the sampler and session loaded. A signal meanwhile ends the process (signals.c). */
 static int setup(runner *r, coli_err *e)
 {
 	const run_opts *o = r->o;
@@ -801,7 +793,9 @@ static int setup(runner *r, coli_err *e)
 	coli_container *ct = NULL;
 	if (coli_container_open(&ct, o->model, e) < 0)
 		return -1;
-	if (o->chat && chat_check(ct->model.family, e) < 0) { /* before any work */
+	/* Before any work, chat's family checked; then the tokenizer, whose load's peak (the JSON's
+	 * tree) passes before the engine allocates and whose tables the budget counts. */
+	if ((o->chat && chat_check(ct->model.family, e) < 0) || coli_tok_load_dir(&r->tok, ct->dir, e) < 0) {
 		coli_container_close(ct);
 		return -1;
 	}
@@ -836,7 +830,7 @@ static int setup(runner *r, coli_err *e)
 		r->pa_on = 1, prefetch_auto_init(&r->pa); /* set_predict: -1 (nothing to do) in RAM */
 	if (prompt_tokens(o, r->m.cfg->vocab_size, &n, e) < 0)
 		return -1;
-	if (open_tokenizer(r, e) < 0 || eos_ids(r->m.ct, r->eos, 16, &r->n_eos, e) < 0 || ids_or_text(r, e) < 0)
+	if (eos_ids(r->m.ct, r->eos, 16, &r->n_eos, e) < 0 || ids_or_text(r, e) < 0)
 		return -1;
 	if (coli_sampler_init(&r->smp, r->m.cfg->vocab_size, o->temperature, o->top_k, o->top_p, o->seed) < 0)
 		return coli_errf(e, COLI_ENOMEM, "out of memory for the sampler");

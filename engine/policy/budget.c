@@ -69,8 +69,8 @@ void coli_budget_container(const coli_container *ct, coli_budget_in *in)
 int coli_budget_split(const coli_budget_in *in, coli_budget *out, coli_err *e)
 {
 	int top_k = in->top_k > 0 ? in->top_k : 1;
-	coli_budget b = {.dense = in->dense, .kv = in->kv, .work = in->work, .draft = in->draft};
-	b.buffers = in->work + in->draft + (double)in->vocab * COLI_LOGIT_ROWS * sizeof(float) + COLI_RAM_HEADROOM;
+	coli_budget b = {.dense = in->dense, .kv = in->kv, .work = in->work, .draft = in->draft, .tok = in->tok};
+	b.buffers = in->work + in->draft + in->tok + (double)in->vocab * COLI_LOGIT_ROWS * sizeof(float) + COLI_RAM_HEADROOM;
 	b.fixed = b.dense + b.kv + b.buffers, b.min_cache = in->record * top_k, b.left = in->budget - b.fixed;
 	if (in->budget > 0 && b.left < b.min_cache)
 		return coli_errf(e, COLI_EUSAGE, "--ram %g: needs at least %.2f GiB (dense %.2f GiB, KV %.2f GiB, buffers "

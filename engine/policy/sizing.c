@@ -36,7 +36,7 @@ int coli_run_sizing(const coli_container *ct, const coli_run_ask *a, coli_budget
 	const coli_model *c = &ct->model;
 	int threads = a->threads > 0 ? a->threads : coli_machine_physical_cores();
 	int batch = a->batch > 0 ? a->batch : COLI_MAX_BATCH, L = c->n_layers + c->n_mtp_layers;
-	coli_budget_in in = {.budget = a->budget, .vocab = c->vocab_size, .top_k = c->top_k,
+	coli_budget_in in = {.budget = a->budget, .vocab = c->vocab_size, .top_k = c->top_k, .tok = a->tok,
 			     .cache_slots = a->cache_slots, .pins = a->pins, .has_usage = a->usage != NULL,
 			     .usage_known = coli_usage_known(a->usage, L, c->n_experts)};
 	in.work = (double)coli_engine_work_bytes(c, batch);

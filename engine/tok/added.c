@@ -65,6 +65,11 @@ int tok_trie_build(tok_trie *tr, const tok_added *added, int n_added, int normal
 	return 0;
 }
 
+size_t tok_trie_bytes(const tok_trie *tr)
+{
+	return tr->cap * sizeof(*tr->n);
+}
+
 void tok_trie_release(tok_trie *tr)
 {
 	free(tr->n);

@@ -54,6 +54,7 @@ int tok_decode_build(coli_tok *t, coli_err *e)
 	}
 	t->dec_off[t->n_ids] = (uint32_t)b.n;
 	t->dec = b.p ? b.p : tok_alloc(1, 1, t->path, e);
+	t->dec_cap = b.p ? b.cap : 1;
 	return t->dec ? 0 : -1;
 }
 

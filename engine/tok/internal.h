@@ -74,6 +74,8 @@ typedef struct tok_strmap {
 
 int tok_strmap_init(tok_strmap *m, size_t expect, coli_err *e);
 void tok_strmap_release(tok_strmap *m);
+/* The bytes m's arrays hold. */
+size_t tok_strmap_bytes(const tok_strmap *m);
 /* Entry of key, or -1. */
 int32_t tok_strmap_find(const tok_strmap *m, const char *k, size_t n);
 /* Inserts key (or finds it): returns its entry index, *added 1 if new; -1 on error. */
@@ -89,6 +91,8 @@ typedef struct tok_merges {
 
 int tok_merges_init(tok_merges *m, size_t expect, coli_err *e);
 void tok_merges_release(tok_merges *m);
+/* The bytes m's arrays hold. */
+size_t tok_merges_bytes(const tok_merges *m);
 /* Sets the pair; a repeated pair takes the later rank (as HF's HashMap collect does). */
 void tok_merges_set(tok_merges *m, int32_t a, int32_t b, int32_t rank, int32_t merged);
 /* 1 and *rank / *merged if the pair merges, else 0. */
@@ -106,6 +110,8 @@ typedef struct tok_regex {
 int tok_regex_compile(tok_regex *r, const char *pat, size_t n, int literal, const char *path,
 		      const char *field, coli_err *e);
 void tok_regex_release(tok_regex *r);
+/* The bytes r holds: its compiled pattern, JIT code and match data (0 when not compiled). */
+size_t tok_regex_bytes(const tok_regex *r);
 /* Rewrites Oniguruma escapes whose meaning differs in PCRE2; *out malloc'ed. */
 int tok_regex_translate(const char *pat, size_t n, char **out, size_t *out_n, char *why,
 			size_t why_n);
@@ -170,6 +176,8 @@ typedef struct tok_sections {
 int tok_trie_build(tok_trie *tr, const tok_added *added, int n_added, int normalized,
 		   coli_err *e);
 void tok_trie_release(tok_trie *tr);
+/* The bytes tr's nodes hold. */
+size_t tok_trie_bytes(const tok_trie *tr);
 /* Cuts s[0..n) into added-token and text sections (HF find_matches); appends to out. */
 int tok_added_split(const coli_tok *t, const tok_trie *tr, const char *s, size_t n,
 		    int parse_special, tok_sections *out, coli_err *e);
@@ -213,6 +221,7 @@ struct coli_tok {
 
 	/* decoding: bytes each id decodes to, in dec[dec_off[id] .. dec_off[id + 1]) */
 	char *dec;
+	size_t dec_cap;         /* bytes allocated at dec */
 	uint32_t *dec_off;      /* [n_ids + 1] */
 
 	/* encoding scratch (makes encoding single-threaded per coli_tok) */

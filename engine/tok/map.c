@@ -60,6 +60,13 @@ void tok_strmap_release(tok_strmap *m)
 	memset(m, 0, sizeof(*m));
 }
 
+size_t tok_strmap_bytes(const tok_strmap *m)
+{
+	size_t slots = m->slots ? (size_t)m->mask + 1 : 0;
+	return m->keys_cap + (size_t)m->cap * (sizeof(*m->koff) + sizeof(*m->klen) + sizeof(*m->val)) +
+	       slots * sizeof(*m->slots);
+}
+
 int32_t tok_strmap_find(const tok_strmap *m, const char *k, size_t n)
 {
 	if (!m->slots)
@@ -159,6 +166,11 @@ int tok_merges_init(tok_merges *m, size_t expect, coli_err *e)
 	memset(m->key, 0xFF, nslots * sizeof(*m->key));
 	m->mask = nslots - 1;
 	return 0;
+}
+
+size_t tok_merges_bytes(const tok_merges *m)
+{
+	return m->key ? ((size_t)m->mask + 1) * (sizeof(*m->key) + sizeof(*m->rank) + sizeof(*m->merged)) : 0;
 }
 
 void tok_merges_release(tok_merges *m)

@@ -283,6 +283,16 @@ int tok_regex_compile(tok_regex *r, const char *pat, size_t n, int literal, cons
 	return 0;
 }
 
+size_t tok_regex_bytes(const tok_regex *r)
+{
+	size_t code = 0, jit = 0;
+	if (!r->code)
+		return 0;
+	pcre2_pattern_info(r->code, PCRE2_INFO_SIZE, &code);
+	pcre2_pattern_info(r->code, PCRE2_INFO_JITSIZE, &jit);
+	return code + jit + pcre2_get_match_data_size(r->md);
+}
+
 void tok_regex_release(tok_regex *r)
 {
 	pcre2_match_data_free(r->md);

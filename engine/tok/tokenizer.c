@@ -1,7 +1,9 @@
 /* tokenizer.c: the tokenizer's public API: load, encode pipeline, lookups. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "fileio.h"
 #include "tok/internal.h"
 
 int coli_tok_load(coli_tok **out, const char *path, coli_err *e)
@@ -21,6 +23,30 @@ int coli_tok_load(coli_tok **out, const char *path, coli_err *e)
 	}
 	*out = t;
 	return 0;
+}
+
+int coli_tok_load_dir(coli_tok **out, const char *dir, coli_err *e)
+{
+	char *path = coli_path_join(dir, "tokenizer.json");
+	*out = NULL;
+	if (!path)
+		return coli_errf(e, COLI_ENOMEM, "%s: cannot allocate the path of tokenizer.json", dir);
+	int rc = access(path, F_OK) == 0 ? coli_tok_load(out, path, e) : 0;
+	free(path);
+	return rc;
+}
+
+size_t coli_tok_bytes(const coli_tok *t)
+{
+	size_t b = sizeof(*t) + strlen(t->path) + 1 + tok_strmap_bytes(&t->vocab) + tok_merges_bytes(&t->merges);
+	b += 2 * (size_t)t->n_ids * sizeof(int32_t) + ((size_t)t->n_ids + 1) * sizeof(*t->dec_off) + t->dec_cap;
+	b += (size_t)t->n_splits * sizeof(*t->splits) + tok_regex_bytes(&t->bl_regex);
+	for (int i = 0; i < t->n_splits; i++)
+		b += tok_regex_bytes(&t->splits[i].re);
+	b += (size_t)t->n_added * sizeof(*t->added) + tok_trie_bytes(&t->trie_raw) + tok_trie_bytes(&t->trie_norm);
+	for (int i = 0; i < t->n_added; i++)
+		b += t->added[i].len + 1 + t->added[i].match_len + 1;
+	return b;
 }
 
 void coli_tok_free(coli_tok *t)

@@ -24,7 +24,7 @@ test_expect_success "setup: the fixture, a model with a tokenizer, a 64-expert m
 	coli-convert -q "$SCRATCH/ck" "$M" &&
 	coli-run -q -m "$M" --prompt-ids "$P" -n 8 --ignore-eos --print-ids --stream --usage "$SCRATCH/u" >/dev/null &&
 	coli-plan probe -q --weights-mib 8 --seconds 0.02 --disk-mib 16 --qd 1,4 --disk "$SCRATCH" -o "$SCRATCH/probe.json" &&
-	coli-plan -q "$M" --probe "$SCRATCH/probe.json" --usage "$SCRATCH/u" --ram 0.1 --ctx 1024 -o "$PL" &&
+	coli-plan -q "$M" --probe "$SCRATCH/probe.json" --usage "$SCRATCH/u" --ram 0.112 --ctx 1024 -o "$PL" &&
 	grep -q "\"usage\": \"$SCRATCH/u\"" "$PL" && grep -q "\"pins\": \"[0-9,]*\"" "$PL"
 '
 

@@ -3,6 +3,8 @@
 # mirror staged there, probed with the container's disk, planned (the mirror a knob, its share of
 # the reads; a partial one's share within what it holds), run with --plan: the RAM tokens, reads
 # on both disks, the store's target shares the plan's.
+# Budgets of 0.1161 GiB: 0.1 beside the tables of the models' Qwen3 tokenizer (16.5 MiB), which
+# the budget counts.
 . "$(dirname "$0")/lib.sh"
 . "$TOP/tests/fault/fault.sh"
 fault_need_loop
@@ -27,7 +29,7 @@ test_expect_success "setup: a model, its usage, a 256 MiB ext4 loop disk with a 
 '
 
 test_expect_success "a full mirror: a knob, both disks in the plan, a share of the reads for each" '
-	coli-plan "$M" --probe "$SCRATCH/probe.json" --usage "$SCRATCH/u" --ram 0.1 --ctx 1024 \
+	coli-plan "$M" --probe "$SCRATCH/probe.json" --usage "$SCRATCH/u" --ram 0.1161 --ctx 1024 \
 		--mirror "$SCRATCH/mnt/full" -o "$SCRATCH/full.json" --explain >out &&
 	test "$(j "$SCRATCH/full.json" knobs.mirror.0)" = "$SCRATCH/mnt/full" &&
 	test "$(j "$SCRATCH/full.json" machine.disks.1.dir)" = "$SCRATCH/mnt/full" &&
@@ -62,14 +64,14 @@ test_expect_success "coli-run --plan reads by the plan's shares: its targets are
 '
 
 test_expect_success "a partial mirror of the hottest records, all pinned: it serves none of the misses" '
-	coli-plan "$M" --probe "$SCRATCH/probe.json" --usage "$SCRATCH/u" --ram 0.1 --ctx 1024 \
+	coli-plan "$M" --probe "$SCRATCH/probe.json" --usage "$SCRATCH/u" --ram 0.1161 --ctx 1024 \
 		--mirror "$SCRATCH/mnt/part" -o "$SCRATCH/part.json" --explain >out &&
 	grep -q "^mirror partial: $SCRATCH/mnt/part holds [0-9]* of 256 records, where 0% of the misses fall" out &&
 	test "$(j "$SCRATCH/part.json" disks.1.held)" = 0.0
 '
 
 test_expect_success "a partial mirror of records by id: a share of the misses within what it holds; the RAM tokens" '
-	coli-plan "$M" --probe "$SCRATCH/probe.json" --usage "$SCRATCH/u" --ram 0.1 --ctx 1024 \
+	coli-plan "$M" --probe "$SCRATCH/probe.json" --usage "$SCRATCH/u" --ram 0.1161 --ctx 1024 \
 		--mirror "$SCRATCH/mnt/rr" -o "$SCRATCH/rr.json" --explain >out &&
 	h=$(j "$SCRATCH/rr.json" disks.1.held) &&
 	awk "BEGIN { exit !($h > 0 && $h < 1) }" &&
@@ -83,7 +85,7 @@ test_expect_success "a partial mirror of records by id: a share of the misses wi
 test_expect_success "mirror stage --plan: the records the plan pins go last, so a partial mirror serves misses" '
 	mkdir "$SCRATCH/mnt/byplan" &&
 	coli-plan mirror stage -q "$M" "$SCRATCH/mnt/byplan" --max 0.004 --plan "$SCRATCH/part.json" --reserve 0 &&
-	coli-plan "$M" --probe "$SCRATCH/probe.json" --usage "$SCRATCH/u" --ram 0.1 --ctx 1024 \
+	coli-plan "$M" --probe "$SCRATCH/probe.json" --usage "$SCRATCH/u" --ram 0.1161 --ctx 1024 \
 		--mirror "$SCRATCH/mnt/byplan" -o "$SCRATCH/byplan.json" --explain >out &&
 	h=$(j "$SCRATCH/byplan.json" disks.1.held) &&
 	awk "BEGIN { exit !($h > 0.3) }" &&

