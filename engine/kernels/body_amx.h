@@ -3,19 +3,21 @@
  * body.h's, over the AVX-512 mapping.
  *
  * Exactness (kernels.h's contract, not a looser one): each float32 activation is split into three
- * bfloat16 parts, x = h + m + l with h = bf16(x), m = bf16(x - h), l = bf16(x - h - m) (round to
- * nearest; each difference is exact in float32), which keep x to within 2^-26 |x|, below
- * float32's own rounding of the products. Every weight this GEMM takes is a bfloat16 exactly
- * before its scale (bf16; q4's and q8's integers; e2m1; e4m3), so each tile product is exact, and
- * TDPBF16PS sums them in float32, per scale group (q4 and q8 64 columns, FP4 32, fp8 its block's
- * width; bf16, unscaled, the whole row); each group's sum times its scale is added to a float32
- * accumulator. That is a float32 sum of the products in another order, the one thing the
- * variants may differ in (kernels.h). Two departures, both below float32's reach: the tiles and
- * the conversion to bfloat16 take subnormal inputs as zero (a part below 2^-126: x itself, or
- * the last part of an x below about 2^-100, an error under 2^-126 |w| a product); and a group's
- * sum of unscaled codes times x can overflow where the scaled products would not (x near
- * float32's end), so every output that is not finite is computed again by the plain path
- * (redo_nonfinite), as the nibble paths do.
+ * bfloat16 parts, h = bf16(x), m = bf16(x - h), l = bf16(x - h - m) (round to nearest; each
+ * difference is exact in float32), and x = h + m + l exactly: x's 24-bit significand leaves at
+ * most 16 bits below h's 8 and 8 below m's. Every weight this GEMM takes is a bfloat16 exactly
+ * before its scale (bf16; q4's and q8's integers; e2m1; e4m3 as value / 256, its scale times
+ * 256), so each tile product is exact, and TDPBF16PS sums them in float32, per scale group (q4
+ * and q8 64 columns, FP4 32, fp8 its block's width; bf16, unscaled, the whole row); each group's
+ * sum times its scale is added to a float32 accumulator. That is a float32 sum of the products in
+ * another order, the one thing the variants may differ in (kernels.h), over three terms a
+ * product (a priori gamma(3k + 4) where one term a product gives gamma(2k + 4); test_exact
+ * measures the tighter one). Two departures, both below float32's reach: the tiles and the
+ * conversion to bfloat16 take subnormal inputs as zero (a part below 2^-126: x itself, or the
+ * last part of an x below about 2^-110, an error under 2^-126 |w| a product); and a group's sum of
+ * unscaled codes times x can overflow where the scaled products would not (x near float32's end),
+ * so every output that is not finite is computed again by the plain path (redo_nonfinite), as the
+ * nibble paths do.
  *
  * Layout. The weights are the tiles' A: a panel of 32 rows decoded once into bfloat16 for all its
  * columns (amx_stage: per chunk of 32 columns two 1 KiB tiles of 16 rows), with its scales; the
@@ -171,11 +173,13 @@ KV_INLINE __m512i amx_chunk(coli_enc enc, const uint8_t *c, int64_t k, int64_t c
 		w = amx_bf16(lo, hi);
 		break;
 	}
-	default: { /* fp8: a byte a column, nothing past cols; kv_e4m3 gives value / 256 */
-		uint8_t b[32] = {0};
-		memcpy(b, c + k, (size_t)(cols - k >= 32 ? 32 : cols - k));
-		const __m512 u = _mm512_set1_ps(256.0f);
-		w = amx_bf16(_mm512_mul_ps(kv_e4m3_nan(b), u), _mm512_mul_ps(kv_e4m3_nan(b + 16), u));
+	default: { /* fp8: a byte a column, nothing past cols; value / 256 (amx_scales takes the 256) as
+		    * kv_e4m3 makes it, a binary16 of the code's bits shifted; 0x7F and 0xFF NaN */
+		const __m256i b = _mm256_maskz_loadu_epi8(m, c + k);
+		const __m512i h = _mm512_and_si512(_mm512_slli_epi16(_mm512_cvtepi8_epi16(b), 7), _mm512_set1_epi16((short)0xBFFF));
+		w = amx_bf16(_mm512_cvtph_ps(_mm512_castsi512_si256(h)), _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1)));
+		w = _mm512_mask_mov_epi16(w, _mm256_cmpeq_epi8_mask(_mm256_and_si256(b, _mm256_set1_epi8(0x7F)), _mm256_set1_epi8(0x7F)),
+					  _mm512_set1_epi16(0x7FC0));
 		break;
 	}
 	}
@@ -204,9 +208,11 @@ static void amx_scales(const coli_mat *W, int64_t p0, int nr, int64_t G, float *
 				const __mmask16 m = kv_first(G - g);
 				_mm512_mask_storeu_ps(s + g, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, sr + 2 * g)));
 			}
-		} else {
+		} else { /* fp8's chunks are value / 256 (amx_chunk): 256 x its scale, as exact */
+			const uint8_t *sr = kern_row_scales(W, p0 + i);
+			const float u = W->enc == COLI_ENC_FP8 ? 256.0f : 1.0f;
 			for (int64_t g = 0; g < G; g++)
-				s[g] = kern_scale(W, p0 + i, g);
+				s[g] = kern_group_scale(W->enc, sr, g) * u;
 		}
 	}
 }
