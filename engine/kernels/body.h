@@ -819,7 +819,7 @@ const kern_ops KV_OPS = {
 	.mul = mul,
 	.vec_t = vec_t,
 	.row = row,
-	.small_n = KV_AMX ? COLI_EXACT_N : SMALL_N, /* amx: its GEMM from 9 tokens (2x the matvec kernels' speed at 16) */
+	.small_n = KV_AMX ? COLI_EXACT_N : SMALL_N, /* amx: its GEMM from 9 tokens (2.8-3.1x the matvec kernels at 16) */
 #if KV_AMX
 	.gemm_bytes = amx_bytes,
 	.gemm_prep = amx_prep,

@@ -17,7 +17,7 @@
 #define VEC_UNIT 16      /* rows: pieces of a split start at multiples of these */
 #define MUL_UNIT 32
 #define COL_UNIT 128     /* columns, for the transposed product */
-#define GEMM_L2 (768 << 10) /* bytes of a variant's prepared GEMM activations a step (gemm_mul) */
+#define GEMM_L2 (768 << 10) /* bytes of a variant's prepared GEMM activations a step (tiles_mul) */
 
 /* The kernels' context: the variant, the threads, their pool, the prepared-activation buffer. */
 struct coli_kernels {
