@@ -423,17 +423,20 @@ static const rows_fn *rows_for(const coli_mat *W, const kern_x *xp)
 
 /* The nibble-order paths (and amx's GEMM, body_amx.h) sum codes times x before the scale (q4's
  * fp16, FP4's power of two), so with x near float32's end such a sum can overflow where the
- * weights' products would not: the
- * rows of T tokens (plain x, xs floats apart) whose result is not finite are done again through
- * the plain path, which scales each weight first (kdec), so that only what float32 itself
+ * weights' products would not: the rows of T tokens (plain x, xs floats apart) whose result is
+ * not finite are done again through the plain path, which scales each weight first (kdec), so that only what float32 itself
  * overflows does (a NaN scale's row stays NaN). The same rows for any split: a row's bits are
  * still its own. */
 static void redo_nonfinite(const coli_mat *W, const float *x, int64_t xs, int T, float *y, int64_t ys, int64_t r0, int64_t r1)
 {
-	for (int t = 0; t < T; t++)
-		for (int64_t r = r0; r < r1; r++)
+	for (int t = 0; t < T; t++) {
+		int any = 0; /* a token's rows looked at KV_N at a time first: almost always all finite */
+		for (int64_t r = r0; r < r1 && !any; r += KV_N)
+			any = kv_nonfinite(y + t * ys + r - r0, r1 - r);
+		for (int64_t r = r0; any && r < r1; r++)
 			if (!isfinite(y[t * ys + r - r0]))
 				plain_rows[W->enc][0](W, x + t * xs, xs, y + t * ys + r - r0, ys, r, r + 1);
+	}
 }
 
 static void vec(const coli_mat *W, const float *x, const kern_x *xp, float *y, int64_t r0, int64_t r1)

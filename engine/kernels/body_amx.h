@@ -35,33 +35,11 @@
 
 #include <pthread.h>
 
+#include "kernels/amx_tiles.h"
+
 #define AMX_TILE 1024 /* bytes of a tile: 16 rows of 64 */
 #define AMX_PANEL 32  /* rows a panel: two tiles of 16 */
 #define AMX_AHEAD 2   /* chunks of the panel decoded ahead of the tiles that read them */
-
-/* The tile configuration (palette 1): tiles 0-3 C (C[2 a + b]: row tile a, token tile b), 4-5 A
- * (the panel's two row tiles), 6-7 B (two token tiles); every tile 16 rows of 64 bytes. */
-typedef struct amx_cfg {
-	uint8_t palette, start;
-	uint8_t reserved[14];
-	uint16_t colsb[16];
-	uint8_t rows[16];
-} amx_cfg;
-
-static void amx_config(void)
-{
-	amx_cfg c;
-	memset(&c, 0, sizeof(c));
-	c.palette = 1;
-	for (int i = 0; i < 8; i++) {
-		c.colsb[i] = 64;
-		c.rows[i] = 16;
-	}
-	/* GCC's _tile_loadconfig tells the compiler it reads one byte of c: without this barrier the
-	 * other stores may be dropped as dead (fmapeak.c faulted so) */
-	__asm__ volatile("" : : "r"(&c) : "memory");
-	_tile_loadconfig(&c);
-}
 
 /* Whether the GEMM takes W: every code a bfloat16 before a scale that spans whole chunks of 32
  * columns. */
@@ -252,7 +230,8 @@ static uint8_t *amx_scratch(size_t n)
 	return b ? b + 64 : NULL;
 }
 
-/* The C tiles (tt token tiles) to ct (32 rows x 32 tokens, 128 bytes a row). */
+/* The C tiles (tt token tiles; tile 2 a + b: row tile a, token tile b) to ct (32 rows x 32
+ * tokens, 128 bytes a row). */
 KV_INLINE void amx_store_c(int tt, float *ct)
 {
 	_tile_stored(0, ct, 128);
@@ -290,19 +269,6 @@ KV_INLINE void amx_put(const float *acc, int64_t t0, int nt, int nr, float *Y, i
 		}
 }
 
-/* Whether any of Y[t][r0 .. r1) (t < n, rows ys apart) is not finite (all exponent bits set). */
-static int amx_nonfinite(const float *Y, int n, int64_t ys, int64_t r0, int64_t r1)
-{
-	const __m512i e = _mm512_set1_epi32(0x7F800000);
-	__mmask16 any = 0;
-	for (int t = 0; t < n; t++)
-		for (int64_t r = r0; r < r1; r += 16) {
-			const __m512i v = _mm512_maskz_loadu_epi32(kv_first(r1 - r), Y + t * ys + r);
-			any |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(v, e), e);
-		}
-	return any != 0;
-}
-
 /* Rows [r0, r1) of Y for the n tokens of XP (KX_BF16X3; X as given, for redo_nonfinite); 0 when the
  * panel's memory cannot be had (nothing computed then). */
 KV_INLINE int amx_gemm_enc(coli_enc enc, const coli_mat *W, const float *X, const kern_x *XP, int n, float *Y,
@@ -323,7 +289,7 @@ KV_INLINE int amx_gemm_enc(coli_enc enc, const coli_mat *W, const float *X, cons
 	/* the next panel's codes are fetched meanwhile, spread over this one's chunks (from RAM the
 	 * panel's reads would otherwise stall the tiles) */
 	const int64_t pf_step = (AMX_PANEL * W->row_bytes / 64 + (NB + 1) / 2 * NK - 1) / ((NB + 1) / 2 * NK) * 64;
-	amx_config();
+	kern_amx_config();
 	for (int64_t p0 = r0; p0 < r1; p0 += AMX_PANEL) {
 		const int nr = r1 - p0 < AMX_PANEL ? (int)(r1 - p0) : AMX_PANEL;
 		const uint8_t *pf = W->codes + (p0 + AMX_PANEL) * W->row_bytes, *pf_end = pf + AMX_PANEL * W->row_bytes;
@@ -375,8 +341,7 @@ KV_INLINE int amx_gemm_enc(coli_enc enc, const coli_mat *W, const float *X, cons
 		}
 	}
 	_tile_release();
-	if (amx_nonfinite(Y, n, W->rows, r0, r1))
-		redo_nonfinite(W, X, W->cols, n, Y + r0, W->rows, r0, r1);
+	redo_nonfinite(W, X, W->cols, n, Y + r0, W->rows, r0, r1);
 	return 1;
 }
 
@@ -477,7 +442,7 @@ KV_INLINE void amx_q8_gemm_enc(coli_enc enc, const coli_mat *W, const kern_x *xp
 	}
 	float *sst = (float *)(void *)(mem + wb), *acc = sst + G * AMX_PANEL, *res = acc + 8 * 32 * 32;
 	int32_t *ct = (int32_t *)(void *)(res + 32 * 32);
-	amx_config();
+	kern_amx_config();
 	for (int64_t p0 = r0; p0 < r1; p0 += AMX_PANEL) {
 		const int nr = r1 - p0 < AMX_PANEL ? (int)(r1 - p0) : AMX_PANEL;
 		for (int i = 0; i < AMX_PANEL; i++) {

@@ -2,7 +2,8 @@
  *
  * Included first by avx2.c, then body.h: every function of that file is built for this ISA. An
  * ISA mapping gives (ggml's simd-mappings.h is the model):
- *   KV_N lanes of float32 (kv_f), their integer view (kv_i), a lane mask (kv_m) and its uses;
+ *   KV_N lanes of float32 (kv_f), their integer view (kv_i), a lane mask (kv_m) and its uses,
+ *   and whether any of the first n lanes is not finite (kv_nonfinite);
  *   arithmetic, a horizontal sum (kv_reduce: its order is the variant's), an in-register
  *   transpose of KV_N vectors (the GEMM);
  *   conversions of KV_N codes: bf16, f16, e4m3 (value / 256, through binary16), int8, bytes;
@@ -79,6 +80,12 @@ KV_INLINE int kv_all(kv_m m) { return _mm256_testc_si256(m, _mm256_set1_epi32(-1
 KV_INLINE kv_f kv_load_m(const float *p, kv_m m) { return _mm256_maskload_ps(p, m); }
 KV_INLINE void kv_store_m(float *p, kv_m m, kv_f v) { _mm256_maskstore_ps(p, m, v); }
 KV_INLINE kv_f kv_keep(kv_f v, kv_m m) { return _mm256_and_ps(v, _mm256_castsi256_ps(m)); }
+KV_INLINE int kv_nonfinite(const float *p, int64_t n) /* every exponent bit set: inf or NaN */
+{
+	const __m256i e = _mm256_set1_epi32(0x7F800000);
+	const __m256i v = _mm256_and_si256(_mm256_castps_si256(kv_load_m(p, kv_first(n))), e);
+	return !_mm256_testz_si256(_mm256_cmpeq_epi32(v, e), _mm256_set1_epi32(-1));
+}
 
 /* ---- codes ---- */
 

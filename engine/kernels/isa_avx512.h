@@ -83,6 +83,11 @@ KV_INLINE int kv_all(kv_m m) { return m == 0xFFFF; }
 KV_INLINE kv_f kv_load_m(const float *p, kv_m m) { return _mm512_maskz_loadu_ps(m, p); }
 KV_INLINE void kv_store_m(float *p, kv_m m, kv_f v) { _mm512_mask_storeu_ps(p, m, v); }
 KV_INLINE kv_f kv_keep(kv_f v, kv_m m) { return _mm512_maskz_mov_ps(m, v); }
+KV_INLINE int kv_nonfinite(const float *p, int64_t n) /* every exponent bit set: inf or NaN */
+{
+	const __m512i e = _mm512_set1_epi32(0x7F800000);
+	return _mm512_mask_cmpeq_epi32_mask(kv_first(n), _mm512_and_si512(_mm512_castps_si512(kv_load_m(p, kv_first(n))), e), e) != 0;
+}
 
 /* ---- codes ---- */
 

@@ -414,6 +414,14 @@ void coli_mat_vec(coli_kernels *kc, const coli_mat *W, const float *x, float *y)
 	coli_mat_vec_range(kc, W, 0, W->rows, x, y);
 }
 
+/* Tokens a step of a product over n tokens whose prepared activations fit tokens at a time: all
+ * of them, else what fits rounded down to a multiple of unit, at least least (the buffer then
+ * grows to it). */
+static int step_tokens(int64_t fit, int n, int least, int unit)
+{
+	return fit >= n ? n : fit >= least ? (int)(fit / unit * unit) : least < n ? least : n;
+}
+
 static void tiles_prep_piece(void *arg, int64_t b, int64_t e)
 {
 	const job *j = arg;
@@ -433,8 +441,7 @@ static int tiles_mul(coli_kernels *kc, const coli_mat *W, const float *X, int n,
 {
 	const int64_t per16 = type == KX_Q8T ? kc->q8->tiles_bytes(W->cols) : kc->ops->gemm_bytes(W), l2 = GEMM_L2 / per16 * 16;
 	int64_t fit = (int64_t)kc->xcap / per16 * 16;
-	fit = fit < l2 ? fit : l2;
-	int step = fit >= n ? n : fit >= 32 ? (int)(fit / 32 * 32) : 32 < n ? 32 : n;
+	int step = step_tokens(fit < l2 ? fit : l2, n, 32, 32);
 	for (int t0 = 0; t0 < n; t0 += step) {
 		int nt = n - t0 < step ? n - t0 : step;
 		int64_t blocks = (nt + 15) / 16, grain;
@@ -458,8 +465,7 @@ static int q8_mul(coli_kernels *kc, const coli_mat *W, const float *X, int n, fl
 	if (n >= Q8_TILES_N && kc->q8->tiles_bytes)
 		return tiles_mul(kc, W, X, n, Y, KX_Q8T);
 	const int64_t per = kern_q8_bytes(W->cols);
-	int64_t fit = (int64_t)kc->xcap / per;
-	int step = fit >= n ? n : fit >= 16 ? (int)fit : 16 < n ? 16 : n;
+	int step = step_tokens((int64_t)kc->xcap / per, n, 16, 1);
 	for (int t0 = 0; t0 < n; t0 += step) {
 		int nt = n - t0 < step ? n - t0 : step;
 		job j = {.k = kc->ops, .q8 = kc->q8, .W = W, .x = X + (int64_t)t0 * W->cols, .y = Y + (int64_t)t0 * W->rows, .n = nt};

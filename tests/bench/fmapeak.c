@@ -6,9 +6,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
+
+#include "kernels.h"
+#include "kernels/amx_tiles.h"
 
 static const char usage[] =
 	"usage: coli-fmapeak ISA\n"
@@ -73,27 +74,21 @@ PEAK_RUN(run_avx2, "avx2,fma", __m256, 8, _mm256_set1_ps, _mm256_fmadd_ps, _mm25
 PEAK_RUN(run_avx512, "avx512f", __m512, 16, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, _mm512_cvtss_f32)
 
 /* AMX: four independent C tiles of 16 x 16 over two A and two B tiles of 16 rows x 64 bytes (the
- * shape of amx's GEMM, body_amx.h); multiply-adds a run (bf16: 32 a row of A, int8: 64). */
-typedef struct amx_cfg {
-	uint8_t palette, start, reserved[14];
-	uint16_t colsb[16];
-	uint8_t rows[16];
-} amx_cfg;
-
+ * configuration and shape of amx's GEMM, kernels/amx_tiles.h); multiply-adds a run (bf16: 32 a
+ * row of A, int8: 64). */
 #define AMX_RUN(name, dp, k)                                                                  \
 	__attribute__((target("amx-tile,amx-bf16,amx-int8"))) static double name(void)            \
 	{                                                                                     \
 		static uint8_t zero[1024];                                                    \
-		amx_cfg c;                                                                    \
-		memset(&c, 0, sizeof(c));                                                     \
-		c.palette = 1;                                                                \
-		for (int i = 0; i < 8; i++)                                                   \
-			c.colsb[i] = 64, c.rows[i] = 16;                                      \
-		__asm__ volatile("" : : "r"(&c) : "memory"); /* body_amx.h, amx_config */  \
-		_tile_loadconfig(&c);                                                         \
-		_tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);                 \
-		_tile_loadd(4, zero, 64); _tile_loadd(5, zero, 64);                     \
-		_tile_loadd(6, zero, 64); _tile_loadd(7, zero, 64);                     \
+		kern_amx_config();                                                            \
+		_tile_zero(0);                                                                \
+		_tile_zero(1);                                                                \
+		_tile_zero(2);                                                                \
+		_tile_zero(3);                                                                \
+		_tile_loadd(4, zero, 64);                                                     \
+		_tile_loadd(5, zero, 64);                                                     \
+		_tile_loadd(6, zero, 64);                                                     \
+		_tile_loadd(7, zero, 64);                                                     \
 		for (long i = 0; i < ROUNDS / 4; i++) {                                       \
 			dp(0, 4, 6);                                                          \
 			dp(1, 4, 7);                                                          \
@@ -113,13 +108,6 @@ static double run_amx(void)
 	return run_amx_bf16() / 3;
 }
 
-/* Whether the CPU has AMX and Linux grants this process its tiles. */
-static int amx_ok(void)
-{
-	return __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") &&
-	       __builtin_cpu_supports("amx-int8") && syscall(SYS_arch_prctl, 0x1023, 18) == 0;
-}
-
 int main(int argc, char **argv)
 {
 	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")))
@@ -135,9 +123,9 @@ int main(int argc, char **argv)
 	else if (!strcmp(argv[1], "avx512"))
 		run = __builtin_cpu_supports("avx512f") ? run_avx512 : NULL;
 	else if (!strcmp(argv[1], "amx"))
-		run = amx_ok() ? run_amx : NULL;
+		run = coli_kernels_available("amx") ? run_amx : NULL;
 	else if (!strcmp(argv[1], "amx-int8"))
-		run = amx_ok() ? run_amx_int8 : NULL;
+		run = coli_kernels_available("amx") ? run_amx_int8 : NULL;
 	else
 		return fprintf(stderr, "coli-fmapeak: ISA '%s': expected scalar, avx2, avx512, amx or amx-int8\n%s", argv[1], usage),
 		       2;
