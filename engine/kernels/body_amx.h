@@ -35,7 +35,28 @@
 
 #include <pthread.h>
 
-#include "kernels/amx_tiles.h"
+/* The tile configuration: palette 1, tiles 0-7 each 16 rows of 64 bytes: C 0-3, A 4-5, B 6-7. */
+typedef struct amx_cfg {
+	uint8_t palette, start;
+	uint8_t reserved[14];
+	uint16_t colsb[16];
+	uint8_t rows[16];
+} amx_cfg;
+
+static void amx_config(void)
+{
+	amx_cfg c;
+	memset(&c, 0, sizeof(c));
+	c.palette = 1;
+	for (int i = 0; i < 8; i++) {
+		c.colsb[i] = 64;
+		c.rows[i] = 16;
+	}
+	/* GCC's _tile_loadconfig tells the compiler it reads one byte of c: without this barrier the
+	 * other stores may be dropped as dead (fmapeak.c faulted so) */
+	__asm__ volatile("" : : "r"(&c) : "memory");
+	_tile_loadconfig(&c);
+}
 
 #define AMX_TILE 1024 /* bytes of a tile: 16 rows of 64 */
 #define AMX_PANEL 32  /* rows a panel: two tiles of 16 */
@@ -289,7 +310,7 @@ KV_INLINE int amx_gemm_enc(coli_enc enc, const coli_mat *W, const float *X, cons
 	/* the next panel's codes are fetched meanwhile, spread over this one's chunks (from RAM the
 	 * panel's reads would otherwise stall the tiles) */
 	const int64_t pf_step = (AMX_PANEL * W->row_bytes / 64 + (NB + 1) / 2 * NK - 1) / ((NB + 1) / 2 * NK) * 64;
-	kern_amx_config();
+	amx_config();
 	for (int64_t p0 = r0; p0 < r1; p0 += AMX_PANEL) {
 		const int nr = r1 - p0 < AMX_PANEL ? (int)(r1 - p0) : AMX_PANEL;
 		const uint8_t *pf = W->codes + (p0 + AMX_PANEL) * W->row_bytes, *pf_end = pf + AMX_PANEL * W->row_bytes;
@@ -442,7 +463,7 @@ KV_INLINE void amx_q8_gemm_enc(coli_enc enc, const coli_mat *W, const kern_x *xp
 	}
 	float *sst = (float *)(void *)(mem + wb), *acc = sst + G * AMX_PANEL, *res = acc + 8 * 32 * 32;
 	int32_t *ct = (int32_t *)(void *)(res + 32 * 32);
-	kern_amx_config();
+	amx_config();
 	for (int64_t p0 = r0; p0 < r1; p0 += AMX_PANEL) {
 		const int nr = r1 - p0 < AMX_PANEL ? (int)(r1 - p0) : AMX_PANEL;
 		for (int i = 0; i < AMX_PANEL; i++) {
